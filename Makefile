@@ -1,0 +1,188 @@
+# Makefile -- builds ditto, its tests, fuzzers and benchmarks (GNU make).
+#
+#   make            ./ditto (optimised, with debug info)
+#   make run        dependency step, build, run ditto on the built-in default
+#   make test       dependency step, ASan+UBSan build, every module's tests
+#   make gpu-test   tests that need a GPU (run on a machine with one)
+#   make bench      CPU benchmarks into docs/PERFORMANCE.md
+#   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
+#   make bundle     dist/: the binary, data and the non-base libraries
+#   make format     clang-format every C source
+#   make install PREFIX=/usr/local
+#
+# CUDA_HOME points at the CUDA toolkit (headers only at build time: every
+# CUDA library is loaded at run time). Set CI=1 for -Werror.
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+CC ?= cc
+CXX ?= c++
+CLANG ?= clang
+CUDA_HOME ?= /usr/local/cuda
+PREFIX ?= /usr/local
+FUZZ_SECONDS ?= 60
+
+PKGS := ncursesw panelw lua5.4 libcjson libcurl
+# Evaluated once, on first use, so that `make test` can install packages
+# before pkg-config is asked about them.
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS)))$(PKG_LIBS)
+CRIT_LIBS = $(eval CRIT_LIBS := $(shell pkg-config --libs criterion))$(CRIT_LIBS)
+
+CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wno-missing-field-initializers
+ifneq ($(CI),)
+WARN += -Werror
+endif
+
+CPPFLAGS_ALL = -I. -D_GNU_SOURCE $(CUDA_INC) $(PKG_CFLAGS)
+CSTD := -std=c11
+REL_FLAGS := -O2 -g
+DBG_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -fno-sanitize-recover=undefined
+SYS_LIBS := -ldl -lpthread -lm
+
+# Product sources by module. cli/ holds the command-line front end and main().
+MODULES := core sparse hardware gpu agents knowledge scripting sessions tui cli
+LIB_SRCS := $(foreach m,$(filter-out cli,$(MODULES)),$(wildcard $(m)/*.c))
+CXX_SRCS := $(strip $(foreach m,$(MODULES),$(wildcard $(m)/*.cpp)))
+CLI_SRCS := $(wildcard cli/*.c)
+TEST_MODULES := $(patsubst tests/%/,%,$(sort $(dir $(wildcard tests/*/test_*.c))))
+
+REL ?= build/rel
+DBG ?= build/dbg
+
+rel_objs = $(patsubst %.c,$(REL)/%.o,$(1))
+dbg_objs = $(patsubst %.c,$(DBG)/%.o,$(1))
+
+REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/%.o,$(CXX_SRCS))
+DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/%.o,$(CXX_SRCS))
+LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
+
+.PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
+        bundle format install clean deps
+
+all: ditto
+
+ditto: $(REL)/libditto.a $(call rel_objs,$(CLI_SRCS))
+	$(LINKER) -o $@ $(call rel_objs,$(CLI_SRCS)) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
+
+$(REL)/libditto.a: $(REL_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(DBG)/libditto.a: $(DBG_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(REL)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(REL_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(DBG)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(DBG_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(REL)/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(REL_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(DBG)/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(DBG_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+
+# The sanitized binary the tests drive end to end.
+$(DBG)/ditto: $(DBG)/libditto.a $(call dbg_objs,$(CLI_SRCS))
+	$(LINKER) $(DBG_FLAGS) -o $@ $(call dbg_objs,$(CLI_SRCS)) $(DBG)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
+
+# One Criterion executable per module: tests/MODULE/test_*.c plus the shared
+# helpers in tests/common/.
+TEST_COMMON := $(wildcard tests/common/*.c)
+define test_exe
+$(DBG)/tests/test_$(1): $(call dbg_objs,$(wildcard tests/$(1)/*.c) $(TEST_COMMON)) $(DBG)/libditto.a
+	@mkdir -p $$(@D)
+	$(LINKER) $(DBG_FLAGS) -o $$@ $$(filter %.o,$$^) $(DBG)/libditto.a $$(CRIT_LIBS) $$(PKG_LIBS) $(SYS_LIBS)
+endef
+$(foreach m,$(TEST_MODULES),$(eval $(call test_exe,$(m))))
+TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m))
+
+deps:
+	@CUDA_HOME=$(CUDA_HOME) ./scripts/deps.sh
+
+# The default problem `make run` opens (see README).
+run: deps
+	@$(MAKE) --no-print-directory all
+	./ditto
+
+test: deps
+	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory test-run
+
+test-build: $(TEST_EXES) $(DBG)/ditto
+
+# Each module's executable prints its own Criterion synthesis; the last line
+# sums them in the same format.
+test-run:
+	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) ./scripts/run-tests.sh $(TEST_EXES)
+
+gpu-test-build: $(DBG)/tests/test_gpu $(DBG)/ditto
+
+gpu-test: gpu-test-build
+	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_GPU_TESTS=1 \
+	  ./scripts/run-tests.sh $(DBG)/tests/test_gpu
+
+bench: all $(REL)/bench_cpu
+	@./scripts/bench.sh $(REL)/bench_cpu
+
+$(REL)/bench_cpu: $(call rel_objs,$(wildcard tests/bench/*.c)) $(REL)/libditto.a
+	$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
+
+# libFuzzer targets, one per reader. Corpus seeds live in tests/fuzz/corpus/.
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
+fuzz: $(FUZZ_TARGETS)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(@D)
+	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
+	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lpthread -lm
+
+fuzz-run: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+	    build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} 2>&1 | grep -E 'stat::|ERROR|SUMMARY|Done' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+DATA_DIRS := hardware kernels prompts knowledge scripting/examples
+bundle: all
+	@rm -rf dist && mkdir -p dist/lib dist/share/ditto
+	cp ditto dist/ditto
+	@for d in $(DATA_DIRS); do if [ -d $$d ]; then mkdir -p dist/share/ditto/$$d && \
+	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
+	  -exec cp {} dist/share/ditto/$$d/ \; ; fi; done
+	@./scripts/bundle-libs.sh dist/ditto dist/lib
+	@if [ -n "$(BUNDLE_TESTS)" ]; then $(MAKE) --no-print-directory gpu-test-build && \
+	  mkdir -p dist/tests && cp $(DBG)/ditto dist/tests/ditto-dbg && cp $(DBG)/tests/test_gpu dist/tests/ && \
+	  ./scripts/bundle-libs.sh dist/tests/test_gpu dist/lib all; fi
+	@echo "bundle: dist/ is ready; run it with: LD_LIBRARY_PATH=dist/lib dist/ditto --version"
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ditto
+	install -m 0755 ditto $(DESTDIR)$(PREFIX)/bin/ditto
+	@for d in $(DATA_DIRS); do if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/ditto/$$d && \
+	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
+	  -exec install -m 0644 {} $(DESTDIR)$(PREFIX)/share/ditto/$$d/ \; ; fi; done
+
+clean:
+	rm -rf build dist ditto
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,37 @@
+/* cli.h -- the command-line front end: one function per `ditto COMMAND`.
+ *
+ * Each command takes the arguments after its name (argv[0] is the command
+ * name) and returns the process exit status: 0 success, 1 failure of the
+ * work, 2 misuse (bad flags or arguments). Commands print results on stdout
+ * and errors on stderr as one line naming what to fix. */
+#ifndef DITTO_CLI_H
+#define DITTO_CLI_H
+
+#include "core/core.h"
+
+#define CLI_OK 0
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary; /* one line for `ditto --help` */
+    const char *usage;   /* full text for `ditto COMMAND --help` */
+} cli_command;
+
+/* The table in main.c; NULL-name terminated. */
+extern const cli_command cli_commands[];
+
+/* True when argv holds -h or --help (commands print their usage then). */
+int cli_wants_help(int argc, char **argv);
+/* Print "ditto COMMAND: message" and the hint to run --help; returns
+ * CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) DT_PRINTF(2, 3);
+/* Print the usage text of a command to stdout; returns CLI_OK. */
+int cli_print_usage(const char *cmd);
+
+/* Commands. */
+int cli_profile(int argc, char **argv);
+
+#endif /* DITTO_CLI_H */

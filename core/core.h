@@ -1,0 +1,194 @@
+/* core.h -- small shared pieces: errors, buffers, JSON helpers, hashing, files, logging.
+ *
+ * Prefix: dt_ (ditto). Every module may include this header; it includes
+ * nothing of the project's.
+ *
+ * Ownership: a function named _new or _dup returns memory the caller frees
+ * with the matching _free (free of NULL is a no-op); _get borrows; _take
+ * transfers ownership to the callee. JSON values are cJSON trees: the
+ * dt_json_* helpers never take ownership unless their name says _take.
+ *
+ * Errors: functions that can fail return 0 on success and -1 on failure and
+ * write a one-line message into a caller-provided dt_err. A NULL dt_err is
+ * allowed and discards the message. */
+#ifndef DITTO_CORE_H
+#define DITTO_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#define DT_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define DT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define DT_UNUSED __attribute__((unused))
+#else
+#define DT_PRINTF(fmt, args)
+#define DT_UNUSED
+#endif
+
+#define DT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors ------------------------------------------------------------ */
+
+typedef struct dt_err {
+    int code;       /* module-defined; 0 when no error was set */
+    char msg[1024]; /* one line, no trailing newline */
+} dt_err;
+
+/* Set e->msg from a format (no-op when e is NULL). Always returns -1 so that
+ * error paths can `return dt_err_set(e, ...)`. */
+int dt_err_set(dt_err *e, const char *fmt, ...) DT_PRINTF(2, 3);
+/* Prepend "prefix: " to an existing message. Returns -1. */
+int dt_err_prefix(dt_err *e, const char *fmt, ...) DT_PRINTF(2, 3);
+void dt_err_clear(dt_err *e);
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* Allocation wrappers that abort with a message on out-of-memory. Use them for
+ * small bookkeeping; large data allocations (matrix arrays) use plain malloc
+ * and report failure through dt_err. */
+void *dt_xmalloc(size_t n);
+void *dt_xcalloc(size_t count, size_t size);
+void *dt_xrealloc(void *p, size_t n);
+char *dt_xstrdup(const char *s);
+char *dt_xstrndup(const char *s, size_t n);
+/* asprintf that aborts on out-of-memory. */
+char *dt_xasprintf(const char *fmt, ...) DT_PRINTF(1, 2);
+
+/* ---- growable byte buffer ---------------------------------------------- */
+
+/* A buffer that always keeps a NUL after its contents, so data can be used
+ * as a C string. Zero-initialised (DT_BUF_INIT) is an empty, valid buffer. */
+typedef struct dt_buf {
+    char *data; /* NULL until the first append */
+    size_t len; /* bytes in use, excluding the NUL */
+    size_t cap; /* bytes allocated */
+} dt_buf;
+
+#define DT_BUF_INIT {NULL, 0, 0}
+
+void dt_buf_reserve(dt_buf *b, size_t extra);
+void dt_buf_append(dt_buf *b, const void *data, size_t n);
+void dt_buf_puts(dt_buf *b, const char *s);
+void dt_buf_putc(dt_buf *b, char c);
+void dt_buf_printf(dt_buf *b, const char *fmt, ...) DT_PRINTF(2, 3);
+void dt_buf_vprintf(dt_buf *b, const char *fmt, va_list ap);
+void dt_buf_reset(dt_buf *b); /* len = 0, keeps memory */
+void dt_buf_free(dt_buf *b);  /* releases memory; b is empty afterwards */
+/* Returns the contents as a NUL-terminated string the caller frees; b is
+ * left empty. Never returns NULL. */
+char *dt_buf_take(dt_buf *b);
+/* "" when empty, never NULL. Borrowed. */
+const char *dt_buf_str(const dt_buf *b);
+
+/* ---- strings ----------------------------------------------------------- */
+
+int dt_streq(const char *a, const char *b); /* NULL-safe */
+int dt_startswith(const char *s, const char *prefix);
+int dt_endswith(const char *s, const char *suffix);
+/* Parse a size with an optional decimal suffix K, M, G (10^3, 10^6, 10^9) or
+ * binary Ki, Mi, Gi. "16M" -> 16000000. Returns -1 on a malformed or
+ * negative value, or on overflow of int64. */
+int dt_parse_size(const char *s, int64_t *out);
+/* Parse a finite double in the C locale; whole string must be consumed. */
+int dt_parse_double(const char *s, double *out);
+/* Locale-independent strtod (the TUI sets LC_ALL from the environment, which
+ * can make the decimal point a comma). */
+double dt_strtod(const char *s, char **end);
+/* Human-readable byte count: "1.5 MB" (decimal units). Writes into out. */
+const char *dt_fmt_bytes(double bytes, char *out, size_t outlen);
+
+/* ---- hashing ----------------------------------------------------------- */
+
+/* 64-bit FNV-1a, chainable: pass the previous hash as seed (DT_HASH_SEED to
+ * start). Used for cache keys and fingerprints, not for security. */
+#define DT_HASH_SEED 0xcbf29ce484222325ULL
+uint64_t dt_hash64(const void *data, size_t n, uint64_t seed);
+uint64_t dt_hash_str(const char *s, uint64_t seed);
+/* 16 lowercase hex digits + NUL into out (17 bytes). */
+void dt_hash_hex(uint64_t h, char out[17]);
+
+/* Deterministic pseudo-random numbers (xoshiro256**), seeded by splitmix64.
+ * The same seed gives the same stream on every platform. */
+typedef struct dt_rng {
+    uint64_t s[4];
+} dt_rng;
+
+void dt_rng_seed(dt_rng *r, uint64_t seed);
+uint64_t dt_rng_next(dt_rng *r);
+/* Uniform in [0, 1). */
+double dt_rng_uniform(dt_rng *r);
+/* Uniform integer in [0, n); n > 0. Unbiased (rejection). */
+uint64_t dt_rng_below(dt_rng *r, uint64_t n);
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Read a whole file into memory (NUL-terminated). On error returns NULL and
+ * sets e with the path and errno's text. */
+char *dt_read_file(const char *path, size_t *len, dt_err *e);
+/* Write data to path atomically: a temporary file in the same directory,
+ * fsync, rename. On error nothing at path is modified. */
+int dt_write_file_atomic(const char *path, const void *data, size_t len, dt_err *e);
+/* mkdir -p. Returns 0 if the directory exists afterwards. */
+int dt_mkdir_p(const char *path, dt_err *e);
+int dt_file_exists(const char *path);
+/* $XDG_CONFIG_HOME/ditto, $XDG_DATA_HOME/ditto, $XDG_CACHE_HOME/ditto with the
+ * standard fallbacks under $HOME. Caller frees. NULL if neither the XDG
+ * variable nor HOME is set. */
+char *dt_config_dir(void);
+char *dt_data_dir(void);
+char *dt_cache_dir(void);
+/* Directory holding the running executable (from /proc/self/exe), caller
+ * frees; NULL if unknown. */
+char *dt_exe_dir(void);
+
+/* ---- logging ----------------------------------------------------------- */
+
+typedef enum { DT_LOG_ERROR, DT_LOG_WARN, DT_LOG_INFO, DT_LOG_DEBUG } dt_log_level;
+
+/* Logs go to stderr (or the sink set below) as "ditto: level: message". */
+void dt_log_set_level(dt_log_level level);
+dt_log_level dt_log_get_level(void);
+/* Prefix printed before each line, e.g. "ditto" or "ditto worker". */
+void dt_log_set_prefix(const char *prefix);
+void dt_log(dt_log_level level, const char *fmt, ...) DT_PRINTF(2, 3);
+#define dt_warn(...) dt_log(DT_LOG_WARN, __VA_ARGS__)
+#define dt_info(...) dt_log(DT_LOG_INFO, __VA_ARGS__)
+#define dt_debug(...) dt_log(DT_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- time -------------------------------------------------------------- */
+
+double dt_now(void);      /* monotonic seconds */
+double dt_wall_now(void); /* seconds since the epoch */
+/* ISO 8601 UTC "2026-11-29T09:19:06Z" into out (at least 21 bytes). */
+const char *dt_iso_time(double epoch, char *out, size_t outlen);
+
+/* ---- JSON helpers over cJSON ------------------------------------------- */
+
+/* Parse text; on a syntax error the message names "name:line:column". */
+cJSON *dt_json_parse(const char *text, size_t len, const char *name, dt_err *e);
+/* Read and parse a file. */
+cJSON *dt_json_read_file(const char *path, dt_err *e);
+/* Print compactly (pretty when pretty != 0); caller frees. */
+char *dt_json_print(const cJSON *v, int pretty);
+/* Borrowed lookups that return a default when the key is absent or of
+ * another type. */
+double dt_json_num(const cJSON *obj, const char *key, double dflt);
+const char *dt_json_str(const cJSON *obj, const char *key, const char *dflt);
+int dt_json_bool(const cJSON *obj, const char *key, int dflt);
+/* Builders that never fail (they abort on out-of-memory). */
+cJSON *dt_json_obj(void);
+cJSON *dt_json_arr(void);
+void dt_json_set_num(cJSON *obj, const char *key, double v);
+void dt_json_set_int(cJSON *obj, const char *key, int64_t v);
+void dt_json_set_str(cJSON *obj, const char *key, const char *v);
+void dt_json_set_bool(cJSON *obj, const char *key, int v);
+/* Moves v into obj under key (replacing an existing key). */
+void dt_json_set_take(cJSON *obj, const char *key, cJSON *v);
+
+#endif /* DITTO_CORE_H */

@@ -1,0 +1,155 @@
+/* fs.c -- whole-file reads, atomic writes, directories and XDG locations. */
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *dt_read_file(const char *path, size_t *len, dt_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        dt_err_set(e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    dt_buf b = DT_BUF_INIT;
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        dt_buf_append(&b, chunk, n);
+    if (ferror(f)) {
+        dt_err_set(e, "%s: read error: %s", path, strerror(errno));
+        fclose(f);
+        dt_buf_free(&b);
+        return NULL;
+    }
+    fclose(f);
+    if (len)
+        *len = b.len;
+    return dt_buf_take(&b);
+}
+
+int dt_write_file_atomic(const char *path, const void *data, size_t len, dt_err *e)
+{
+    char *tmp = dt_xasprintf("%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        dt_err_set(e, "%s: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            dt_err_set(e, "%s: write: %s", tmp, strerror(errno));
+            goto err;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        dt_err_set(e, "%s: fsync: %s", tmp, strerror(errno));
+        goto err;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        dt_err_set(e, "%s: close: %s", tmp, strerror(errno));
+        goto err;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        dt_err_set(e, "%s: rename to %s: %s", tmp, path, strerror(errno));
+        goto err;
+    }
+    free(tmp);
+    return 0;
+err:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(tmp);
+    return -1;
+}
+
+int dt_mkdir_p(const char *path, dt_err *e)
+{
+    char *p = dt_xstrdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            dt_err_set(e, "%s: %s", p, strerror(errno));
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        dt_err_set(e, "%s: %s", p, strerror(errno));
+        free(p);
+        return -1;
+    }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        dt_err_set(e, "%s: exists and is not a directory", p);
+        free(p);
+        return -1;
+    }
+    free(p);
+    return 0;
+}
+
+int dt_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static char *xdg_dir(const char *var, const char *fallback)
+{
+    const char *v = getenv(var);
+    if (v != NULL && v[0] == '/')
+        return dt_xasprintf("%s/ditto", v);
+    const char *home = getenv("HOME");
+    if (home == NULL || home[0] == '\0')
+        return NULL;
+    return dt_xasprintf("%s/%s/ditto", home, fallback);
+}
+
+char *dt_config_dir(void)
+{
+    return xdg_dir("XDG_CONFIG_HOME", ".config");
+}
+
+char *dt_data_dir(void)
+{
+    return xdg_dir("XDG_DATA_HOME", ".local/share");
+}
+
+char *dt_cache_dir(void)
+{
+    return xdg_dir("XDG_CACHE_HOME", ".cache");
+}
+
+char *dt_exe_dir(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return dt_xstrdup(dirname(buf));
+}

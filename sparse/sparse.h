@@ -1,0 +1,307 @@
+/* sparse.h -- sparse matrices: formats, Matrix Market / .smtx I/O, generators,
+ * CPU fp64 references, pattern features (the PatternReport) and the problem
+ * spec.
+ *
+ * Prefix: sp_. Depends on core only.
+ *
+ * Host matrices keep values in fp64 and row offsets in 64 bits whatever the
+ * size: they are the source of truth from which device copies of any dtype
+ * and index width are made. Column indices are 32-bit, so rows and cols are
+ * limited to 2^31 - 1.
+ *
+ * Ownership: every sp_*_new / reader / generator / conversion returns a
+ * matrix the caller frees with the matching sp_*_free (NULL is a no-op).
+ * Functions that take a const matrix only borrow it. */
+#ifndef DITTO_SPARSE_H
+#define DITTO_SPARSE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/core.h"
+
+/* ---- element types and operations ------------------------------------- */
+
+typedef enum { SP_FP32, SP_FP64, SP_FP16, SP_BF16 } sp_dtype;
+typedef enum { SP_SPMV, SP_SPMM, SP_SDDMM } sp_op;
+typedef enum { SP_EPI_NONE, SP_EPI_RELU, SP_EPI_GELU, SP_EPI_BIAS } sp_epilogue;
+typedef enum { SP_ROW_MAJOR, SP_COL_MAJOR } sp_layout;
+
+const char *sp_dtype_name(sp_dtype t);      /* "fp32" */
+int sp_dtype_parse(const char *s, sp_dtype *out);
+int sp_dtype_size(sp_dtype t);              /* bytes per element: 4, 8, 2, 2 */
+const char *sp_op_name(sp_op op);           /* "spmv" */
+int sp_op_parse(const char *s, sp_op *out);
+const char *sp_epilogue_name(sp_epilogue e);
+int sp_epilogue_parse(const char *s, sp_epilogue *out);
+
+/* ---- formats ------------------------------------------------------------ */
+
+/* Compressed sparse row. Column indices within a row are sorted ascending and
+ * unique (every constructor guarantees it; sp_csr_validate checks it). */
+typedef struct sp_csr {
+    int32_t rows, cols;
+    int64_t nnz;
+    int64_t *rowptr; /* rows + 1 offsets into col/val */
+    int32_t *col;    /* nnz column indices */
+    double *val;     /* nnz values (1.0 for pattern-only inputs) */
+    int pattern;     /* 1 when the source carried no values */
+} sp_csr;
+
+/* Allocate an uninitialised CSR with room for nnz entries (rowptr zeroed).
+ * Returns NULL and sets e when memory is short. */
+sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e);
+void sp_csr_free(sp_csr *a);
+sp_csr *sp_csr_dup(const sp_csr *a, dt_err *e);
+/* Check structural invariants: monotone rowptr, rowptr[rows] == nnz, columns
+ * in range, sorted and unique within each row, finite values. */
+int sp_csr_validate(const sp_csr *a, dt_err *e);
+/* Bytes held by the CSR arrays as stored on the host. */
+size_t sp_csr_bytes(const sp_csr *a);
+/* Bytes of the same matrix on a device in dtype t with 32-bit (or, when nnz
+ * needs it, 64-bit) row offsets. */
+size_t sp_csr_device_bytes(const sp_csr *a, sp_dtype t);
+/* A fingerprint of structure and values (for caches), as 16 hex digits. */
+void sp_csr_fingerprint(const sp_csr *a, char out[17]);
+/* Transpose (CSR of A^T). */
+sp_csr *sp_csr_transpose(const sp_csr *a, dt_err *e);
+
+/* Coordinate list, the readers' intermediate form. */
+typedef struct sp_coo {
+    int32_t rows, cols;
+    int64_t nnz, cap;
+    int32_t *row, *col;
+    double *val;
+} sp_coo;
+
+sp_coo *sp_coo_new(int32_t rows, int32_t cols, int64_t cap, dt_err *e);
+void sp_coo_free(sp_coo *c);
+/* Append one entry; grows the arrays. Returns -1 when memory is short. */
+int sp_coo_push(sp_coo *c, int32_t r, int32_t col, double v, dt_err *e);
+/* COO -> CSR: entries are sorted by (row, column); duplicates are SUMMED
+ * (the Matrix Market convention for assembled matrices). Explicit zeros are
+ * kept: they are part of the pattern. */
+sp_csr *sp_coo_to_csr(const sp_coo *c, dt_err *e);
+
+/* ELLPACK: every row padded to the longest row. Column-major storage
+ * (entry k of row r at [k * rows + r]); padding has col = -1, val = 0. */
+typedef struct sp_ell {
+    int32_t rows, cols, width;
+    int64_t nnz; /* real entries, excluding padding */
+    int32_t *col;
+    double *val;
+} sp_ell;
+
+/* Fails with a clear message when rows * width would exceed max_entries
+ * (pass 0 for no limit). */
+sp_ell *sp_csr_to_ell(const sp_csr *a, int64_t max_entries, dt_err *e);
+void sp_ell_free(sp_ell *m);
+
+/* SELL-C-sigma: rows sorted by length within windows of sigma rows, then cut
+ * into slices of C rows, each padded to its longest row and stored
+ * column-major within the slice. perm[i] is the original row held at sorted
+ * position i (rows past `rows` in the last slice are padding). */
+typedef struct sp_sell {
+    int32_t rows, cols, C, sigma;
+    int32_t nslices;
+    int64_t nnz;        /* real entries */
+    int64_t stored;     /* entries including padding */
+    int64_t *slice_ptr; /* nslices + 1 offsets into col/val */
+    int32_t *slice_len; /* width of each slice */
+    int32_t *perm;      /* nslices * C entries; -1 for padding rows */
+    int32_t *col;       /* padding: -1 */
+    double *val;        /* padding: 0 */
+} sp_sell;
+
+sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e);
+void sp_sell_free(sp_sell *m);
+
+/* Block sparse row with square b x b blocks, each stored row-major, zeros
+ * filled in. rows and cols are padded up to multiples of b. */
+typedef struct sp_bsr {
+    int32_t rows, cols; /* of the original matrix */
+    int32_t b;
+    int32_t brows, bcols; /* block rows / columns: ceil(rows / b) ... */
+    int64_t nblocks;
+    int64_t nnz;        /* nonzeros of the original matrix */
+    int64_t *browptr;   /* brows + 1 */
+    int32_t *bcol;      /* nblocks */
+    double *val;        /* nblocks * b * b */
+} sp_bsr;
+
+sp_bsr *sp_csr_to_bsr(const sp_csr *a, int32_t b, dt_err *e);
+void sp_bsr_free(sp_bsr *m);
+/* Back to CSR, dropping the filled-in zeros (for tests). */
+sp_csr *sp_bsr_to_csr(const sp_bsr *m, dt_err *e);
+
+/* ---- reading and writing ------------------------------------------------ */
+
+typedef struct sp_read_opts {
+    int allow_nonfinite; /* accept NaN/Inf values (rejected by default) */
+    int quiet;           /* do not log warnings (complex -> real part) */
+} sp_read_opts;
+
+/* Matrix Market coordinate (real / integer / pattern / complex, the last
+ * keeping the real part with a warning; general / symmetric / skew-symmetric
+ * / hermitian, expanded to both triangles). The file is streamed in chunks.
+ * On error returns NULL with e->msg "NAME:LINE: what is wrong". name is used
+ * in messages (the path, normally). */
+sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e);
+sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_err *e);
+
+/* Matrix Market array format (dense, column-major) into a rows x cols
+ * column-major array of doubles the caller frees. */
+double *sp_mm_read_dense(FILE *f, const char *name, int32_t *rows, int32_t *cols,
+                         const sp_read_opts *o, dt_err *e);
+
+/* DLMC .smtx: line 1 "rows, cols, nnz", line 2 the rows + 1 offsets, line 3
+ * the column indices. Pattern only: values are 1.0. Rows are sorted on
+ * reading if the file has them unsorted; duplicates are an error. */
+sp_csr *sp_smtx_read(const char *path, const sp_read_opts *o, dt_err *e);
+sp_csr *sp_smtx_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_err *e);
+
+/* Write coordinate real general (or pattern when a->pattern), values with
+ * 17 significant digits so they read back exactly. */
+int sp_mm_write(const sp_csr *a, const char *path, dt_err *e);
+int sp_mm_write_stream(const sp_csr *a, FILE *f, dt_err *e);
+/* Dense array format, column-major input. */
+int sp_mm_write_dense(FILE *f, const double *a, int32_t rows, int32_t cols, dt_err *e);
+
+/* ---- matrix sources ----------------------------------------------------- */
+
+/* Load a matrix from a source string:
+ *   PATH.mtx | PATH.smtx            a file (relative paths are tried against
+ *                                   the working directory, then each folder
+ *                                   of $DITTO_MATRIX_PATH, colon-separated)
+ *   gen:KIND:key=value,...          a generator (below)
+ *   rep:SOURCE:nnz=N[,k=K]          SOURCE (a path or gen:… in parentheses not
+ *                                   needed: everything up to the last ':')
+ *                                   tiled block-diagonally until nnz >= N
+ * Generator kinds and keys (sizes take K/M/G suffixes; seed defaults to 1,
+ * cols to rows):
+ *   stencil5  rows            2D 5-point Laplacian on a sqrt(rows)^2 grid
+ *   stencil7  rows            3D 7-point on a cbrt(rows)^3 grid
+ *   stencil27 rows            3D 27-point on a cbrt(rows)^3 grid
+ *   banded    rows, nnz | bw  band of half-width bw around the diagonal
+ *   uniform   rows, nnz       Erdos-Renyi: columns uniform, row lengths binomial
+ *   rmat      rows, nnz, a, b, c (defaults 0.57, 0.19, 0.19): power-law rows
+ *   block     rows, nnz, b    dense b x b blocks at random block positions
+ *   dl        rows, cols, nnz near-equal row lengths, uniform random columns
+ *                             (like magnitude-pruned DL weights)
+ * Generated values are uniform in [-1, 1) excluding |v| < 1/64, seeded. */
+sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e);
+/* Resolve a relative matrix path as sp_load would; caller frees. NULL when
+ * no candidate exists (e says which were tried). */
+char *sp_resolve_path(const char *path, dt_err *e);
+
+/* Generator spec parsed from "gen:KIND:..." (exposed for tests and --help). */
+sp_csr *sp_generate(const char *spec, dt_err *e);
+/* Tile a block-diagonally k times. */
+sp_csr *sp_replicate(const sp_csr *a, int32_t k, dt_err *e);
+
+/* ---- CPU fp64 references (threaded) ------------------------------------- */
+
+/* Number of threads the references use (default: online CPUs). */
+void sp_ref_set_threads(int n);
+
+/* y = alpha * A x + beta * y. */
+void sp_ref_spmv(const sp_csr *a, const double *x, double alpha, double beta, double *y);
+/* C = alpha * A B + beta * C. B is cols x n, C is rows x n, both in the given
+ * layout (row-major: element (i, j) at [i * n + j]; column-major: at
+ * [j * ld + i] with ld = number of rows of that matrix). */
+void sp_ref_spmm(const sp_csr *a, const double *b, int32_t n, sp_layout layout, double alpha,
+                 double beta, double *c);
+/* SDDMM over the pattern of S: for each stored entry k = (i, j),
+ *   out[k] = alpha * dot(A[i, :], B[j, :]) + beta * S.val[k]
+ * with A rows x K and B cols x K, both row-major. This matches cuSPARSE's
+ * C = alpha (A B^T) o spy(C) + beta C with B given transposed. */
+void sp_ref_sddmm(const sp_csr *s, const double *a, const double *b, int32_t k, double alpha,
+                  double beta, double *out);
+
+/* ---- pattern features: the PatternReport -------------------------------- */
+
+#define SP_HIST_BUCKETS 33 /* log2 buckets of row length: 0, 1, 2-3, 4-7, ... */
+#define SP_NBLOCK 4        /* block sizes 2, 4, 8, 16 */
+
+typedef enum {
+    SP_CLASS_DIAGONAL,    /* every nonzero on the main diagonal */
+    SP_CLASS_BANDED,      /* bandwidth small relative to rows, few diagonals */
+    SP_CLASS_BLOCK,       /* block fill at some b >= 0.6 */
+    SP_CLASS_POWER_LAW,   /* heavy tail: max row >> mean and gini high */
+    SP_CLASS_SKEWED,      /* cv of row length > 1 without a power-law tail */
+    SP_CLASS_UNIFORM_LONG, /* regular rows, mean >= 32 */
+    SP_CLASS_UNIFORM_SHORT /* regular rows, mean < 32 */
+} sp_class;
+
+const char *sp_class_name(sp_class c); /* "power-law" */
+
+typedef struct sp_report {
+    /* sizes */
+    int32_t rows, cols;
+    int64_t nnz;
+    double density;          /* nnz / (rows * cols) */
+    int32_t empty_rows;      /* rows with no entry */
+    /* row-length distribution */
+    double row_mean;         /* nnz / rows */
+    double row_std;          /* population standard deviation */
+    double row_cv;           /* std / mean (0 when mean is 0) */
+    int32_t row_min, row_max;
+    double row_gini;         /* Gini coefficient of row lengths, 0 = all equal */
+    int64_t row_hist[SP_HIST_BUCKETS]; /* bucket 0: empty; b >= 1: [2^(b-1), 2^b) */
+    /* shape */
+    int32_t bandwidth;       /* max |i - j| over nonzeros */
+    int64_t diagonals;       /* distinct (j - i) values */
+    double diag_fraction;    /* fraction of nonzeros on the main diagonal */
+    /* block structure, b = 2, 4, 8, 16 */
+    int64_t blocks[SP_NBLOCK];     /* non-empty aligned b x b blocks */
+    double block_fill[SP_NBLOCK];  /* nnz / (blocks * b * b) */
+    /* locality of x gathers in SpMV */
+    double x_lines_per_row;  /* distinct 128-byte lines of x (fp32) per row, mean */
+    double x_lines_per_nnz;  /* the same divided by row length: 1/32 is ideal */
+    /* cost model: minimum bytes moved and flops (each input read once, each
+     * output written once), per dtype index [SP_FP32 .. SP_BF16] */
+    int32_t n_spmm;          /* N used for SpMM numbers */
+    int32_t k_sddmm;         /* K used for SDDMM numbers */
+    double spmv_flops, spmm_flops, sddmm_flops;
+    double spmv_bytes[4], spmm_bytes[4], sddmm_bytes[4];
+    double spmv_ai[4], spmm_ai[4], sddmm_ai[4]; /* flops / bytes */
+    /* classification */
+    sp_class cls;
+    char cls_reason[256];    /* the numbers that decided the class */
+    double seconds;          /* time spent computing this report */
+} sp_report;
+
+/* Compute every feature. n and k set the SpMM / SDDMM cost columns (0 -> 32).
+ * Threads as for the references. Extra memory is O(rows + cols). */
+int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e);
+/* JSON (every field) and a human-readable multi-line text. */
+cJSON *sp_report_json(const sp_report *r);
+void sp_report_text(const sp_report *r, dt_buf *out);
+
+/* ---- the problem spec ---------------------------------------------------- */
+
+typedef struct sp_spec {
+    sp_op op;
+    char *matrix;        /* path or generator spec, as written */
+    sp_dtype dtype;
+    int32_t n;           /* SpMM columns of B / SDDMM inner dimension K */
+    double alpha, beta;
+    sp_epilogue epilogue;
+    char *gpu;           /* hardware name or "auto" */
+    char *backend;       /* "expert" | "llm" */
+    char *review;        /* "ask" | "auto" (or a per-step map, kept as JSON) */
+    cJSON *review_map;   /* per-step policy when review is an object, else NULL */
+} sp_spec;
+
+/* Defaults: spmv, fp32, n 32, alpha 1, beta 0, none, auto, expert, ask. */
+void sp_spec_init(sp_spec *s);
+void sp_spec_clear(sp_spec *s);
+/* Validate and fill from JSON. Every problem is reported, one per line, each
+ * starting with its JSON path ("$.dtype: expected one of fp32, fp64, fp16,
+ * bf16, got \"fp8\""). name prefixes the lines (a file name). Returns -1 if
+ * any problem was found; s then holds defaults for the bad fields. */
+int sp_spec_from_json(sp_spec *s, const cJSON *j, const char *name, dt_buf *problems);
+int sp_spec_load(sp_spec *s, const char *path, dt_buf *problems);
+cJSON *sp_spec_json(const sp_spec *s);
+
+#endif /* DITTO_SPARSE_H */

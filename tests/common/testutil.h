@@ -1,0 +1,37 @@
+/* testutil.h -- helpers shared by the test executables. */
+#ifndef DITTO_TESTUTIL_H
+#define DITTO_TESTUTIL_H
+
+#include <criterion/criterion.h>
+
+#include "core/core.h"
+
+/* Folder of the shared real matrices (../shared/matrices beside the checkout,
+ * or $DITTO_MATRICES). Borrowed; NULL when it does not exist. */
+const char *tu_matrices_dir(void);
+/* Full path of one shared matrix, or skip the current test with a one-line
+ * reason when the folder is absent. Caller frees. */
+char *tu_matrix(const char *name);
+/* The source checkout ($DITTO_SRC, else the working directory). Borrowed. */
+const char *tu_src_dir(void);
+/* The ditto binary under test ($DITTO_BIN, else ./ditto). Borrowed. */
+const char *tu_ditto_bin(void);
+
+/* Run a command line through /bin/sh, capture stdout and stderr (separately)
+ * and the exit status (the signal number + 128 when killed). */
+typedef struct tu_proc {
+    int status;
+    char *out;
+    char *err;
+} tu_proc;
+
+tu_proc tu_run(const char *fmt, ...) DT_PRINTF(1, 2);
+void tu_proc_free(tu_proc *p);
+
+/* A fresh temporary directory, removed by tu_rmtree. Caller frees. */
+char *tu_tmpdir(void);
+void tu_rmtree(const char *dir);
+/* Write text to DIR/NAME; returns the full path (caller frees). */
+char *tu_write(const char *dir, const char *name, const char *text);
+
+#endif

@@ -1,0 +1,107 @@
+/* test_core.c -- buffers, size parsing, hashing, rng, JSON errors, atomic writes. */
+#include "tests/common/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+Test(core, buf_should_grow_and_stay_nul_terminated)
+{
+    dt_buf b = DT_BUF_INIT;
+    cr_assert_str_eq(dt_buf_str(&b), "");
+    for (int i = 0; i < 1000; i++)
+        dt_buf_printf(&b, "%d,", i);
+    cr_assert_eq(b.data[b.len], '\0');
+    cr_assert(dt_startswith(b.data, "0,1,2,"));
+    cr_assert(dt_endswith(b.data, "998,999,"));
+    char *s = dt_buf_take(&b);
+    cr_assert_null(b.data);
+    free(s);
+}
+
+Test(core, parse_size_should_accept_suffixes_and_reject_garbage)
+{
+    int64_t v = 0;
+    cr_assert_eq(dt_parse_size("16M", &v), 0);
+    cr_assert_eq(v, 16000000);
+    cr_assert_eq(dt_parse_size("1Ki", &v), 0);
+    cr_assert_eq(v, 1024);
+    cr_assert_eq(dt_parse_size("1.5K", &v), 0);
+    cr_assert_eq(v, 1500);
+    cr_assert_eq(dt_parse_size("42", &v), 0);
+    cr_assert_eq(v, 42);
+    cr_assert_eq(dt_parse_size("", &v), -1);
+    cr_assert_eq(dt_parse_size("12x", &v), -1);
+    cr_assert_eq(dt_parse_size("-3", &v), -1);
+    cr_assert_eq(dt_parse_size("1.5", &v), -1);
+    cr_assert_eq(dt_parse_size("99999999999999999999", &v), -1);
+    cr_assert_eq(dt_parse_size("9999999999G", &v), -1);
+}
+
+Test(core, rng_should_be_deterministic_and_in_range)
+{
+    dt_rng a, b;
+    dt_rng_seed(&a, 7);
+    dt_rng_seed(&b, 7);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(dt_rng_next(&a), dt_rng_next(&b));
+    dt_rng_seed(&b, 8);
+    cr_assert_neq(dt_rng_next(&a), dt_rng_next(&b));
+    int seen[10] = {0};
+    for (int i = 0; i < 10000; i++) {
+        uint64_t x = dt_rng_below(&a, 10);
+        cr_assert_lt(x, 10);
+        seen[x]++;
+        double u = dt_rng_uniform(&a);
+        cr_assert(u >= 0.0 && u < 1.0);
+    }
+    for (int i = 0; i < 10; i++)
+        cr_assert(seen[i] > 800 && seen[i] < 1200, "bucket %d has %d", i, seen[i]);
+}
+
+Test(core, hash_should_differ_for_different_input)
+{
+    cr_assert_neq(dt_hash_str("a", DT_HASH_SEED), dt_hash_str("b", DT_HASH_SEED));
+    char hex[17];
+    dt_hash_hex(0x0123456789abcdefULL, hex);
+    cr_assert_str_eq(hex, "0123456789abcdef");
+}
+
+Test(core, json_parse_error_should_name_line_and_column)
+{
+    dt_err e = {0};
+    const char *text = "{\n  \"a\": 1,\n  \"b\": ]\n}";
+    cJSON *v = dt_json_parse(text, strlen(text), "spec.json", &e);
+    cr_assert_null(v);
+    cr_assert(strstr(e.msg, "spec.json:3:") != NULL, "got: %s", e.msg);
+}
+
+Test(core, atomic_write_should_replace_file_contents)
+{
+    char *dir = tu_tmpdir();
+    char *p = dt_xasprintf("%s/f.txt", dir);
+    dt_err e = {0};
+    cr_assert_eq(dt_write_file_atomic(p, "one", 3, &e), 0);
+    cr_assert_eq(dt_write_file_atomic(p, "two!", 4, &e), 0);
+    size_t n = 0;
+    char *s = dt_read_file(p, &n, &e);
+    cr_assert_str_eq(s, "two!");
+    cr_assert_eq(n, 4);
+    free(s);
+    cr_assert_null(dt_read_file("/nonexistent/x", NULL, &e));
+    cr_assert(strstr(e.msg, "/nonexistent/x") != NULL);
+    char *deep = dt_xasprintf("%s/a/b/c", dir);
+    cr_assert_eq(dt_mkdir_p(deep, &e), 0);
+    free(deep);
+    free(p);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(core, strtod_should_ignore_the_locale)
+{
+    double v = 0;
+    cr_assert_eq(dt_parse_double("1.5e3", &v), 0);
+    cr_assert_float_eq(v, 1500.0, 0);
+    cr_assert_eq(dt_parse_double("1,5", &v), -1);
+    cr_assert_eq(dt_parse_double("nan", &v), -1);
+}
