@@ -146,6 +146,11 @@ char *dt_cache_dir(void);
 /* Directory holding the running executable (from /proc/self/exe), caller
  * frees; NULL if unknown. */
 char *dt_exe_dir(void);
+/* Locate a shipped data file or folder (hardware/h200.json, kernels/, ...):
+ * tried in order $DITTO_SHARE/REL, EXEDIR/share/ditto/REL (bundle),
+ * EXEDIR/../share/ditto/REL (install), EXEDIR/REL (source checkout).
+ * Returns the first that exists (caller frees) or NULL. */
+char *dt_share_path(const char *rel);
 
 /* ---- logging ----------------------------------------------------------- */
 

@@ -153,3 +153,36 @@ char *dt_exe_dir(void)
     buf[n] = '\0';
     return dt_xstrdup(dirname(buf));
 }
+
+static int path_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+char *dt_share_path(const char *rel)
+{
+    const char *env = getenv("DITTO_SHARE");
+    if (env != NULL && *env) {
+        char *p = dt_xasprintf("%s/%s", env, rel);
+        if (path_exists(p))
+            return p;
+        free(p);
+    }
+    char *exe = dt_exe_dir();
+    if (exe == NULL)
+        return NULL;
+    static const char *layouts[] = {"%s/share/ditto/%s", "%s/../share/ditto/%s", "%s/%s",
+                                    "%s/../../%s"};
+    /* the last one: the sanitized test binary lives in build/dbg/ */
+    for (size_t i = 0; i < DT_ARRAY_LEN(layouts); i++) {
+        char *p = dt_xasprintf(layouts[i], exe, rel);
+        if (path_exists(p)) {
+            free(exe);
+            return p;
+        }
+        free(p);
+    }
+    free(exe);
+    return NULL;
+}
