@@ -172,11 +172,10 @@ char *dt_share_path(const char *rel)
     char *exe = dt_exe_dir();
     if (exe == NULL)
         return NULL;
-    static const char *layouts[] = {"%s/share/ditto/%s", "%s/../share/ditto/%s", "%s/%s",
-                                    "%s/../../%s"};
-    /* the last one: the sanitized test binary lives in build/dbg/ */
+    /* bundle, install, source checkout, and build/dbg/ for the test binary */
+    static const char *layouts[] = {"share/ditto/", "../share/ditto/", "", "../../"};
     for (size_t i = 0; i < DT_ARRAY_LEN(layouts); i++) {
-        char *p = dt_xasprintf(layouts[i], exe, rel);
+        char *p = dt_xasprintf("%s/%s%s", exe, layouts[i], rel);
         if (path_exists(p)) {
             free(exe);
             return p;
