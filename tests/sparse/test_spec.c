@@ -1,0 +1,95 @@
+/* test_spec.c -- problem spec validation: every problem with its JSON path. */
+#include "tests/common/testutil.h"
+
+#include "sparse/sparse.h"
+
+#include <string.h>
+
+static int parse(const char *text, sp_spec *s, dt_buf *p)
+{
+    dt_err e = {0};
+    cJSON *j = dt_json_parse(text, strlen(text), "t.json", &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    sp_spec_init(s);
+    int rc = sp_spec_from_json(s, j, "t.json", p);
+    cJSON_Delete(j);
+    return rc;
+}
+
+Test(spec, minimal_spec_should_take_the_defaults)
+{
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(parse("{\"matrix\": \"gen:uniform:rows=100,nnz=1000\"}", &s, &p), 0, "%s",
+                 dt_buf_str(&p));
+    cr_assert_eq(s.op, SP_SPMV);
+    cr_assert_eq(s.dtype, SP_FP32);
+    cr_assert_eq(s.n, 32);
+    cr_assert_str_eq(s.gpu, "auto");
+    cr_assert_str_eq(s.backend, "expert");
+    cr_assert_str_eq(s.review, "ask");
+    cJSON *j = sp_spec_json(&s);
+    cr_assert_str_eq(dt_json_str(j, "matrix", ""), "gen:uniform:rows=100,nnz=1000");
+    cJSON_Delete(j);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+Test(spec, every_problem_should_be_reported_at_once_with_its_path)
+{
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    const char *text = "{\"op\": \"spgemm\", \"dtype\": \"fp8\", \"n\": 0, \"alpha\": \"x\","
+                       " \"review\": {\"plan\": \"ask\", \"cook\": \"auto\"}, \"colour\": 1}";
+    cr_assert_eq(parse(text, &s, &p), -1);
+    const char *out = dt_buf_str(&p);
+    cr_assert(strstr(out, "t.json: $.op: expected one of spmv, spmm, sddmm, got \"spgemm\""),
+              "%s", out);
+    cr_assert(strstr(out, "$.dtype: expected one of fp32, fp64, fp16, bf16, got \"fp8\""), "%s",
+              out);
+    cr_assert(strstr(out, "$.n: expected an integer from 1 to 65536"), "%s", out);
+    cr_assert(strstr(out, "$.alpha: expected a finite number, got a string"), "%s", out);
+    cr_assert(strstr(out, "$.review.cook: unknown step"), "%s", out);
+    cr_assert(strstr(out, "$.colour: unknown key"), "%s", out);
+    cr_assert(strstr(out, "$.matrix: missing"), "%s", out);
+    int lines = 0;
+    for (const char *c = out; *c; c++)
+        lines += *c == '\n';
+    cr_assert_eq(lines, 7, "%s", out);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+Test(spec, review_map_should_be_kept)
+{
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"op\": \"spmm\", \"n\": 128,"
+                       " \"review\": {\"plan\": \"ask\", \"generate\": \"ask\"}}",
+                       &s, &p),
+                 0, "%s", dt_buf_str(&p));
+    cr_assert_eq(s.n, 128);
+    cr_assert_str_eq(s.review, "map");
+    cr_assert_str_eq(dt_json_str(s.review_map, "plan", ""), "ask");
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+Test(spec, missing_file_and_bad_json_should_say_where)
+{
+    sp_spec s;
+    sp_spec_init(&s);
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(sp_spec_load(&s, "/nonexistent/spec.json", &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "/nonexistent/spec.json") != NULL);
+    dt_buf_reset(&p);
+    char *dir = tu_tmpdir();
+    char *f = tu_write(dir, "bad.json", "{\"op\": \"spmv\",\n \"matrix\": }");
+    cr_assert_eq(sp_spec_load(&s, f, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "bad.json:2:") != NULL, "%s", dt_buf_str(&p));
+    free(f);
+    tu_rmtree(dir);
+    free(dir);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
