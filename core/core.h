@@ -196,4 +196,41 @@ void dt_json_set_bool(cJSON *obj, const char *key, int v);
 /* Moves v into obj under key (replacing an existing key). */
 void dt_json_set_take(cJSON *obj, const char *key, cJSON *v);
 
+/* ---- event loop ---------------------------------------------------------
+ *
+ * One poll(2) loop for terminal input, worker pipes, curl sockets and timers
+ * (modelled on Redis' ae). Callbacks get the clientData pointer they were
+ * registered with, untouched. Nothing here blocks except dt_loop_run_once's
+ * poll. */
+
+typedef struct dt_loop dt_loop;
+
+#define DT_READABLE 1
+#define DT_WRITABLE 2
+#define DT_LOOP_NOMORE (-1)
+
+typedef void dt_file_fn(dt_loop *l, int fd, int mask, void *ud);
+/* Return the milliseconds until the next call, or DT_LOOP_NOMORE to delete. */
+typedef long dt_timer_fn(dt_loop *l, long long id, void *ud);
+typedef void dt_sleep_fn(dt_loop *l, void *ud);
+
+dt_loop *dt_loop_new(void);
+void dt_loop_free(dt_loop *l);
+/* Watch fd for mask (adds to an existing watch). Returns -1 on a bad fd. */
+int dt_loop_add_fd(dt_loop *l, int fd, int mask, dt_file_fn *fn, void *ud);
+/* Stop watching mask on fd; with mask 0 -- or once nothing is left -- the
+ * fd is forgotten. Safe inside callbacks. */
+void dt_loop_del_fd(dt_loop *l, int fd, int mask);
+long long dt_loop_add_timer(dt_loop *l, long ms, dt_timer_fn *fn, void *ud);
+void dt_loop_del_timer(dt_loop *l, long long id);
+/* Called before each poll: where rendering belongs. */
+void dt_loop_set_beforesleep(dt_loop *l, dt_sleep_fn *fn, void *ud);
+/* One iteration: wait up to timeout_ms (-1: until an event or the next
+ * timer) and run what is ready. Returns the number of callbacks run. */
+int dt_loop_run_once(dt_loop *l, long timeout_ms);
+/* Iterate until dt_loop_stop. */
+void dt_loop_run(dt_loop *l);
+void dt_loop_stop(dt_loop *l);
+int dt_loop_stopped(const dt_loop *l);
+
 #endif /* DITTO_CORE_H */
