@@ -52,6 +52,15 @@ CXX_SRCS := $(strip $(foreach m,$(MODULES),$(wildcard $(m)/*.cpp)))
 CLI_SRCS := $(wildcard cli/*.c)
 TEST_MODULES := $(patsubst tests/%/,%,$(sort $(dir $(wildcard tests/*/test_*.c))))
 
+# Quiet by default; `make V=1` prints every command.
+ifeq ($(V),1)
+Q :=
+qecho = @true
+else
+Q := @
+qecho = @echo
+endif
+
 REL ?= build/rel
 DBG ?= build/dbg
 
@@ -68,35 +77,41 @@ LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 all: ditto
 
 ditto: $(REL)/libditto.a $(call rel_objs,$(CLI_SRCS))
-	$(LINKER) -o $@ $(call rel_objs,$(CLI_SRCS)) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
+	$(qecho) "  LINK    $@"
+	$(Q)$(LINKER) -o $@ $(call rel_objs,$(CLI_SRCS)) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
 
 $(REL)/libditto.a: $(REL_LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(DBG)/libditto.a: $(DBG_LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 $(REL)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(REL_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(qecho) "  CC      $<"
+	$(Q)$(CC) $(CSTD) $(REL_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(DBG)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(DBG_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(qecho) "  CC      $< (asan)"
+	$(Q)$(CC) $(CSTD) $(DBG_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(REL)/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(REL_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(qecho) "  CXX     $<"
+	$(Q)$(CXX) -std=c++17 $(REL_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(DBG)/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(DBG_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(qecho) "  CXX     $< (asan)"
+	$(Q)$(CXX) -std=c++17 $(DBG_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
 # The sanitized binary the tests drive end to end.
 $(DBG)/ditto: $(DBG)/libditto.a $(call dbg_objs,$(CLI_SRCS))
-	$(LINKER) $(DBG_FLAGS) -o $@ $(call dbg_objs,$(CLI_SRCS)) $(DBG)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
+	$(qecho) "  LINK    $@"
+	$(Q)$(LINKER) $(DBG_FLAGS) -o $@ $(call dbg_objs,$(CLI_SRCS)) $(DBG)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
 
 # One Criterion executable per module: tests/MODULE/test_*.c plus the shared
 # helpers in tests/common/.
@@ -104,7 +119,8 @@ TEST_COMMON := $(wildcard tests/common/*.c)
 define test_exe
 $(DBG)/tests/test_$(1): $(call dbg_objs,$(wildcard tests/$(1)/*.c) $(TEST_COMMON)) $(DBG)/libditto.a
 	@mkdir -p $$(@D)
-	$(LINKER) $(DBG_FLAGS) -o $$@ $$(filter %.o,$$^) $(DBG)/libditto.a $$(CRIT_LIBS) $$(PKG_LIBS) $(SYS_LIBS)
+	$(qecho) "  LINK    $$@"
+	$(Q)$(LINKER) $(DBG_FLAGS) -o $$@ $$(filter %.o,$$^) $(DBG)/libditto.a $$(CRIT_LIBS) $$(PKG_LIBS) $(SYS_LIBS)
 endef
 $(foreach m,$(TEST_MODULES),$(eval $(call test_exe,$(m))))
 TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m))

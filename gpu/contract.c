@@ -1,0 +1,495 @@
+/* contract.c -- launch contracts: parsing, the parameter vocabulary and the
+ * integer expression evaluator for grid, block and shared-memory formulas. */
+#include "gpu/contract.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *vocabulary[] = {
+    /* sizes */
+    "rows", "cols", "nnz", "n", "k", "max_row",
+    /* CSR */
+    "rowptr", "col", "val",
+    /* ELL */
+    "ell_col", "ell_val", "width",
+    /* SELL-C-sigma */
+    "sell_ptr", "sell_len", "sell_perm", "sell_col", "sell_val", "nslices",
+    /* BSR */
+    "bsr_ptr", "bsr_col", "bsr_val", "brows", "b",
+    /* row bins (CSR with rows grouped by length) */
+    "bin_rows", "bin_ptr",
+    /* compressed column offsets */
+    "col16", "slice_base",
+    /* dense operands */
+    "x", "y", "B", "C", "A", "Bt", "out", "bias",
+    /* scalars and scratch */
+    "alpha", "beta", "scratch",
+};
+
+int gpu_param_known(const char *name)
+{
+    for (size_t i = 0; i < DT_ARRAY_LEN(vocabulary); i++)
+        if (strcmp(name, vocabulary[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- variables ----------------------------------------------------------- */
+
+void gpu_vars_set(gpu_vars *v, const char *name, int64_t val)
+{
+    for (int i = 0; i < v->n; i++) {
+        if (strcmp(v->name[i], name) == 0) {
+            v->val[i] = val;
+            return;
+        }
+    }
+    if (v->n < GPU_MAX_VARS) {
+        v->name[v->n] = name;
+        v->val[v->n] = val;
+        v->n++;
+    }
+}
+
+int gpu_vars_get(const gpu_vars *v, const char *name, int64_t *out)
+{
+    for (int i = 0; v != NULL && i < v->n; i++) {
+        if (strcmp(v->name[i], name) == 0) {
+            *out = v->val[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---- expressions: recursive descent ------------------------------------- */
+
+typedef struct parser {
+    const char *src;
+    const char *p;
+    const gpu_vars *vars; /* NULL: syntax check only */
+    dt_err *e;
+    int failed;
+} parser;
+
+static int64_t parse_sum(parser *ps);
+
+static void fail(parser *ps, const char *what)
+{
+    if (ps->failed)
+        return;
+    ps->failed = 1;
+    dt_err_set(ps->e, "expression '%s': %s at position %d", ps->src, what,
+               (int)(ps->p - ps->src) + 1);
+}
+
+static void skip_ws(parser *ps)
+{
+    while (isspace((unsigned char)*ps->p))
+        ps->p++;
+}
+
+static int accept(parser *ps, char c)
+{
+    skip_ws(ps);
+    if (*ps->p == c) {
+        ps->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int64_t parse_call(parser *ps, const char *name, size_t len)
+{
+    int64_t a = parse_sum(ps);
+    if (!accept(ps, ',')) {
+        fail(ps, "expected ',' between the two arguments");
+        return 0;
+    }
+    int64_t b = parse_sum(ps);
+    if (!accept(ps, ')')) {
+        fail(ps, "expected ')'");
+        return 0;
+    }
+    if (ps->failed || ps->vars == NULL)
+        return 1;
+    if (len == 4 && strncmp(name, "cdiv", 4) == 0) {
+        if (b == 0) {
+            fail(ps, "cdiv by zero");
+            return 0;
+        }
+        return (a + b - 1) / b;
+    }
+    if (len == 3 && strncmp(name, "min", 3) == 0)
+        return a < b ? a : b;
+    return a > b ? a : b; /* max: the only other name parse_atom lets through */
+}
+
+static int64_t parse_atom(parser *ps)
+{
+    skip_ws(ps);
+    const char *s = ps->p;
+    if (*s == '(') {
+        ps->p++;
+        int64_t v = parse_sum(ps);
+        if (!accept(ps, ')'))
+            fail(ps, "expected ')'");
+        return v;
+    }
+    if (*s == '-') {
+        ps->p++;
+        return -parse_atom(ps);
+    }
+    if (isdigit((unsigned char)*s)) {
+        int64_t v = 0;
+        while (isdigit((unsigned char)*ps->p)) {
+            if (v > (INT64_MAX - 9) / 10) {
+                fail(ps, "number too large");
+                return 0;
+            }
+            v = v * 10 + (*ps->p - '0');
+            ps->p++;
+        }
+        return v;
+    }
+    if (isalpha((unsigned char)*s) || *s == '_') {
+        while (isalnum((unsigned char)*ps->p) || *ps->p == '_')
+            ps->p++;
+        size_t len = (size_t)(ps->p - s);
+        if (accept(ps, '(')) {
+            if ((len == 4 && strncmp(s, "cdiv", 4) == 0) || (len == 3 && strncmp(s, "min", 3) == 0) ||
+                (len == 3 && strncmp(s, "max", 3) == 0))
+                return parse_call(ps, s, len);
+            ps->p = s;
+            fail(ps, "unknown function (functions: cdiv, min, max)");
+            return 0;
+        }
+        if (ps->vars == NULL)
+            return 1;
+        char name[64];
+        if (len >= sizeof name) {
+            fail(ps, "name too long");
+            return 0;
+        }
+        memcpy(name, s, len);
+        name[len] = '\0';
+        int64_t v = 0;
+        if (gpu_vars_get(ps->vars, name, &v) != 0) {
+            ps->p = s;
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown variable '%s'", name);
+            fail(ps, msg);
+            return 0;
+        }
+        return v;
+    }
+    fail(ps, *s ? "unexpected character" : "unexpected end");
+    return 0;
+}
+
+static int64_t parse_product(parser *ps)
+{
+    int64_t v = parse_atom(ps);
+    for (;;) {
+        skip_ws(ps);
+        char op = *ps->p;
+        if (op != '*' && op != '/' && op != '%')
+            return v;
+        ps->p++;
+        int64_t r = parse_atom(ps);
+        if (ps->failed)
+            return 0;
+        if (ps->vars == NULL)
+            continue;
+        if (op == '*') {
+            v *= r;
+        } else if (r == 0) {
+            fail(ps, "division by zero");
+            return 0;
+        } else {
+            v = op == '/' ? v / r : v % r;
+        }
+    }
+}
+
+static int64_t parse_sum(parser *ps)
+{
+    int64_t v = parse_product(ps);
+    for (;;) {
+        skip_ws(ps);
+        char op = *ps->p;
+        if (op != '+' && op != '-')
+            return v;
+        ps->p++;
+        int64_t r = parse_product(ps);
+        v = op == '+' ? v + r : v - r;
+    }
+}
+
+static int run_parser(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e)
+{
+    parser ps = {expr, expr, v, e, 0};
+    int64_t r = parse_sum(&ps);
+    skip_ws(&ps);
+    if (!ps.failed && *ps.p != '\0')
+        fail(&ps, "unexpected text after the expression");
+    if (ps.failed)
+        return -1;
+    if (out)
+        *out = r;
+    return 0;
+}
+
+int gpu_eval(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e)
+{
+    static const gpu_vars empty = {.n = 0};
+    return run_parser(expr, v ? v : &empty, out, e);
+}
+
+int gpu_expr_check(const char *expr, dt_err *e)
+{
+    return run_parser(expr, NULL, NULL, e);
+}
+
+/* ---- contracts ------------------------------------------------------------ */
+
+void gpu_contract_clear(gpu_contract *c)
+{
+    free(c->entry);
+    free(c->format);
+    cJSON_Delete(c->format_params);
+    for (int i = 0; i < c->nparams; i++)
+        free(c->params[i]);
+    for (int i = 0; i < 3; i++) {
+        free(c->block[i]);
+        free(c->grid[i]);
+    }
+    free(c->smem);
+    free(c->scratch_bytes);
+    cJSON_Delete(c->defines);
+    cJSON_Delete(c->requires);
+    memset(c, 0, sizeof *c);
+}
+
+/* An expression field: a string, or a number written as one. */
+static char *expr_of(const cJSON *v)
+{
+    if (cJSON_IsString(v))
+        return dt_xstrdup(v->valuestring);
+    if (cJSON_IsNumber(v))
+        return dt_xasprintf("%lld", (long long)v->valuedouble);
+    return NULL;
+}
+
+static void note(dt_buf *b, const char *fmt, ...) DT_PRINTF(2, 3);
+
+static void note(dt_buf *b, const char *fmt, ...)
+{
+    if (b->len)
+        dt_buf_puts(b, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    dt_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+static void dims(const cJSON *j, const char *key, char *out[3], dt_buf *probs)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (a == NULL) {
+        note(probs, "%s: missing (an array of up to 3 expressions)", key);
+        return;
+    }
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > 3) {
+        note(probs, "%s: expected an array of 1 to 3 expressions", key);
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        const cJSON *d = cJSON_GetArrayItem(a, i);
+        out[i] = d ? expr_of(d) : dt_xstrdup("1");
+        if (out[i] == NULL) {
+            note(probs, "%s[%d]: expected an expression or a number", key, i);
+            out[i] = dt_xstrdup("1");
+            continue;
+        }
+        dt_err e = {0};
+        if (gpu_expr_check(out[i], &e) != 0)
+            note(probs, "%s[%d]: %s", key, i, e.msg);
+    }
+}
+
+int gpu_contract_parse(const cJSON *j, gpu_contract *c, dt_err *e)
+{
+    memset(c, 0, sizeof *c);
+    dt_buf probs = DT_BUF_INIT;
+    if (!cJSON_IsObject(j)) {
+        dt_err_set(e, "launch contract: expected a JSON object");
+        return -1;
+    }
+    const char *entry = dt_json_str(j, "entry", NULL);
+    if (entry == NULL || *entry == '\0')
+        note(&probs, "entry: missing (the kernel's extern \"C\" name)");
+    else
+        c->entry = dt_xstrdup(entry);
+
+    const char *op = dt_json_str(j, "op", "spmv");
+    if (sp_op_parse(op, &c->op) != 0)
+        note(&probs, "op: expected spmv, spmm or sddmm, got '%s'", op);
+
+    c->format = dt_xstrdup(dt_json_str(j, "format", "csr"));
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(j, "format_params");
+    if (fp != NULL) {
+        if (!cJSON_IsObject(fp))
+            note(&probs, "format_params: expected an object");
+        else
+            c->format_params = cJSON_Duplicate(fp, 1);
+    }
+
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "params");
+    if (!cJSON_IsArray(params)) {
+        note(&probs, "params: missing (the kernel's parameters in order)");
+    } else {
+        const cJSON *p;
+        cJSON_ArrayForEach(p, params)
+        {
+            if (!cJSON_IsString(p)) {
+                note(&probs, "params: entries must be names");
+                continue;
+            }
+            if (!gpu_param_known(p->valuestring)) {
+                note(&probs, "params: unknown parameter '%s' (see gpu/PROTOCOL.md)",
+                     p->valuestring);
+                continue;
+            }
+            if (c->nparams == GPU_MAX_PARAMS) {
+                note(&probs, "params: more than %d", GPU_MAX_PARAMS);
+                break;
+            }
+            c->params[c->nparams++] = dt_xstrdup(p->valuestring);
+        }
+    }
+    dims(j, "block", c->block, &probs);
+    dims(j, "grid", c->grid, &probs);
+
+    const cJSON *smem = cJSON_GetObjectItemCaseSensitive(j, "smem");
+    c->smem = smem ? expr_of(smem) : dt_xstrdup("0");
+    if (c->smem == NULL) {
+        note(&probs, "smem: expected an expression or a number");
+        c->smem = dt_xstrdup("0");
+    }
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "scratch_bytes");
+    if (sb != NULL)
+        c->scratch_bytes = expr_of(sb);
+    for (int i = 0; i < c->nparams; i++)
+        if (strcmp(c->params[i], "scratch") == 0 && c->scratch_bytes == NULL)
+            note(&probs, "scratch_bytes: required when params has 'scratch'");
+
+    const cJSON *defs = cJSON_GetObjectItemCaseSensitive(j, "defines");
+    if (defs != NULL) {
+        if (!cJSON_IsObject(defs)) {
+            note(&probs, "defines: expected an object of NAME: expression");
+        } else {
+            const cJSON *d;
+            cJSON_ArrayForEach(d, defs)
+            {
+                char *x = expr_of(d);
+                dt_err de = {0};
+                if (x == NULL)
+                    note(&probs, "defines.%s: expected an expression or a number", d->string);
+                else if (gpu_expr_check(x, &de) != 0)
+                    note(&probs, "defines.%s: %s", d->string, de.msg);
+                free(x);
+            }
+            c->defines = cJSON_Duplicate(defs, 1);
+        }
+    }
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(j, "requires");
+    if (req != NULL) {
+        if (!cJSON_IsObject(req))
+            note(&probs, "requires: expected an object");
+        else
+            c->requires = cJSON_Duplicate(req, 1);
+    }
+    const char *layout = dt_json_str(j, "layout", "row");
+    if (strcmp(layout, "row") == 0)
+        c->layout = SP_ROW_MAJOR;
+    else if (strcmp(layout, "col") == 0)
+        c->layout = SP_COL_MAJOR;
+    else
+        note(&probs, "layout: expected row or col, got '%s'", layout);
+
+    if (probs.len) {
+        dt_err_set(e, "launch contract: %s", probs.data);
+        dt_buf_free(&probs);
+        gpu_contract_clear(c);
+        return -1;
+    }
+    return 0;
+}
+
+char *gpu_contract_extract(const char *src)
+{
+    const char *b = strstr(src, "/*@contract");
+    if (b == NULL)
+        return NULL;
+    b += strlen("/*@contract");
+    const char *end = strstr(b, "@*/");
+    if (end == NULL)
+        return NULL;
+    return dt_xstrndup(b, (size_t)(end - b));
+}
+
+int gpu_contract_from_source(const char *src, gpu_contract *c, dt_err *e)
+{
+    memset(c, 0, sizeof *c);
+    char *text = gpu_contract_extract(src);
+    if (text == NULL)
+        return dt_err_set(e, "no launch contract: the source has no /*@contract {...} @*/ block "
+                             "and the request gave none");
+    /* Line numbers in JSON errors should match the source file: count the
+     * lines before the block. */
+    int line0 = 1;
+    const char *b = strstr(src, "/*@contract");
+    for (const char *q = src; q < b; q++)
+        line0 += *q == '\n';
+    dt_err je = {0};
+    cJSON *j = dt_json_parse(text, strlen(text), "contract", &je);
+    free(text);
+    if (j == NULL)
+        return dt_err_set(e, "launch contract (block starting at source line %d): %s", line0,
+                          je.msg);
+    int rc = gpu_contract_parse(j, c, e);
+    cJSON_Delete(j);
+    return rc;
+}
+
+static cJSON *str_arr(char *const *v, int n)
+{
+    cJSON *a = dt_json_arr();
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+    return a;
+}
+
+cJSON *gpu_contract_json(const gpu_contract *c)
+{
+    cJSON *o = dt_json_obj();
+    dt_json_set_str(o, "entry", c->entry);
+    dt_json_set_str(o, "op", sp_op_name(c->op));
+    dt_json_set_str(o, "format", c->format);
+    if (c->format_params)
+        dt_json_set_take(o, "format_params", cJSON_Duplicate(c->format_params, 1));
+    dt_json_set_take(o, "params", str_arr(c->params, c->nparams));
+    dt_json_set_take(o, "block", str_arr(c->block, 3));
+    dt_json_set_take(o, "grid", str_arr(c->grid, 3));
+    dt_json_set_str(o, "smem", c->smem);
+    if (c->scratch_bytes)
+        dt_json_set_str(o, "scratch_bytes", c->scratch_bytes);
+    if (c->defines)
+        dt_json_set_take(o, "defines", cJSON_Duplicate(c->defines, 1));
+    if (c->requires)
+        dt_json_set_take(o, "requires", cJSON_Duplicate(c->requires, 1));
+    dt_json_set_str(o, "layout", c->layout == SP_COL_MAJOR ? "col" : "row");
+    return o;
+}

@@ -1,0 +1,69 @@
+/* contract.h -- a kernel's launch contract: entry point, parameters from a
+ * fixed vocabulary, grid/block/shared-memory formulas, baked-in matrix
+ * constants and preconditions. See gpu/PROTOCOL.md for the fields.
+ *
+ * Pure C (no CUDA): the orchestrator reads contracts too (static rules, the
+ * coder's prompt), and the worker binds them to device buffers. Prefix gpu_.
+ *
+ * Ownership: gpu_contract_parse fills a caller-owned struct that
+ * gpu_contract_clear releases; clearing a zeroed struct is a no-op. */
+#ifndef DITTO_GPU_CONTRACT_H
+#define DITTO_GPU_CONTRACT_H
+
+#include "core/core.h"
+#include "sparse/sparse.h"
+
+#define GPU_MAX_PARAMS 32
+#define GPU_MAX_VARS 64
+
+typedef struct gpu_contract {
+    char *entry;          /* kernel name (or name expression) */
+    sp_op op;
+    char *format;         /* "csr" by default */
+    cJSON *format_params; /* object, may be NULL */
+    char *params[GPU_MAX_PARAMS];
+    int nparams;
+    char *block[3];       /* expressions; "1" when absent */
+    char *grid[3];
+    char *smem;           /* dynamic shared memory expression, "0" default */
+    char *scratch_bytes;  /* expression; NULL when the kernel takes no scratch */
+    cJSON *defines;       /* object NAME -> expression (string) or number */
+    cJSON *requires;      /* object, may be NULL */
+    sp_layout layout;     /* SpMM B and C layout */
+} gpu_contract;
+
+/* Parse and check a contract object: required fields (entry, params, block,
+ * grid), known parameter names, expressions that parse. On error every
+ * problem is in e->msg (semicolon-separated) and c is cleared. */
+int gpu_contract_parse(const cJSON *j, gpu_contract *c, dt_err *e);
+/* Find the first comment block "/\*@contract ... @*\/" in a source and parse
+ * the JSON inside. Error "no launch contract: ..." when absent. */
+int gpu_contract_from_source(const char *src, gpu_contract *c, dt_err *e);
+/* The JSON text between the markers, or NULL (caller frees). */
+char *gpu_contract_extract(const char *src);
+cJSON *gpu_contract_json(const gpu_contract *c);
+void gpu_contract_clear(gpu_contract *c);
+/* 1 when name is in the parameter vocabulary of PROTOCOL.md. */
+int gpu_param_known(const char *name);
+
+/* Variables for expressions. Names are borrowed and must outlive the set. */
+typedef struct gpu_vars {
+    const char *name[GPU_MAX_VARS];
+    int64_t val[GPU_MAX_VARS];
+    int n;
+} gpu_vars;
+
+/* Set (or replace) a variable; silently ignores overflow of the table
+ * (GPU_MAX_VARS is far above what the vocabulary uses). */
+void gpu_vars_set(gpu_vars *v, const char *name, int64_t val);
+int gpu_vars_get(const gpu_vars *v, const char *name, int64_t *out);
+
+/* Evaluate an integer expression: + - * / % (truncating, division by zero
+ * is an error), unary minus, parentheses, decimal literals, variables, and
+ * the functions cdiv(a, b) (ceiling division), min(a, b), max(a, b).
+ * Errors name the expression and the position. */
+int gpu_eval(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e);
+/* Check syntax only (unknown variables allowed). */
+int gpu_expr_check(const char *expr, dt_err *e);
+
+#endif /* DITTO_GPU_CONTRACT_H */

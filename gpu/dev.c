@@ -1,0 +1,847 @@
+/* dev.c -- the worker's device layer: context, buffers, formats, launches and
+ * the timing harness. */
+#include "gpu/dev.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct {
+    int ready;
+    int poisoned;
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream stream;
+    dev_info info;
+    dev_buf flush; /* 2 x L2, written before every cold run */
+} D;
+
+int dev_ready(void)
+{
+    return D.ready;
+}
+
+int dev_poisoned(void)
+{
+    return D.poisoned;
+}
+
+CUstream dev_stream(void)
+{
+    return D.stream;
+}
+
+int dev_check(CUresult r, const char *what, dt_err *e)
+{
+    if (r == CUDA_SUCCESS)
+        return 0;
+    char buf[256];
+    gpu_cu_errstr(r, buf, sizeof buf);
+    if (gpu_cu_fatal(r)) {
+        D.poisoned = 1;
+        if (e)
+            e->code = DEV_EFAULT;
+        return dt_err_set(e, "%s (%s, during %s)", gpu_cu_fault_text(r), buf, what);
+    }
+    if (e)
+        e->code = r == CUDA_ERROR_OUT_OF_MEMORY ? DEV_ENOMEM
+                  : (r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || r == CUDA_ERROR_INVALID_VALUE)
+                      ? DEV_ELAUNCH
+                      : DEV_ECUDA;
+    return dt_err_set(e, "%s: %s", what, buf);
+}
+
+static int attr(CUdevice_attribute a)
+{
+    int v = 0;
+    CU(cuDeviceGetAttribute)(&v, a, D.dev);
+    return v;
+}
+
+void dev_open(int index, dev_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->index = index;
+    dt_err e = {0};
+    if (gpu_cuda_load(&e) != 0) {
+        snprintf(info->reason, sizeof info->reason, "libcuda not loaded: %s", e.msg);
+        return;
+    }
+    CU(cuDriverGetVersion)(&info->driver_version);
+    CUresult r = CU(cuInit)(0);
+    if (r != CUDA_SUCCESS) {
+        char buf[256];
+        snprintf(info->reason, sizeof info->reason, "cuInit failed: %s",
+                 gpu_cu_errstr(r, buf, sizeof buf));
+        return;
+    }
+    int count = 0;
+    CU(cuDeviceGetCount)(&count);
+    if (index < 0 || index >= count) {
+        snprintf(info->reason, sizeof info->reason, "device %d requested, %d present", index,
+                 count);
+        return;
+    }
+    char buf[256];
+    if ((r = CU(cuDeviceGet)(&D.dev, index)) != CUDA_SUCCESS ||
+        (r = CU(cuDevicePrimaryCtxRetain)(&D.ctx, D.dev)) != CUDA_SUCCESS ||
+        (r = CU(cuCtxSetCurrent)(D.ctx)) != CUDA_SUCCESS ||
+        (r = CU(cuStreamCreate)(&D.stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+        snprintf(info->reason, sizeof info->reason, "cannot open device %d: %s", index,
+                 gpu_cu_errstr(r, buf, sizeof buf));
+        return;
+    }
+    CU(cuDeviceGetName)(info->name, sizeof info->name, D.dev);
+    info->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    info->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    info->sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    info->l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+    info->smem_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    info->smem_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    info->smem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    info->regs_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    info->max_threads_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    info->max_blocks_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+    info->clock_mhz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000;
+    info->mem_clock_mhz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000;
+    info->bus_width = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    CU(cuDeviceTotalMem)(&info->mem_bytes, D.dev);
+    info->present = 1;
+    D.info = *info;
+    D.ready = 1;
+}
+
+/* ---- buffers ---- */
+
+int dev_alloc(dev_buf *b, size_t bytes, dt_err *e)
+{
+    b->ptr = 0;
+    b->bytes = bytes;
+    if (!D.ready) {
+        if (e)
+            e->code = DEV_ENODEV;
+        return dt_err_set(e, "no device");
+    }
+    /* Zero-byte arrays (an empty matrix) still get a valid pointer so that
+     * kernels can be launched on them. */
+    return dev_check(CU(cuMemAlloc)(&b->ptr, bytes ? bytes : 16), "cuMemAlloc", e);
+}
+
+void dev_free(dev_buf *b)
+{
+    if (b->ptr && D.ready && !D.poisoned)
+        CU(cuMemFree)(b->ptr);
+    b->ptr = 0;
+    b->bytes = 0;
+}
+
+int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e)
+{
+    if (dev_alloc(b, bytes, e) != 0)
+        return -1;
+    if (bytes == 0)
+        return 0;
+    if (dev_check(CU(cuMemcpyHtoD)(b->ptr, host, bytes), "copy to device", e) != 0) {
+        dev_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e)
+{
+    if (bytes == 0)
+        return 0;
+    /* The synchronous copy waits for the stream's work: faults of a kernel
+     * surface here. */
+    if (dev_sync(e) != 0)
+        return -1;
+    return dev_check(CU(cuMemcpyDtoH)(host, b->ptr, bytes), "copy from device", e);
+}
+
+int dev_sync(dt_err *e)
+{
+    return dev_check(CU(cuStreamSynchronize)(D.stream), "kernel execution", e);
+}
+
+/* ---- dtype conversion ---- */
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t mant = x & 0x7fffffu;
+    int exp = (int)((x >> 23) & 0xff);
+    if (exp == 0xff)
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    int he = exp - 127 + 15;
+    if (he >= 0x1f)
+        return (uint16_t)(sign | 0x7c00u);
+    if (he <= 0) {
+        if (he < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        int shift = 14 - he;
+        uint32_t hm = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1)))
+            hm++;
+        return (uint16_t)(sign | hm);
+    }
+    uint32_t h = sign | ((uint32_t)he << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++; /* a carry into the exponent is the correct rounding */
+    return (uint16_t)h;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    int exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t x;
+    if (exp == 0) {
+        if (mant == 0) {
+            x = sign;
+        } else {
+            int e = -1;
+            do {
+                e++;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 0x1f) {
+        x = sign | 0x7f800000u | (mant << 13);
+    } else {
+        x = sign | ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu))
+        return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t)
+{
+    switch (t) {
+    case SP_FP64:
+        memcpy(dst, src, n * sizeof(double));
+        break;
+    case SP_FP32:
+        for (size_t i = 0; i < n; i++)
+            ((float *)dst)[i] = (float)src[i];
+        break;
+    case SP_FP16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = f32_to_f16((float)src[i]);
+        break;
+    case SP_BF16:
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]);
+        break;
+    }
+}
+
+void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t)
+{
+    switch (t) {
+    case SP_FP64:
+        memcpy(dst, src, n * sizeof(double));
+        break;
+    case SP_FP32:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ((const float *)src)[i];
+        break;
+    case SP_FP16:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = f16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    case SP_BF16:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = bf16_to_f32(((const uint16_t *)src)[i]);
+        break;
+    }
+}
+
+double dev_round(double v, sp_dtype t)
+{
+    unsigned char tmp[8];
+    double out;
+    dev_to_dtype(&v, tmp, 1, t);
+    dev_from_dtype(tmp, &out, 1, t);
+    return out;
+}
+
+/* ---- formats ---- */
+
+/* Word-at-a-time hash of a byte range: the unchanged-inputs check hashes
+ * every input array after each run, so byte-wise FNV would be the slow
+ * part of verifying a large matrix. */
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int add_arr(dev_fmt *f, const char *name, const void *host, size_t bytes, dt_err *e)
+{
+    if (f->narr == DEV_MAX_ARRS)
+        return dt_err_set(e, "internal: too many arrays in format %s", f->key);
+    int i = f->narr;
+    f->names[i] = dt_xstrdup(name);
+    f->hash[i] = hash_bytes(host, bytes);
+    if (dev_upload(&f->arr[i], host, bytes, e) != 0) {
+        free(f->names[i]);
+        f->names[i] = NULL;
+        return -1;
+    }
+    f->narr++;
+    return 0;
+}
+
+static int add_vals(dev_fmt *f, const char *name, const double *v, size_t n, sp_dtype t,
+                    dt_err *e)
+{
+    size_t bytes = n * (size_t)sp_dtype_size(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (tmp == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "out of host memory converting %zu values", n);
+    }
+    dev_to_dtype(v, tmp, n, t);
+    int rc = add_arr(f, name, tmp, bytes, e);
+    free(tmp);
+    return rc;
+}
+
+static int32_t *narrow_offsets(const int64_t *p, size_t n, dt_err *e)
+{
+    int32_t *o = malloc((n ? n : 1) * sizeof *o);
+    if (o == NULL) {
+        dt_err_set(e, "out of host memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        o[i] = (int32_t)p[i];
+    return o;
+}
+
+static int64_t fparam(const cJSON *params, const char *key, int64_t dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, key);
+    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+
+static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    (void)params;
+    int32_t *rp = narrow_offsets(a->rowptr, (size_t)a->rows + 1, e);
+    if (rp == NULL)
+        return -1;
+    int rc = add_arr(f, "rowptr", rp, ((size_t)a->rows + 1) * 4, e);
+    free(rp);
+    if (rc != 0 || add_arr(f, "col", a->col, (size_t)a->nnz * 4, e) != 0 ||
+        add_vals(f, "val", a->val, (size_t)a->nnz, t, e) != 0)
+        return -1;
+    return 0;
+}
+
+static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    (void)params;
+    sp_ell *m = sp_csr_to_ell(a, (int64_t)1 << 31, e);
+    if (m == NULL)
+        return -1;
+    size_t n = (size_t)m->rows * (size_t)m->width;
+    int rc = add_arr(f, "ell_col", m->col, n * 4, e);
+    if (rc == 0)
+        rc = add_vals(f, "ell_val", m->val, n, t, e);
+    gpu_vars_set(&f->vars, "width", m->width);
+    sp_ell_free(m);
+    return rc;
+}
+
+static int build_sell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    int32_t C = (int32_t)fparam(params, "C", 32);
+    int32_t sigma = (int32_t)fparam(params, "sigma", C);
+    sp_sell *m = sp_csr_to_sell(a, C, sigma, e);
+    if (m == NULL)
+        return -1;
+    int32_t *ptr = narrow_offsets(m->slice_ptr, (size_t)m->nslices + 1, e);
+    int rc = ptr ? 0 : -1;
+    if (rc == 0)
+        rc = add_arr(f, "sell_ptr", ptr, ((size_t)m->nslices + 1) * 4, e);
+    free(ptr);
+    if (rc == 0)
+        rc = add_arr(f, "sell_len", m->slice_len, (size_t)m->nslices * 4, e);
+    if (rc == 0)
+        rc = add_arr(f, "sell_perm", m->perm, (size_t)m->nslices * (size_t)C * 4, e);
+    if (rc == 0)
+        rc = add_arr(f, "sell_col", m->col, (size_t)m->stored * 4, e);
+    if (rc == 0)
+        rc = add_vals(f, "sell_val", m->val, (size_t)m->stored, t, e);
+    gpu_vars_set(&f->vars, "nslices", m->nslices);
+    gpu_vars_set(&f->vars, "C", C);
+    gpu_vars_set(&f->vars, "sigma", sigma);
+    sp_sell_free(m);
+    return rc;
+}
+
+static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    int32_t b = (int32_t)fparam(params, "b", 4);
+    sp_bsr *m = sp_csr_to_bsr(a, b, e);
+    if (m == NULL)
+        return -1;
+    int32_t *ptr = narrow_offsets(m->browptr, (size_t)m->brows + 1, e);
+    int rc = ptr ? 0 : -1;
+    if (rc == 0)
+        rc = add_arr(f, "bsr_ptr", ptr, ((size_t)m->brows + 1) * 4, e);
+    free(ptr);
+    if (rc == 0)
+        rc = add_arr(f, "bsr_col", m->bcol, (size_t)m->nblocks * 4, e);
+    if (rc == 0)
+        rc = add_vals(f, "bsr_val", m->val, (size_t)m->nblocks * (size_t)b * (size_t)b, t, e);
+    gpu_vars_set(&f->vars, "brows", m->brows);
+    gpu_vars_set(&f->vars, "bcols", m->bcols);
+    gpu_vars_set(&f->vars, "nblocks", m->nblocks);
+    gpu_vars_set(&f->vars, "b", b);
+    sp_bsr_free(m);
+    return rc;
+}
+
+typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
+
+static const struct {
+    const char *name;
+    fmt_builder build;
+} formats[] = {
+    {"csr", build_csr},
+    {"ell", build_ell},
+    {"sell", build_sell},
+    {"bsr", build_bsr},
+};
+
+int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
+                  dev_fmt *f, dt_err *e)
+{
+    memset(f, 0, sizeof *f);
+    if (a->nnz >= INT32_MAX) {
+        if (e)
+            e->code = DEV_ECONTRACT;
+        return dt_err_set(e, "%lld nonzeros exceed the 32-bit offsets device formats use",
+                          (long long)a->nnz);
+    }
+    char *ps = params ? dt_json_print(params, 0) : dt_xstrdup("{}");
+    snprintf(f->key, sizeof f->key, "%s%s/%s", format, ps, sp_dtype_name(t));
+    free(ps);
+    int32_t max_row = 0;
+    for (int32_t i = 0; i < a->rows; i++)
+        if (a->rowptr[i + 1] - a->rowptr[i] > max_row)
+            max_row = (int32_t)(a->rowptr[i + 1] - a->rowptr[i]);
+    gpu_vars_set(&f->vars, "rows", a->rows);
+    gpu_vars_set(&f->vars, "cols", a->cols);
+    gpu_vars_set(&f->vars, "nnz", a->nnz);
+    gpu_vars_set(&f->vars, "max_row", max_row);
+    gpu_vars_set(&f->vars, "sms", D.info.sms);
+    for (size_t i = 0; i < DT_ARRAY_LEN(formats); i++) {
+        if (strcmp(formats[i].name, format) != 0)
+            continue;
+        double t0 = dt_now();
+        if (formats[i].build(a, params, t, f, e) != 0) {
+            dev_fmt_free(f);
+            if (e && e->code == 1)
+                e->code = DEV_ECONTRACT; /* a conversion refused the matrix */
+            return -1;
+        }
+        f->prep_us = (dt_now() - t0) * 1e6;
+        return 0;
+    }
+    if (e)
+        e->code = DEV_ECONTRACT;
+    return dt_err_set(e, "unknown format '%s' (formats: csr, ell, sell, bsr)", format);
+}
+
+void dev_fmt_free(dev_fmt *f)
+{
+    for (int i = 0; i < f->narr; i++) {
+        dev_free(&f->arr[i]);
+        free(f->names[i]);
+    }
+    f->narr = 0;
+}
+
+int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out)
+{
+    for (int i = 0; i < f->narr; i++) {
+        if (strcmp(f->names[i], name) == 0) {
+            *out = f->arr[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *dev_fmt_changed(const dev_fmt *f, dt_err *e)
+{
+    for (int i = 0; i < f->narr; i++) {
+        void *tmp = malloc(f->arr[i].bytes ? f->arr[i].bytes : 1);
+        if (tmp == NULL) {
+            dt_err_set(e, "out of host memory");
+            return NULL;
+        }
+        if (dev_download(tmp, &f->arr[i], f->arr[i].bytes, e) != 0) {
+            free(tmp);
+            return NULL;
+        }
+        uint64_t h = hash_bytes(tmp, f->arr[i].bytes);
+        free(tmp);
+        if (h != f->hash[i])
+            return f->names[i];
+    }
+    return NULL;
+}
+
+/* ---- kernels ---- */
+
+int dev_kernel_load(const void *cubin, const char *entry, const gpu_contract *c,
+                    const gpu_vars *vars, dev_kernel *k, dt_err *e)
+{
+    memset(k, 0, sizeof *k);
+    if (!D.ready) {
+        if (e)
+            e->code = DEV_ENODEV;
+        return dt_err_set(e, "no device");
+    }
+    if (dev_check(CU(cuModuleLoadData)(&k->mod, cubin), "loading the CUBIN", e) != 0)
+        return -1;
+    CUresult r = CU(cuModuleGetFunction)(&k->fn, k->mod, entry);
+    if (r != CUDA_SUCCESS) {
+        CU(cuModuleUnload)(k->mod);
+        k->mod = NULL;
+        if (e)
+            e->code = DEV_ECONTRACT;
+        return dt_err_set(e, "the CUBIN has no kernel '%s' (declare it extern \"C\" or give a "
+                             "name expression)",
+                          entry);
+    }
+    CU(cuFuncGetAttribute)(&k->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn);
+    CU(cuFuncGetAttribute)(&k->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn);
+    CU(cuFuncGetAttribute)(&k->local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn);
+    CU(cuFuncGetAttribute)(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
+    dt_err ee = {0};
+    int64_t v;
+    for (int i = 0; i < 3; i++) {
+        if (gpu_eval(c->block[i], vars, &v, &ee) != 0)
+            goto bad_expr;
+        k->block[i] = (int)v;
+        if (gpu_eval(c->grid[i], vars, &v, &ee) != 0)
+            goto bad_expr;
+        if (v < 0 || v > (i == 0 ? INT32_MAX : 65535)) {
+            dt_err_set(&ee, "grid[%d] = %lld is outside [0, %d]", i, (long long)v,
+                       i == 0 ? INT32_MAX : 65535);
+            goto bad_expr;
+        }
+        k->grid[i] = (int)v;
+    }
+    if (gpu_eval(c->smem, vars, &v, &ee) != 0)
+        goto bad_expr;
+    k->smem = (int)v;
+    if (c->scratch_bytes) {
+        if (gpu_eval(c->scratch_bytes, vars, &v, &ee) != 0)
+            goto bad_expr;
+        k->scratch_bytes = (size_t)v;
+    }
+    int64_t threads = (int64_t)k->block[0] * k->block[1] * k->block[2];
+    if (threads < 1 || threads > k->max_threads) {
+        dev_kernel_unload(k);
+        if (e)
+            e->code = DEV_ELAUNCH;
+        return dt_err_set(e, "block of %lld threads, but '%s' allows at most %d (it uses %d "
+                             "registers per thread)",
+                          (long long)threads, entry, k->max_threads, k->regs);
+    }
+    if (k->smem + k->static_smem > D.info.smem_per_block_optin) {
+        dev_kernel_unload(k);
+        if (e)
+            e->code = DEV_ELAUNCH;
+        return dt_err_set(e, "%d bytes of shared memory (%d static + %d dynamic) exceed the "
+                             "device's %d per block",
+                          k->smem + k->static_smem, k->static_smem, k->smem,
+                          D.info.smem_per_block_optin);
+    }
+    if (k->smem + k->static_smem > 48 * 1024) {
+        r = CU(cuFuncSetAttribute)(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   k->smem);
+        if (dev_check(r, "opting in to more than 48 KB of shared memory", e) != 0) {
+            dev_kernel_unload(k);
+            return -1;
+        }
+    }
+    return 0;
+bad_expr:
+    dev_kernel_unload(k);
+    if (e)
+        e->code = DEV_ECONTRACT;
+    return dt_err_set(e, "launch contract: %s", ee.msg);
+}
+
+void dev_kernel_unload(dev_kernel *k)
+{
+    if (k->mod && D.ready && !D.poisoned)
+        CU(cuModuleUnload)(k->mod);
+    k->mod = NULL;
+    k->fn = NULL;
+}
+
+void dev_bind_ptr(dev_bind *b, const char *name, CUdeviceptr p)
+{
+    for (int i = 0; i < b->n; i++) {
+        if (strcmp(b->names[i], name) == 0) {
+            b->ptrs[i] = p;
+            return;
+        }
+    }
+    if (b->n < (int)DT_ARRAY_LEN(b->names)) {
+        b->names[b->n] = name;
+        b->ptrs[b->n] = p;
+        b->n++;
+    }
+}
+
+typedef union {
+    int32_t i;
+    float f;
+    double d;
+    CUdeviceptr p;
+} arg_slot;
+
+int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s,
+               dt_err *e)
+{
+    arg_slot slot[GPU_MAX_PARAMS];
+    void *args[GPU_MAX_PARAMS];
+    for (int i = 0; i < c->nparams; i++) {
+        const char *p = c->params[i];
+        args[i] = &slot[i];
+        int64_t v;
+        dev_buf buf;
+        if (strcmp(p, "alpha") == 0 || strcmp(p, "beta") == 0) {
+            double x = p[0] == 'a' ? b->alpha : b->beta;
+            if (b->dtype == SP_FP64)
+                slot[i].d = x;
+            else
+                slot[i].f = (float)x;
+            continue;
+        }
+        if (strcmp(p, "scratch") == 0) {
+            slot[i].p = b->scratch.ptr;
+            continue;
+        }
+        if (b->fmt && dev_fmt_find(b->fmt, p, &buf) == 0) {
+            slot[i].p = buf.ptr;
+            continue;
+        }
+        int found = 0;
+        for (int j = 0; j < b->n; j++) {
+            if (strcmp(b->names[j], p) == 0) {
+                slot[i].p = b->ptrs[j];
+                found = 1;
+                break;
+            }
+        }
+        if (found)
+            continue;
+        if (b->fmt && gpu_vars_get(&b->fmt->vars, p, &v) == 0) {
+            slot[i].i = (int32_t)v;
+            continue;
+        }
+        if (e)
+            e->code = DEV_ECONTRACT;
+        return dt_err_set(e, "parameter '%s' has nothing to bind to for this op and format", p);
+    }
+    if (k->scratch_bytes > 0 &&
+        dev_check(CU(cuMemsetD8Async)(b->scratch.ptr, 0, k->scratch_bytes, s),
+                  "clearing scratch", e) != 0)
+        return -1;
+    if (k->grid[0] == 0 || k->grid[1] == 0 || k->grid[2] == 0)
+        return 0; /* nothing to do (an empty matrix) */
+    CUresult r = CU(cuLaunchKernel)(k->fn, (unsigned)k->grid[0], (unsigned)k->grid[1],
+                                    (unsigned)k->grid[2], (unsigned)k->block[0],
+                                    (unsigned)k->block[1], (unsigned)k->block[2],
+                                    (unsigned)k->smem, s, args, NULL);
+    return dev_check(r, "cuLaunchKernel", e);
+}
+
+/* ---- timing ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void summarize(double *t, int n, dev_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n == 0)
+        return;
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    out->valid = 1;
+    out->runs = n;
+    out->min_us = t[0];
+    out->max_us = t[n - 1];
+    out->median_us = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    out->p10_us = t[(int)floor(0.1 * (n - 1) + 0.5)];
+    out->p90_us = t[(int)floor(0.9 * (n - 1) + 0.5)];
+}
+
+#define GRAPH_LAUNCHES 50
+#define MAX_RUNS 20000
+
+int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
+             double max_seconds, dev_stats *out, dt_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (!D.ready) {
+        if (e)
+            e->code = DEV_ENODEV;
+        return dt_err_set(e, "no device");
+    }
+    CUstream s = D.stream;
+    CUevent ev0 = NULL, ev1 = NULL;
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    double *samples = NULL;
+    int rc = -1;
+    if (dev_check(CU(cuEventCreate)(&ev0, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0 ||
+        dev_check(CU(cuEventCreate)(&ev1, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0)
+        goto out;
+    if (mode == DEV_TIME_COLD && D.flush.ptr == 0 &&
+        dev_alloc(&D.flush, 2 * (size_t)(D.info.l2_bytes > 0 ? D.info.l2_bytes : 64 << 20), e) != 0)
+        goto out;
+    /* Warm-up: module load, first-touch and clock ramp stay out of the
+     * numbers. */
+    for (int w = 0; w < 3; w++)
+        if (fn(ud, s, e) != 0)
+            goto out;
+    if (dev_sync(e) != 0)
+        goto out;
+    if (mode == DEV_TIME_GRAPH) {
+        if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                      "beginning graph capture", e) != 0)
+            goto out;
+        int ok = 1;
+        for (int i = 0; i < GRAPH_LAUNCHES && ok; i++)
+            ok = fn(ud, s, e) == 0;
+        CUresult r = CU(cuStreamEndCapture)(s, &g);
+        if (!ok)
+            goto out;
+        if (dev_check(r, "ending graph capture", e) != 0 ||
+            dev_check(CU(cuGraphInstantiate)(&ge, g, 0), "instantiating the graph", e) != 0)
+            goto out;
+        for (int w = 0; w < 2; w++)
+            if (dev_check(CU(cuGraphLaunch)(ge, s), "graph launch", e) != 0)
+                goto out;
+        if (dev_sync(e) != 0)
+            goto out;
+    }
+    samples = malloc(MAX_RUNS * sizeof *samples);
+    if (samples == NULL) {
+        dt_err_set(e, "out of host memory");
+        goto out;
+    }
+    int n = 0;
+    double total = 0.0, start = dt_now();
+    while (n < MAX_RUNS) {
+        if (n >= min_runs && total >= min_seconds)
+            break;
+        if (n >= 3 && dt_now() - start > max_seconds)
+            break;
+        if (mode == DEV_TIME_COLD &&
+            dev_check(CU(cuMemsetD32Async)(D.flush.ptr, (unsigned)n, D.flush.bytes / 4, s),
+                      "flushing L2", e) != 0)
+            goto out;
+        if (dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0)
+            goto out;
+        if (mode == DEV_TIME_GRAPH) {
+            if (dev_check(CU(cuGraphLaunch)(ge, s), "graph launch", e) != 0)
+                goto out;
+        } else if (fn(ud, s, e) != 0) {
+            goto out;
+        }
+        if (dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e) != 0 ||
+            dev_check(CU(cuEventSynchronize)(ev1), "kernel execution", e) != 0)
+            goto out;
+        float ms = 0;
+        if (dev_check(CU(cuEventElapsedTime)(&ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
+            goto out;
+        double us = ms * 1000.0;
+        total += us * 1e-6;
+        if (mode == DEV_TIME_GRAPH)
+            us /= GRAPH_LAUNCHES;
+        samples[n++] = us;
+    }
+    summarize(samples, n, out);
+    rc = 0;
+out:
+    free(samples);
+    if (!D.poisoned) {
+        if (ge)
+            CU(cuGraphExecDestroy)(ge);
+        if (g)
+            CU(cuGraphDestroy)(g);
+        if (ev0)
+            CU(cuEventDestroy)(ev0);
+        if (ev1)
+            CU(cuEventDestroy)(ev1);
+    }
+    return rc;
+}
+
+cJSON *dev_stats_json(const dev_stats *s)
+{
+    if (!s->valid)
+        return cJSON_CreateNull();
+    cJSON *o = dt_json_obj();
+    dt_json_set_num(o, "median_us", s->median_us);
+    dt_json_set_num(o, "min_us", s->min_us);
+    dt_json_set_num(o, "max_us", s->max_us);
+    dt_json_set_num(o, "p10_us", s->p10_us);
+    dt_json_set_num(o, "p90_us", s->p90_us);
+    dt_json_set_int(o, "runs", s->runs);
+    return o;
+}

@@ -1,0 +1,147 @@
+/* dev.h -- the worker's device layer: one device and context, buffers,
+ * matrices uploaded per dtype and format, kernel modules, launches bound to
+ * a launch contract, and the timing harness shared by candidate kernels and
+ * cuSPARSE (so both are measured the same way).
+ *
+ * Internal to gpu/. Prefix dev_. Every function that can fail returns 0 or
+ * -1 with the reason in a dt_err whose code is one of the DEV_E* values, so
+ * the request layer can map it to a protocol error; a DEV_EFAULT leaves the
+ * context poisoned and the worker must exit after answering. */
+#ifndef DITTO_GPU_DEV_H
+#define DITTO_GPU_DEV_H
+
+#include "gpu/contract.h"
+#include "gpu/cudaw.h"
+#include "sparse/sparse.h"
+
+enum {
+    DEV_ENODEV = 10, /* no device / driver */
+    DEV_EFAULT,      /* sticky kernel fault: context poisoned */
+    DEV_ECUDA,       /* other CUDA error */
+    DEV_ENOMEM,      /* device or host memory */
+    DEV_ELAUNCH,     /* launch refused (resources, bad grid) */
+    DEV_ECONTRACT,   /* contract does not bind */
+};
+
+typedef struct dev_info {
+    int present;
+    int index;
+    char name[256];
+    int cc_major, cc_minor;
+    int sms;
+    int l2_bytes;
+    size_t mem_bytes;
+    int smem_per_sm, smem_per_block, smem_per_block_optin;
+    int regs_per_sm, max_threads_per_sm, max_blocks_per_sm;
+    int clock_mhz, mem_clock_mhz, bus_width;
+    int driver_version;
+    char reason[512]; /* why not present */
+} dev_info;
+
+/* Open device index (loads libcuda first). Without a usable device info->
+ * present is 0 and info->reason says why; this is not an error. */
+void dev_open(int index, dev_info *info);
+int dev_ready(void);
+/* The stream every worker operation is queued on. */
+CUstream dev_stream(void);
+/* Set when a sticky fault happened; the worker exits after answering. */
+int dev_poisoned(void);
+/* Turn a CUresult into a dt_err with the right DEV_E* code; returns -1
+ * (0 for CUDA_SUCCESS). what names the operation. */
+int dev_check(CUresult r, const char *what, dt_err *e);
+
+/* ---- buffers ---- */
+typedef struct dev_buf {
+    CUdeviceptr ptr;
+    size_t bytes;
+} dev_buf;
+
+int dev_alloc(dev_buf *b, size_t bytes, dt_err *e);
+void dev_free(dev_buf *b);
+int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e);   /* alloc + copy */
+int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e);
+
+/* Host conversion of fp64 values to a dtype's storage (4, 8 or 2 bytes per
+ * element, round to nearest even), and back. */
+void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t);
+void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t);
+/* Round an fp64 value through a dtype (what the device will see). */
+double dev_round(double v, sp_dtype t);
+
+/* ---- a matrix prepared for a format on the device ---- */
+#define DEV_MAX_ARRS 8
+typedef struct dev_fmt {
+    char key[128];      /* format + params + dtype */
+    char *names[DEV_MAX_ARRS];
+    dev_buf arr[DEV_MAX_ARRS];
+    int narr;
+    gpu_vars vars;      /* sizes and format variables (names are static) */
+    double prep_us;     /* host conversion time */
+    uint64_t hash[DEV_MAX_ARRS]; /* of the host copy, for the unchanged check */
+} dev_fmt;
+
+/* Build (convert on the host, upload) the format a contract asks for.
+ * Supported: csr, ell, sell (C, sigma), bsr (b). */
+int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
+                  dev_fmt *f, dt_err *e);
+void dev_fmt_free(dev_fmt *f);
+int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out);
+/* Re-hash every array from the device and compare with the upload. Returns
+ * the name of the first array that changed, or NULL. */
+const char *dev_fmt_changed(const dev_fmt *f, dt_err *e);
+
+/* ---- modules and launches ---- */
+typedef struct dev_kernel {
+    CUmodule mod;
+    CUfunction fn;
+    int block[3], grid[3];
+    int smem;           /* dynamic */
+    size_t scratch_bytes;
+    int regs, static_smem, local_bytes, max_threads;
+} dev_kernel;
+
+/* Load a CUBIN, find entry, evaluate the contract's formulas with vars,
+ * check block and shared-memory limits (raising the dynamic smem limit
+ * above 48 KB when the device allows it). */
+int dev_kernel_load(const void *cubin, const char *entry, const gpu_contract *c,
+                    const gpu_vars *vars, dev_kernel *k, dt_err *e);
+void dev_kernel_unload(dev_kernel *k);
+
+/* The buffers and scalars a launch binds by name. */
+typedef struct dev_bind {
+    const dev_fmt *fmt;
+    const char *names[12];
+    CUdeviceptr ptrs[12];
+    int n;
+    double alpha, beta; /* passed as S (float unless fp64) */
+    sp_dtype dtype;
+    dev_buf scratch;
+} dev_bind;
+
+void dev_bind_ptr(dev_bind *b, const char *name, CUdeviceptr p);
+/* Enqueue one launch (and the scratch memset when the kernel has one). */
+int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s,
+               dt_err *e);
+/* Wait for the stream; faults become DEV_EFAULT. */
+int dev_sync(dt_err *e);
+
+/* ---- timing ---- */
+typedef int (*dev_enqueue_fn)(void *ud, CUstream s, dt_err *e);
+
+typedef struct dev_stats {
+    int valid;
+    double median_us, min_us, max_us, p10_us, p90_us;
+    int runs;
+} dev_stats;
+
+typedef enum { DEV_TIME_COLD, DEV_TIME_WARM, DEV_TIME_GRAPH } dev_time_mode;
+
+/* Time fn with CUDA events around the enqueued work only: cold (L2 flushed
+ * before every run), warm, or graph (50 captured launches replayed, per
+ * launch). At least min_runs runs and at least min_seconds of measured time,
+ * at most max_seconds of wall time. Warm-up runs are not counted. */
+int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
+             double max_seconds, dev_stats *out, dt_err *e);
+cJSON *dev_stats_json(const dev_stats *s);
+
+#endif /* DITTO_GPU_DEV_H */
