@@ -33,7 +33,7 @@ CRIT_LIBS = $(eval CRIT_LIBS := $(shell pkg-config --libs criterion))$(CRIT_LIBS
 CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDA_HOME)/extras/CUPTI/include
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
-        -Wno-missing-field-initializers
+        -Wno-missing-field-initializers -Wno-format-truncation
 ifneq ($(CI),)
 WARN += -Werror
 endif
