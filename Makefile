@@ -180,7 +180,7 @@ bundle: all
 	@rm -rf dist && mkdir -p dist/lib dist/share/ditto
 	cp ditto dist/ditto
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then mkdir -p dist/share/ditto/$$d && \
-	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
+	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec cp {} dist/share/ditto/$$d/ \; ; fi; done
 	@./scripts/bundle-libs.sh dist/ditto dist/lib
 	@if [ -n "$(BUNDLE_TESTS)" ]; then $(MAKE) --no-print-directory gpu-test-build && \
@@ -195,7 +195,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ditto
 	install -m 0755 ditto $(DESTDIR)$(PREFIX)/bin/ditto
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/ditto/$$d && \
-	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
+	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec install -m 0644 {} $(DESTDIR)$(PREFIX)/share/ditto/$$d/ \; ; fi; done
 
 clean:

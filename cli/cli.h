@@ -31,7 +31,14 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) DT_PRINTF(2, 3);
 /* Print the usage text of a command to stdout; returns CLI_OK. */
 int cli_print_usage(const char *cmd);
 
-/* Commands. */
+/* Commands, and the usage texts that live beside them. */
 int cli_profile(int argc, char **argv);
+int cli_worker(int argc, char **argv);
+int cli_check(int argc, char **argv);
+int cli_baseline(int argc, char **argv);
+int cli_calibrate(int argc, char **argv);
+extern const char cli_check_usage[];
+extern const char cli_baseline_usage[];
+extern const char cli_calibrate_usage[];
 
 #endif /* DITTO_CLI_H */

@@ -30,6 +30,12 @@ static const char profile_usage[] =
 
 const cli_command cli_commands[] = {
     {"profile", cli_profile, "print the PatternReport of a matrix", profile_usage},
+    {"check", cli_check, "compile, verify and measure a hand-written kernel", cli_check_usage},
+    {"baseline", cli_baseline, "time every cuSPARSE algorithm on matrices", cli_baseline_usage},
+    {"calibrate", cli_calibrate, "measure copy bandwidth and FMA peaks into the GPU's spec",
+     cli_calibrate_usage},
+    {"worker", cli_worker, "serve the GPU worker protocol on stdin/stdout (started by ditto)",
+     "usage: ditto worker [--device N] [--once]\n"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -74,6 +74,7 @@ typedef struct parser {
 } parser;
 
 static int64_t parse_sum(parser *ps);
+static int64_t parse_or(parser *ps);
 
 static void fail(parser *ps, const char *what)
 {
@@ -102,12 +103,12 @@ static int accept(parser *ps, char c)
 
 static int64_t parse_call(parser *ps, const char *name, size_t len)
 {
-    int64_t a = parse_sum(ps);
+    int64_t a = parse_or(ps);
     if (!accept(ps, ',')) {
         fail(ps, "expected ',' between the two arguments");
         return 0;
     }
-    int64_t b = parse_sum(ps);
+    int64_t b = parse_or(ps);
     if (!accept(ps, ')')) {
         fail(ps, "expected ')'");
         return 0;
@@ -132,7 +133,7 @@ static int64_t parse_atom(parser *ps)
     const char *s = ps->p;
     if (*s == '(') {
         ps->p++;
-        int64_t v = parse_sum(ps);
+        int64_t v = parse_or(ps);
         if (!accept(ps, ')'))
             fail(ps, "expected ')'");
         return v;
@@ -140,6 +141,10 @@ static int64_t parse_atom(parser *ps)
     if (*s == '-') {
         ps->p++;
         return -parse_atom(ps);
+    }
+    if (*s == '!' && s[1] != '=') {
+        ps->p++;
+        return !parse_atom(ps);
     }
     if (isdigit((unsigned char)*s)) {
         int64_t v = 0;
@@ -227,10 +232,76 @@ static int64_t parse_sum(parser *ps)
     }
 }
 
+/* Comparisons give 0 or 1; && and || do not short-circuit (there are no
+ * side effects to skip). Used by manifest constraints. */
+static int64_t parse_cmp(parser *ps)
+{
+    int64_t v = parse_sum(ps);
+    skip_ws(ps);
+    const char *q = ps->p;
+    int op = 0;
+    if (q[0] == '=' && q[1] == '=')
+        op = 1;
+    else if (q[0] == '!' && q[1] == '=')
+        op = 2;
+    else if (q[0] == '<' && q[1] == '=')
+        op = 3;
+    else if (q[0] == '>' && q[1] == '=')
+        op = 4;
+    else if (q[0] == '<')
+        op = 5;
+    else if (q[0] == '>')
+        op = 6;
+    if (op == 0)
+        return v;
+    ps->p += op <= 4 ? 2 : 1;
+    int64_t r = parse_sum(ps);
+    switch (op) {
+    case 1:
+        return v == r;
+    case 2:
+        return v != r;
+    case 3:
+        return v <= r;
+    case 4:
+        return v >= r;
+    case 5:
+        return v < r;
+    default:
+        return v > r;
+    }
+}
+
+static int64_t parse_and(parser *ps)
+{
+    int64_t v = parse_cmp(ps);
+    for (;;) {
+        skip_ws(ps);
+        if (ps->p[0] != '&' || ps->p[1] != '&')
+            return v;
+        ps->p += 2;
+        int64_t r = parse_cmp(ps);
+        v = v && r;
+    }
+}
+
+static int64_t parse_or(parser *ps)
+{
+    int64_t v = parse_and(ps);
+    for (;;) {
+        skip_ws(ps);
+        if (ps->p[0] != '|' || ps->p[1] != '|')
+            return v;
+        ps->p += 2;
+        int64_t r = parse_and(ps);
+        v = v || r;
+    }
+}
+
 static int run_parser(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e)
 {
     parser ps = {expr, expr, v, e, 0};
-    int64_t r = parse_sum(&ps);
+    int64_t r = parse_or(&ps);
     skip_ws(&ps);
     if (!ps.failed && *ps.p != '\0')
         fail(&ps, "unexpected text after the expression");
@@ -492,4 +563,163 @@ cJSON *gpu_contract_json(const gpu_contract *c)
         dt_json_set_take(o, "requires", cJSON_Duplicate(c->requires, 1));
     dt_json_set_str(o, "layout", c->layout == SP_COL_MAJOR ? "col" : "row");
     return o;
+}
+
+/* ---- manifests ----------------------------------------------------------------- */
+
+void gpu_manifest_clear(gpu_manifest *m)
+{
+    free(m->strategy);
+    free(m->summary);
+    free(m->preprocessing);
+    for (int i = 0; i < m->nparams; i++) {
+        free(m->params[i].name);
+        free(m->params[i].values);
+    }
+    for (int i = 0; i < m->nconstraints; i++)
+        free(m->constraints[i]);
+    cJSON_Delete(m->raw);
+    memset(m, 0, sizeof *m);
+}
+
+int gpu_manifest_parse(const cJSON *j, gpu_manifest *m, dt_err *e)
+{
+    memset(m, 0, sizeof *m);
+    dt_buf probs = DT_BUF_INIT;
+    if (!cJSON_IsObject(j)) {
+        dt_err_set(e, "manifest: expected a JSON object");
+        return -1;
+    }
+    m->raw = cJSON_Duplicate(j, 1);
+    m->strategy = dt_xstrdup(dt_json_str(j, "strategy", ""));
+    if (m->strategy[0] == '\0')
+        note(&probs, "strategy: missing (a short name such as \"csr-vector\")");
+    m->summary = dt_xstrdup(dt_json_str(j, "summary", ""));
+    m->preprocessing = dt_xstrdup(dt_json_str(j, "preprocessing", "none"));
+    const char *op = dt_json_str(j, "op", "spmv");
+    if (sp_op_parse(op, &m->op) != 0)
+        note(&probs, "op: expected spmv, spmm or sddmm, got '%s'", op);
+    const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
+    const cJSON *d;
+    if (dts == NULL) {
+        m->dtypes = (1u << SP_FP32) | (1u << SP_FP64);
+    } else {
+        cJSON_ArrayForEach(d, dts)
+        {
+            sp_dtype t;
+            if (!cJSON_IsString(d) || sp_dtype_parse(d->valuestring, &t) != 0)
+                note(&probs, "dtypes: expected names among fp32, fp64, fp16, bf16");
+            else
+                m->dtypes |= 1u << t;
+        }
+    }
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "params");
+    cJSON_ArrayForEach(d, ps)
+    {
+        if (m->nparams == GPU_MAX_MPARAMS) {
+            note(&probs, "params: more than %d", GPU_MAX_MPARAMS);
+            break;
+        }
+        gpu_mparam *mp = &m->params[m->nparams];
+        const cJSON *dv = cJSON_GetObjectItemCaseSensitive(d, "default");
+        const cJSON *vals = cJSON_GetObjectItemCaseSensitive(d, "values");
+        if (!cJSON_IsNumber(dv) || !cJSON_IsArray(vals) || cJSON_GetArraySize(vals) < 1) {
+            note(&probs, "params.%s: expected {\"default\": N, \"values\": [N, ...]}",
+                 d->string);
+            continue;
+        }
+        mp->name = dt_xstrdup(d->string);
+        mp->dflt = (int64_t)dv->valuedouble;
+        mp->nvalues = cJSON_GetArraySize(vals);
+        mp->values = dt_xcalloc((size_t)mp->nvalues, sizeof *mp->values);
+        int k = 0, has_default = 0;
+        const cJSON *v;
+        cJSON_ArrayForEach(v, vals)
+        {
+            mp->values[k] = (int64_t)v->valuedouble;
+            has_default |= mp->values[k] == mp->dflt;
+            k++;
+        }
+        if (!has_default)
+            note(&probs, "params.%s: the default %lld is not among the values", d->string,
+                 (long long)mp->dflt);
+        m->nparams++;
+    }
+    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "constraints");
+    cJSON_ArrayForEach(d, cs)
+    {
+        dt_err ce = {0};
+        if (!cJSON_IsString(d) || m->nconstraints == GPU_MAX_MPARAMS) {
+            note(&probs, "constraints: expected at most %d expressions", GPU_MAX_MPARAMS);
+            break;
+        }
+        if (gpu_expr_check(d->valuestring, &ce) != 0)
+            note(&probs, "constraints: %s", ce.msg);
+        m->constraints[m->nconstraints++] = dt_xstrdup(d->valuestring);
+    }
+    if (probs.len) {
+        dt_err_set(e, "manifest: %s", probs.data);
+        dt_buf_free(&probs);
+        gpu_manifest_clear(m);
+        return -1;
+    }
+    return 0;
+}
+
+int gpu_manifest_from_source(const char *src, gpu_manifest *m, dt_err *e)
+{
+    memset(m, 0, sizeof *m);
+    const char *b = strstr(src, "/*@manifest");
+    if (b == NULL) {
+        dt_err_set(e, "no manifest block (/*@manifest {...} @*/)");
+        if (e)
+            e->code = GPU_ENOMANIFEST;
+        return -1;
+    }
+    b += strlen("/*@manifest");
+    const char *end = strstr(b, "@*/");
+    if (end == NULL)
+        return dt_err_set(e, "manifest block not closed with @*/");
+    dt_err je = {0};
+    cJSON *j = dt_json_parse(b, (size_t)(end - b), "manifest", &je);
+    if (j == NULL)
+        return dt_err_set(e, "%s", je.msg);
+    int rc = gpu_manifest_parse(j, m, e);
+    cJSON_Delete(j);
+    return rc;
+}
+
+cJSON *gpu_manifest_defaults(const gpu_manifest *m)
+{
+    cJSON *o = dt_json_obj();
+    for (int i = 0; i < m->nparams; i++)
+        dt_json_set_int(o, m->params[i].name, m->params[i].dflt);
+    return o;
+}
+
+int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_vars *vars,
+                       dt_err *e)
+{
+    gpu_vars v = vars ? *vars : (gpu_vars){.n = 0};
+    for (int i = 0; i < m->nparams; i++) {
+        const gpu_mparam *mp = &m->params[i];
+        const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, mp->name);
+        int64_t val = pv && cJSON_IsNumber(pv) ? (int64_t)pv->valuedouble : mp->dflt;
+        int legal = 0;
+        for (int k = 0; k < mp->nvalues; k++)
+            legal |= mp->values[k] == val;
+        if (!legal)
+            return dt_err_set(e, "%s = %lld is not a legal value for %s", mp->name,
+                              (long long)val, m->strategy);
+        gpu_vars_set(&v, mp->name, val);
+    }
+    for (int i = 0; i < m->nconstraints; i++) {
+        int64_t ok = 0;
+        dt_err ce = {0};
+        if (gpu_eval(m->constraints[i], &v, &ok, &ce) != 0)
+            return dt_err_set(e, "constraint '%s': %s", m->constraints[i], ce.msg);
+        if (!ok)
+            return dt_err_set(e, "constraint '%s' does not hold", m->constraints[i]);
+    }
+    return 0;
 }

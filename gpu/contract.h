@@ -59,11 +59,54 @@ void gpu_vars_set(gpu_vars *v, const char *name, int64_t val);
 int gpu_vars_get(const gpu_vars *v, const char *name, int64_t *out);
 
 /* Evaluate an integer expression: + - * / % (truncating, division by zero
- * is an error), unary minus, parentheses, decimal literals, variables, and
- * the functions cdiv(a, b) (ceiling division), min(a, b), max(a, b).
+ * is an error), unary minus and !, comparisons == != < <= > >= (0 or 1),
+ * && and ||, parentheses, decimal literals, variables, and the functions
+ * cdiv(a, b) (ceiling division), min(a, b), max(a, b).
  * Errors name the expression and the position. */
 int gpu_eval(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e);
 /* Check syntax only (unknown variables allowed). */
 int gpu_expr_check(const char *expr, dt_err *e);
+
+/* ---- manifests -----------------------------------------------------------------
+ *
+ * A template's manifest, a "/\*@manifest {...} @*\/" block: its strategy
+ * name, op, dtypes, parameters (each a -D macro and a contract variable) with
+ * a default and the legal values, constraints between them (expressions that
+ * must be non-zero, e.g. "VEC * LANES <= 32"), the preprocessing it needs
+ * and a one-line summary. Ownership as for contracts. */
+
+#define GPU_MAX_MPARAMS 16
+#define GPU_ENOMANIFEST 2 /* dt_err code: the source has no manifest block */
+
+typedef struct gpu_mparam {
+    char *name;
+    int64_t dflt;
+    int64_t *values;
+    int nvalues;
+} gpu_mparam;
+
+typedef struct gpu_manifest {
+    char *strategy;
+    sp_op op;
+    unsigned dtypes; /* bit (1 << sp_dtype) per supported dtype */
+    gpu_mparam params[GPU_MAX_MPARAMS];
+    int nparams;
+    char *constraints[GPU_MAX_MPARAMS];
+    int nconstraints;
+    char *preprocessing;
+    char *summary;
+    cJSON *raw;      /* the block as parsed */
+} gpu_manifest;
+
+int gpu_manifest_parse(const cJSON *j, gpu_manifest *m, dt_err *e);
+int gpu_manifest_from_source(const char *src, gpu_manifest *m, dt_err *e);
+void gpu_manifest_clear(gpu_manifest *m);
+/* {NAME: default, ...}; caller frees. */
+cJSON *gpu_manifest_defaults(const gpu_manifest *m);
+/* Check that params (NAME -> integer; missing names take the default) are
+ * legal values and that every constraint holds with vars (may be NULL) and
+ * the params as variables. */
+int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_vars *vars,
+                       dt_err *e);
 
 #endif /* DITTO_GPU_CONTRACT_H */

@@ -321,7 +321,8 @@ static int add_arr(dev_fmt *f, const char *name, const void *host, size_t bytes,
     int i = f->narr;
     f->names[i] = dt_xstrdup(name);
     f->hash[i] = hash_bytes(host, bytes);
-    if (dev_upload(&f->arr[i], host, bytes, e) != 0) {
+    f->arr[i].bytes = bytes;
+    if (f->on_device && dev_upload(&f->arr[i], host, bytes, e) != 0) {
         free(f->names[i]);
         f->names[i] = NULL;
         return -1;
@@ -456,9 +457,10 @@ static const struct {
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
-                  dev_fmt *f, dt_err *e)
+                  int upload, dev_fmt *f, dt_err *e)
 {
     memset(f, 0, sizeof *f);
+    f->on_device = upload;
     if (a->nnz >= INT32_MAX) {
         if (e)
             e->code = DEV_ECONTRACT;
@@ -515,24 +517,28 @@ int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out)
     return -1;
 }
 
-const char *dev_fmt_changed(const dev_fmt *f, dt_err *e)
+int dev_fmt_changed(const dev_fmt *f, const char **which, dt_err *e)
 {
+    *which = NULL;
     for (int i = 0; i < f->narr; i++) {
         void *tmp = malloc(f->arr[i].bytes ? f->arr[i].bytes : 1);
         if (tmp == NULL) {
-            dt_err_set(e, "out of host memory");
-            return NULL;
+            if (e)
+                e->code = DEV_ENOMEM;
+            return dt_err_set(e, "out of host memory");
         }
         if (dev_download(tmp, &f->arr[i], f->arr[i].bytes, e) != 0) {
             free(tmp);
-            return NULL;
+            return -1;
         }
         uint64_t h = hash_bytes(tmp, f->arr[i].bytes);
         free(tmp);
-        if (h != f->hash[i])
-            return f->names[i];
+        if (h != f->hash[i]) {
+            *which = f->names[i];
+            return 0;
+        }
     }
-    return NULL;
+    return 0;
 }
 
 /* ---- kernels ---- */

@@ -77,18 +77,22 @@ typedef struct dev_fmt {
     int narr;
     gpu_vars vars;      /* sizes and format variables (names are static) */
     double prep_us;     /* host conversion time */
+    int on_device;      /* 0: variables only (built with upload = 0) */
     uint64_t hash[DEV_MAX_ARRS]; /* of the host copy, for the unchanged check */
 } dev_fmt;
 
 /* Build (convert on the host, upload) the format a contract asks for.
- * Supported: csr, ell, sell (C, sigma), bsr (b). */
+ * Supported: csr, ell, sell (C, sigma), bsr (b). With upload = 0 only the
+ * variables are computed (no device needed): what compiling a kernel for a
+ * matrix needs. */
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
-                  dev_fmt *f, dt_err *e);
+                  int upload, dev_fmt *f, dt_err *e);
 void dev_fmt_free(dev_fmt *f);
 int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out);
-/* Re-hash every array from the device and compare with the upload. Returns
- * the name of the first array that changed, or NULL. */
-const char *dev_fmt_changed(const dev_fmt *f, dt_err *e);
+/* Re-hash every array from the device and compare with the upload: *which
+ * gets the name of the first array that changed, or NULL. Returns -1 when
+ * the arrays could not be read back. */
+int dev_fmt_changed(const dev_fmt *f, const char **which, dt_err *e);
 
 /* ---- modules and launches ---- */
 typedef struct dev_kernel {

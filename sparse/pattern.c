@@ -87,26 +87,38 @@ static void classify(sp_report *r)
     }
 }
 
-/* Minimum bytes and flops: every input read once, every output written once,
- * beta = 0 (y and C not read), 32-bit column indices, row offsets of the
- * width the device copy would use. */
+void sp_cost(int32_t rows, int32_t cols, int64_t nnz, sp_op op, sp_dtype t, int32_t n,
+             double *flops, double *bytes)
+{
+    double off = (nnz >= INT32_MAX ? 8.0 : 4.0) * ((double)rows + 1);
+    double z = (double)nnz, s = sp_dtype_size(t), dn = n > 0 ? n : 1;
+    switch (op) {
+    case SP_SPMV:
+        *flops = 2.0 * z;
+        *bytes = off + z * (4.0 + s) + s * ((double)cols + (double)rows);
+        break;
+    case SP_SPMM:
+        *flops = 2.0 * z * dn;
+        *bytes = off + z * (4.0 + s) + s * dn * ((double)cols + (double)rows);
+        break;
+    case SP_SDDMM:
+        /* The pattern (no values with beta = 0), A (rows x K), B (cols x K),
+         * one output value per nonzero. */
+        *flops = 2.0 * z * dn;
+        *bytes = off + z * 4.0 + s * dn * ((double)rows + (double)cols) + z * s;
+        break;
+    }
+}
+
 static void cost_model(sp_report *r)
 {
-    double off = (r->nnz >= INT32_MAX ? 8.0 : 4.0) * ((double)r->rows + 1);
-    double nnz = (double)r->nnz;
-    double n = r->n_spmm, k = r->k_sddmm;
-    r->spmv_flops = 2.0 * nnz;
-    r->spmm_flops = 2.0 * nnz * n;
-    r->sddmm_flops = 2.0 * nnz * k;
     for (int t = 0; t < 4; t++) {
-        double s = sp_dtype_size((sp_dtype)t);
-        double a_bytes = off + nnz * (4.0 + s);
-        r->spmv_bytes[t] = a_bytes + s * ((double)r->cols + (double)r->rows);
-        r->spmm_bytes[t] = a_bytes + s * n * ((double)r->cols + (double)r->rows);
-        /* SDDMM reads the pattern (no values with beta = 0), A (rows x K),
-         * B (cols x K), and writes one value per nonzero. */
-        r->sddmm_bytes[t] = off + nnz * 4.0 + s * k * ((double)r->rows + (double)r->cols) +
-                            nnz * s;
+        sp_cost(r->rows, r->cols, r->nnz, SP_SPMV, (sp_dtype)t, 1, &r->spmv_flops,
+                &r->spmv_bytes[t]);
+        sp_cost(r->rows, r->cols, r->nnz, SP_SPMM, (sp_dtype)t, r->n_spmm, &r->spmm_flops,
+                &r->spmm_bytes[t]);
+        sp_cost(r->rows, r->cols, r->nnz, SP_SDDMM, (sp_dtype)t, r->k_sddmm, &r->sddmm_flops,
+                &r->sddmm_bytes[t]);
         r->spmv_ai[t] = r->spmv_bytes[t] > 0 ? r->spmv_flops / r->spmv_bytes[t] : 0;
         r->spmm_ai[t] = r->spmm_bytes[t] > 0 ? r->spmm_flops / r->spmm_bytes[t] : 0;
         r->sddmm_ai[t] = r->sddmm_bytes[t] > 0 ? r->sddmm_flops / r->sddmm_bytes[t] : 0;

@@ -271,6 +271,13 @@ typedef struct sp_report {
     double seconds;          /* time spent computing this report */
 } sp_report;
 
+/* Minimum flops and bytes of one op on a rows x cols matrix with nnz
+ * entries in dtype t (n: SpMM columns or SDDMM K): every input read once,
+ * every output written once, beta = 0, 32-bit column indices, 32-bit row
+ * offsets unless nnz needs 64. */
+void sp_cost(int32_t rows, int32_t cols, int64_t nnz, sp_op op, sp_dtype t, int32_t n,
+             double *flops, double *bytes);
+
 /* Compute every feature. n and k set the SpMM / SDDMM cost columns (0 -> 32).
  * Threads as for the references. Extra memory is O(rows + cols). */
 int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e);

@@ -1,0 +1,809 @@
+/* client.c -- the worker pool: start workers from a launcher template, queue
+ * requests, enforce deadlines, turn deaths into precise errors, restart and
+ * reload. Runs inside ditto's event loop; loads no CUDA library. */
+#include "gpu/gpu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_START_FAILURES 3
+
+typedef struct request {
+    long id;
+    cJSON *req;         /* owned */
+    int worker;         /* target, -1 any */
+    double deadline_s;
+    gpu_reply_fn *fn;
+    void *ud;
+    int internal;       /* hello / reload sent by the pool itself */
+    struct request *next;
+} request;
+
+/* W_DYING: it answered kernel_fault and is exiting; it takes no more work. */
+typedef enum { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING } wstate;
+
+typedef struct wproc {
+    int index;
+    pid_t pid;
+    int in_fd, out_fd, err_fd;
+    wstate state;
+    dt_buf out, err;    /* partial lines */
+    request *cur;       /* in flight */
+    long long timer;    /* deadline timer id, 0 when none */
+    double started;
+    cJSON *hello;
+    int failures;       /* consecutive failed starts */
+    int reloads_left;   /* pool loads still to replay after a start */
+    char last_error[512];
+    int pending_exit;   /* EOF seen, waiting to reap */
+    cJSON *fault;       /* a kernel_fault reply already delivered */
+} wproc;
+
+typedef struct loaded {
+    char *handle;
+    cJSON *req;
+    struct loaded *next;
+} loaded;
+
+struct gpu_pool {
+    dt_loop *loop;
+    gpu_pool_opts o;
+    char *launcher;
+    char exe[4096];
+    wproc *w;
+    int nw;
+    request *queue, *queue_tail;
+    long next_id;
+    int restarts;
+    loaded *loads;
+    int closing;
+};
+
+static void worker_start(gpu_pool *p, wproc *w);
+static void dispatch(gpu_pool *p);
+
+static void default_log(int worker, const char *line, void *ud)
+{
+    (void)ud;
+    fprintf(stderr, "worker %d: %s\n", worker, line);
+}
+
+const char *gpu_reply_error(const cJSON *reply, char *buf, size_t len)
+{
+    if (reply == NULL)
+        return "no reply";
+    if (dt_json_bool(reply, "ok", 0))
+        return "";
+    snprintf(buf, len, "%s: %s", dt_json_str(reply, "error", "error"),
+             dt_json_str(reply, "message", ""));
+    return buf;
+}
+
+static cJSON *make_error(long id, const char *code, const char *msg)
+{
+    cJSON *r = dt_json_obj();
+    dt_json_set_int(r, "id", id);
+    dt_json_set_bool(r, "ok", 0);
+    dt_json_set_str(r, "error", code);
+    dt_json_set_str(r, "message", msg);
+    return r;
+}
+
+static void finish(gpu_pool *p, request *r, const cJSON *reply)
+{
+    if (r->fn)
+        r->fn(p, reply, r->ud);
+    cJSON_Delete(r->req);
+    free(r);
+}
+
+static void close_fd(gpu_pool *p, int *fd)
+{
+    if (*fd >= 0) {
+        dt_loop_del_fd(p->loop, *fd, 0);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static void expand(dt_buf *b, const char *tmpl, const char *exe, int device)
+{
+    for (const char *s = tmpl; *s; s++) {
+        if (strncmp(s, "{exe}", 5) == 0) {
+            /* Quote the path for the shell. */
+            dt_buf_putc(b, '\'');
+            for (const char *c = exe; *c; c++) {
+                if (*c == '\'')
+                    dt_buf_puts(b, "'\\''");
+                else
+                    dt_buf_putc(b, *c);
+            }
+            dt_buf_putc(b, '\'');
+            s += 4;
+        } else if (strncmp(s, "{device}", 8) == 0) {
+            dt_buf_printf(b, "%d", device);
+            s += 7;
+        } else {
+            dt_buf_putc(b, *s);
+        }
+    }
+}
+
+/* ---- deaths --------------------------------------------------------------------- */
+
+static void describe_status(int st, char *buf, size_t len)
+{
+    if (WIFSIGNALED(st))
+        snprintf(buf, len, "signal %d", WTERMSIG(st));
+    else if (WIFEXITED(st))
+        snprintf(buf, len, "status %d", WEXITSTATUS(st));
+    else
+        snprintf(buf, len, "unknown status");
+}
+
+/* The worker is gone (EOF, deadline or cancel): reap it, answer its request
+ * if nobody has, and start a new one. why is the message for the request
+ * (NULL: derive "worker exited: ..." from the wait status). */
+static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why)
+{
+    close_fd(p, &w->in_fd);
+    close_fd(p, &w->out_fd);
+    close_fd(p, &w->err_fd);
+    if (w->timer) {
+        dt_loop_del_timer(p->loop, w->timer);
+        w->timer = 0;
+    }
+    char status[64] = "unknown status";
+    if (w->pid > 0) {
+        int st = 0;
+        /* Killed process groups die at once; a worker that closed stdout
+         * on its own is exiting. Give it a moment, then insist. */
+        pid_t r = 0;
+        for (int i = 0; i < 200 && (r = waitpid(w->pid, &st, WNOHANG)) == 0; i++)
+            usleep(10000);
+        if (r == 0) {
+            kill(-w->pid, SIGKILL);
+            r = waitpid(w->pid, &st, 0);
+        }
+        if (r == w->pid)
+            describe_status(st, status, sizeof status);
+        w->pid = -1;
+    }
+    int was_starting = w->state == W_STARTING;
+    w->state = W_DOWN;
+    dt_buf_reset(&w->out);
+    dt_buf_reset(&w->err);
+    request *r = w->cur;
+    w->cur = NULL;
+    char msg[600];
+    if (why == NULL) {
+        snprintf(msg, sizeof msg, "worker exited: %s", status);
+        why = msg;
+        code = "worker_exited";
+    }
+    if (was_starting) {
+        w->failures++;
+        snprintf(w->last_error, sizeof w->last_error, "%s", why);
+    } else {
+        w->failures = 0;
+    }
+    if (r != NULL) {
+        if (w->fault != NULL) {
+            /* The worker answered kernel_fault and exited as it must: that
+             * answer was delivered already. */
+            cJSON_Delete(r->req);
+            free(r);
+        } else {
+            cJSON *rep = make_error(r->id, code, why);
+            finish(p, r, rep);
+            cJSON_Delete(rep);
+        }
+    }
+    cJSON_Delete(w->fault);
+    w->fault = NULL;
+    if (p->closing)
+        return;
+    if (w->failures >= MAX_START_FAILURES) {
+        dt_log(DT_LOG_ERROR, "worker %d failed to start %d times: %s", w->index, w->failures,
+               w->last_error);
+        /* Fail what only this worker can take, and the rest if no worker
+         * is left at all. */
+        int alive = 0;
+        for (int i = 0; i < p->nw; i++)
+            alive += p->w[i].state != W_DOWN;
+        request **pp = &p->queue;
+        while (*pp) {
+            request *q = *pp;
+            if (q->worker == w->index || alive == 0) {
+                *pp = q->next;
+                char m[700];
+                snprintf(m, sizeof m, "worker %d cannot start: %s", w->index, w->last_error);
+                cJSON *rep = make_error(q->id, "worker_start", m);
+                finish(p, q, rep);
+                cJSON_Delete(rep);
+            } else {
+                pp = &q->next;
+            }
+        }
+        p->queue_tail = NULL;
+        for (request *q = p->queue; q; q = q->next)
+            p->queue_tail = q;
+        return;
+    }
+    p->restarts++;
+    worker_start(p, w);
+}
+
+/* ---- I/O ------------------------------------------------------------------------- */
+
+typedef struct wctx {
+    gpu_pool *p;
+    wproc *w;
+} wctx;
+
+static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
+{
+    dt_err e = {0};
+    cJSON *rep = dt_json_parse(line, len, "worker reply", &e);
+    if (rep == NULL) {
+        p->o.log(w->index, line, p->o.log_ud); /* not protocol: show it */
+        return;
+    }
+    request *r = w->cur;
+    if (r == NULL) {
+        cJSON_Delete(rep);
+        return;
+    }
+    if (w->timer) {
+        dt_loop_del_timer(p->loop, w->timer);
+        w->timer = 0;
+    }
+    if (dt_streq(dt_json_str(rep, "error", NULL), "kernel_fault"))
+        w->fault = cJSON_Duplicate(rep, 1);
+    w->cur = NULL;
+    if (r->internal && dt_streq(dt_json_str(r->req, "req", ""), "hello")) {
+        cJSON_Delete(w->hello);
+        w->hello = cJSON_Duplicate(rep, 1);
+        w->failures = 0;
+    }
+    w->state = w->fault ? W_DYING : W_IDLE;
+    if (w->fault == NULL || !r->internal)
+        finish(p, r, rep);
+    else {
+        cJSON_Delete(r->req);
+        free(r);
+    }
+    cJSON_Delete(rep);
+}
+
+static void drain_lines(gpu_pool *p, wproc *w, dt_buf *b, int is_err)
+{
+    char *start = b->data;
+    char *nl;
+    while (b->len > 0 && (nl = memchr(start, '\n', b->len - (size_t)(start - b->data))) != NULL) {
+        *nl = '\0';
+        size_t len = (size_t)(nl - start);
+        if (len > 0 && start[len - 1] == '\r')
+            start[--len] = '\0';
+        if (is_err)
+            p->o.log(w->index, start, p->o.log_ud);
+        else if (len > 0)
+            handle_reply(p, w, start, len);
+        start = nl + 1;
+    }
+    size_t rest = b->len - (size_t)(start - b->data);
+    memmove(b->data, start, rest);
+    b->len = rest;
+    if (b->data)
+        b->data[rest] = '\0';
+}
+
+static wproc *find_worker(gpu_pool *p, int fd)
+{
+    for (int i = 0; i < p->nw; i++)
+        if (p->w[i].out_fd == fd || p->w[i].err_fd == fd)
+            return &p->w[i];
+    return NULL;
+}
+
+static void on_readable(dt_loop *l, int fd, int mask, void *ud)
+{
+    (void)l;
+    (void)mask;
+    gpu_pool *p = ud;
+    wproc *w = find_worker(p, fd);
+    if (w == NULL)
+        return;
+    int is_err = fd == w->err_fd;
+    char chunk[65536];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n > 0) {
+        dt_buf *b = is_err ? &w->err : &w->out;
+        dt_buf_append(b, chunk, (size_t)n);
+        drain_lines(p, w, b, is_err);
+        if (!is_err)
+            dispatch(p);
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (is_err) {
+        if (w->err.len)
+            p->o.log(w->index, dt_buf_str(&w->err), p->o.log_ud);
+        dt_buf_reset(&w->err);
+        close_fd(p, &w->err_fd);
+        return;
+    }
+    /* EOF on stdout: the worker is gone. Flush what it said on stderr
+     * first: it usually explains. */
+    if (w->err_fd >= 0) {
+        while ((n = read(w->err_fd, chunk, sizeof chunk)) > 0)
+            dt_buf_append(&w->err, chunk, (size_t)n);
+        if (w->err.len) {
+            dt_buf_putc(&w->err, '\n');
+            drain_lines(p, w, &w->err, 1);
+        }
+    }
+    worker_died(p, w, NULL, NULL);
+    dispatch(p);
+}
+
+static long on_deadline(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    wctx *c = ud;
+    gpu_pool *p = c->p;
+    wproc *w = c->w;
+    free(c);
+    w->timer = 0;
+    if (w->pid > 0)
+        kill(-w->pid, SIGKILL);
+    char msg[128];
+    double secs = w->cur ? w->cur->deadline_s : 0;
+    if (w->state == W_STARTING && (w->cur == NULL || w->cur->internal))
+        snprintf(msg, sizeof msg, "no hello within %.0f s of starting", secs);
+    else
+        snprintf(msg, sizeof msg, "timeout after %g s", secs);
+    worker_died(p, w, w->state == W_STARTING ? "worker_start" : "timeout", msg);
+    dispatch(p);
+    return DT_LOOP_NOMORE;
+}
+
+static int send_request(gpu_pool *p, wproc *w, request *r)
+{
+    dt_json_set_int(r->req, "id", r->id);
+    char *s = dt_json_print(r->req, 0);
+    size_t len = strlen(s);
+    /* Requests are small but matrix sources or kernels can reach a few
+     * hundred KB: a blocking write is simplest and the worker reads
+     * eagerly. */
+    dt_buf line = DT_BUF_INIT;
+    dt_buf_append(&line, s, len);
+    dt_buf_putc(&line, '\n');
+    free(s);
+    size_t off = 0;
+    int ok = 1;
+    while (off < line.len) {
+        ssize_t n = write(w->in_fd, line.data + off, line.len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ok = 0;
+            break;
+        }
+        off += (size_t)n;
+    }
+    dt_buf_free(&line);
+    w->cur = r;
+    if (w->state != W_STARTING)
+        w->state = W_BUSY;
+    wctx *c = dt_xmalloc(sizeof *c);
+    c->p = p;
+    c->w = w;
+    w->timer = dt_loop_add_timer(p->loop, (long)(r->deadline_s * 1000.0), on_deadline, c);
+    if (!ok) {
+        dt_loop_del_timer(p->loop, w->timer);
+        w->timer = 0;
+        free(c);
+        worker_died(p, w, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static request *new_request(gpu_pool *p, cJSON *req, int worker, double deadline_s,
+                            gpu_reply_fn *fn, void *ud, int internal)
+{
+    request *r = dt_xcalloc(1, sizeof *r);
+    r->id = ++p->next_id;
+    r->req = req;
+    r->worker = worker;
+    r->deadline_s = deadline_s > 0 ? deadline_s : p->o.deadline_s;
+    r->fn = fn;
+    r->ud = ud;
+    r->internal = internal;
+    return r;
+}
+
+static void start_done(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    wproc *w = ud;
+    (void)p;
+    if (w->reloads_left > 0)
+        w->reloads_left--;
+    (void)reply;
+}
+
+static void worker_start(gpu_pool *p, wproc *w)
+{
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        snprintf(w->last_error, sizeof w->last_error, "pipe: %s", strerror(errno));
+        w->failures = MAX_START_FAILURES;
+        return;
+    }
+    dt_buf cmd = DT_BUF_INIT;
+    expand(&cmd, p->launcher, p->exe, w->index);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(w->last_error, sizeof w->last_error, "fork: %s", strerror(errno));
+        w->failures++;
+        dt_buf_free(&cmd);
+        close(in[0]); close(in[1]); close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+        return;
+    }
+    if (pid == 0) {
+        /* Own process group: a deadline kills the worker and anything the
+         * launcher started (ssh, srun) together. */
+        setpgid(0, 0);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        signal(SIGPIPE, SIG_DFL);
+        execl("/bin/sh", "sh", "-c", cmd.data, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    dt_buf_free(&cmd);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    w->pid = pid;
+    w->in_fd = in[1];
+    w->out_fd = out[0];
+    w->err_fd = err[0];
+    fcntl(w->out_fd, F_SETFL, O_NONBLOCK);
+    fcntl(w->err_fd, F_SETFL, O_NONBLOCK);
+    dt_loop_add_fd(p->loop, w->out_fd, DT_READABLE, on_readable, p);
+    dt_loop_add_fd(p->loop, w->err_fd, DT_READABLE, on_readable, p);
+    w->state = W_STARTING;
+    w->started = dt_now();
+    /* hello first, then the pool's matrices, all ahead of user requests. */
+    cJSON *hello = dt_json_obj();
+    dt_json_set_str(hello, "req", "hello");
+    request *r = new_request(p, hello, w->index, p->o.start_deadline_s, NULL, NULL, 1);
+    w->reloads_left = 0;
+    request *chain = NULL, *tail = NULL;
+    for (loaded *l = p->loads; l; l = l->next) {
+        request *lr = new_request(p, cJSON_Duplicate(l->req, 1), w->index, p->o.deadline_s,
+                                  start_done, w, 1);
+        w->reloads_left++;
+        if (tail)
+            tail->next = lr;
+        else
+            chain = lr;
+        tail = lr;
+    }
+    /* The reloads go to the front of the queue, in order. */
+    if (tail) {
+        tail->next = p->queue;
+        p->queue = chain;
+        if (p->queue_tail == NULL)
+            p->queue_tail = tail;
+    }
+    send_request(p, w, r);
+}
+
+/* ---- dispatch ---------------------------------------------------------------------- */
+
+static void dispatch(gpu_pool *p)
+{
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        if (w->state != W_IDLE)
+            continue;
+        /* A worker replaying its matrices takes only its own requests. */
+        request **pp = &p->queue, *prev = NULL;
+        while (*pp) {
+            request *r = *pp;
+            int mine = r->worker == w->index;
+            if (mine || (r->worker < 0 && w->reloads_left == 0)) {
+                *pp = r->next;
+                if (p->queue_tail == r)
+                    p->queue_tail = prev;
+                r->next = NULL;
+                send_request(p, w, r);
+                break;
+            }
+            prev = r;
+            pp = &r->next;
+        }
+    }
+}
+
+/* ---- public --------------------------------------------------------------------- */
+
+gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e)
+{
+    gpu_pool *p = dt_xcalloc(1, sizeof *p);
+    p->loop = loop;
+    if (o)
+        p->o = *o;
+    if (p->o.workers < 1)
+        p->o.workers = 1;
+    if (p->o.deadline_s <= 0)
+        p->o.deadline_s = 300;
+    if (p->o.start_deadline_s <= 0)
+        p->o.start_deadline_s = 30;
+    if (p->o.log == NULL)
+        p->o.log = default_log;
+    p->launcher = dt_xstrdup(p->o.launcher && *p->o.launcher ? p->o.launcher
+                                                             : "{exe} worker --device {device}");
+    ssize_t n = readlink("/proc/self/exe", p->exe, sizeof p->exe - 1);
+    if (n <= 0) {
+        dt_err_set(e, "cannot find this executable (/proc/self/exe): %s", strerror(errno));
+        free(p->launcher);
+        free(p);
+        return NULL;
+    }
+    p->exe[n] = '\0';
+    /* A write to a dead worker must be an error, not our death. */
+    signal(SIGPIPE, SIG_IGN);
+    p->nw = p->o.workers;
+    p->w = dt_xcalloc((size_t)p->nw, sizeof *p->w);
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        w->index = i;
+        w->in_fd = w->out_fd = w->err_fd = -1;
+        w->pid = -1;
+        worker_start(p, w);
+    }
+    return p;
+}
+
+void gpu_pool_free(gpu_pool *p)
+{
+    if (p == NULL)
+        return;
+    p->closing = 1;
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        if (w->in_fd >= 0 && w->state != W_DOWN)
+            (void)!write(w->in_fd, "{\"id\":0,\"req\":\"shutdown\"}\n", 26);
+        close_fd(p, &w->in_fd);
+    }
+    double until = dt_now() + 2.0;
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        if (w->pid <= 0)
+            continue;
+        int st;
+        while (waitpid(w->pid, &st, WNOHANG) == 0) {
+            if (dt_now() > until) {
+                kill(-w->pid, SIGKILL);
+                waitpid(w->pid, &st, 0);
+                break;
+            }
+            usleep(5000);
+        }
+        w->pid = -1;
+    }
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        close_fd(p, &w->out_fd);
+        close_fd(p, &w->err_fd);
+        if (w->timer)
+            dt_loop_del_timer(p->loop, w->timer);
+        if (w->cur) {
+            cJSON *rep = make_error(w->cur->id, "cancelled", "the worker pool was shut down");
+            finish(p, w->cur, rep);
+            cJSON_Delete(rep);
+        }
+        dt_buf_free(&w->out);
+        dt_buf_free(&w->err);
+        cJSON_Delete(w->hello);
+        cJSON_Delete(w->fault);
+    }
+    while (p->queue) {
+        request *r = p->queue;
+        p->queue = r->next;
+        cJSON *rep = make_error(r->id, "cancelled", "the worker pool was shut down");
+        finish(p, r, rep);
+        cJSON_Delete(rep);
+    }
+    while (p->loads) {
+        loaded *l = p->loads;
+        p->loads = l->next;
+        free(l->handle);
+        cJSON_Delete(l->req);
+        free(l);
+    }
+    free(p->w);
+    free(p->launcher);
+    free(p);
+}
+
+long gpu_pool_submit(gpu_pool *p, cJSON *req, int worker, double deadline_s, gpu_reply_fn *fn,
+                     void *ud)
+{
+    request *r = new_request(p, req, worker < p->nw ? worker : -1, deadline_s, fn, ud, 0);
+    if (p->queue_tail)
+        p->queue_tail->next = r;
+    else
+        p->queue = r;
+    p->queue_tail = r;
+    dispatch(p);
+    return r->id;
+}
+
+typedef struct call_slot {
+    cJSON *reply;
+    int done;
+} call_slot;
+
+static void call_done(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    (void)p;
+    call_slot *s = ud;
+    s->reply = cJSON_Duplicate(reply, 1);
+    s->done = 1;
+}
+
+cJSON *gpu_pool_call(gpu_pool *p, cJSON *req, double deadline_s)
+{
+    call_slot s = {NULL, 0};
+    gpu_pool_submit(p, req, -1, deadline_s, call_done, &s);
+    while (!s.done)
+        if (dt_loop_run_once(p->loop, 1000) < 0)
+            break;
+    return s.reply ? s.reply : make_error(0, "cancelled", "the event loop failed");
+}
+
+cJSON *gpu_pool_load(gpu_pool *p, const char *handle, cJSON *req, double deadline_s)
+{
+    dt_json_set_str(req, "handle", handle);
+    dt_json_set_str(req, "req", "load_matrix");
+    /* Remember it first, so a worker restarting meanwhile loads it too. */
+    loaded **pp = &p->loads;
+    while (*pp && strcmp((*pp)->handle, handle) != 0)
+        pp = &(*pp)->next;
+    if (*pp == NULL) {
+        *pp = dt_xcalloc(1, sizeof **pp);
+        (*pp)->handle = dt_xstrdup(handle);
+    } else {
+        cJSON_Delete((*pp)->req);
+    }
+    (*pp)->req = cJSON_Duplicate(req, 1);
+    call_slot *slots = dt_xcalloc((size_t)p->nw, sizeof *slots);
+    for (int i = 0; i < p->nw; i++)
+        gpu_pool_submit(p, cJSON_Duplicate(req, 1), i, deadline_s, call_done, &slots[i]);
+    cJSON_Delete(req);
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < p->nw; i++)
+            done &= slots[i].done;
+        if (done)
+            break;
+        if (dt_loop_run_once(p->loop, 1000) < 0)
+            break;
+    }
+    cJSON *first = slots[0].reply;
+    for (int i = 1; i < p->nw; i++)
+        cJSON_Delete(slots[i].reply);
+    free(slots);
+    if (first && !dt_json_bool(first, "ok", 0)) {
+        /* A matrix that does not load is not replayed on restarts. */
+        gpu_pool_unload(p, handle);
+    }
+    return first ? first : make_error(0, "cancelled", "the event loop failed");
+}
+
+void gpu_pool_unload(gpu_pool *p, const char *handle)
+{
+    for (loaded **pp = &p->loads; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->handle, handle) == 0) {
+            loaded *l = *pp;
+            *pp = l->next;
+            free(l->handle);
+            cJSON_Delete(l->req);
+            free(l);
+            break;
+        }
+    }
+    for (int i = 0; i < p->nw; i++) {
+        if (p->w[i].state == W_DOWN)
+            continue;
+        cJSON *r = dt_json_obj();
+        dt_json_set_str(r, "req", "unload");
+        dt_json_set_str(r, "handle", handle);
+        gpu_pool_submit(p, r, i, 0, NULL, NULL);
+    }
+}
+
+int gpu_pool_size(const gpu_pool *p)
+{
+    return p->nw;
+}
+
+const cJSON *gpu_pool_hello(const gpu_pool *p, int worker)
+{
+    if (worker < 0 || worker >= p->nw)
+        return NULL;
+    return p->w[worker].hello;
+}
+
+int gpu_pool_wait_ready(gpu_pool *p, double timeout_s)
+{
+    double until = dt_now() + timeout_s;
+    for (;;) {
+        int up = 0, settled = 1;
+        for (int i = 0; i < p->nw; i++) {
+            wproc *w = &p->w[i];
+            if (w->state == W_IDLE || w->state == W_BUSY)
+                up++;
+            else if (w->state == W_STARTING || (w->state == W_DOWN && w->failures < MAX_START_FAILURES))
+                settled = 0;
+        }
+        if (settled || dt_now() > until)
+            return up;
+        if (dt_loop_run_once(p->loop, 100) < 0)
+            return up;
+    }
+}
+
+int gpu_pool_restarts(const gpu_pool *p)
+{
+    return p->restarts;
+}
+
+int gpu_pool_pending(const gpu_pool *p)
+{
+    int n = 0;
+    for (request *r = p->queue; r; r = r->next)
+        n += !r->internal;
+    for (int i = 0; i < p->nw; i++)
+        n += p->w[i].cur != NULL && !p->w[i].cur->internal;
+    return n;
+}
+
+void gpu_pool_cancel(gpu_pool *p, long id)
+{
+    for (request **pp = &p->queue, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            request *r = *pp;
+            *pp = r->next;
+            if (p->queue_tail == r)
+                p->queue_tail = prev;
+            cJSON *rep = make_error(id, "cancelled", "cancelled before it started");
+            finish(p, r, rep);
+            cJSON_Delete(rep);
+            return;
+        }
+    }
+    for (int i = 0; i < p->nw; i++) {
+        wproc *w = &p->w[i];
+        if (w->cur && w->cur->id == id) {
+            if (w->pid > 0)
+                kill(-w->pid, SIGKILL);
+            worker_died(p, w, "cancelled", "cancelled while running (the worker was restarted)");
+            dispatch(p);
+            return;
+        }
+    }
+}

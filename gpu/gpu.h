@@ -1,0 +1,88 @@
+/* gpu.h -- the GPU module's public face: `ditto worker` (everything CUDA, in
+ * its own process) and the client that starts, feeds, watches and restarts
+ * workers from ditto's event loop.
+ *
+ * Prefix gpu_. The client side loads no CUDA library: a kernel that faults
+ * or hangs kills only a worker, and the pool answers the request with a
+ * precise error ("kernel_fault: illegal address", "timeout after 10 s",
+ * "worker exited: signal 9"), restarts the worker, reloads its matrices and
+ * carries on with the queue. The protocol is gpu/PROTOCOL.md.
+ *
+ * Ownership: requests passed to the pool are taken (the pool frees them);
+ * replies handed to callbacks are borrowed for the duration of the call;
+ * gpu_pool_call returns a reply the caller frees with cJSON_Delete. */
+#ifndef DITTO_GPU_H
+#define DITTO_GPU_H
+
+#include "core/core.h"
+#include "gpu/contract.h"
+
+#define GPU_PROTOCOL_VERSION 1
+
+/* `ditto worker [--device N] [--once]`: serve the protocol on stdin/stdout.
+ * Returns the process exit status (3 after a kernel fault). */
+int gpu_worker_main(int argc, char **argv);
+
+typedef struct gpu_pool gpu_pool;
+
+/* Where worker stderr lines go (each without its newline). */
+typedef void gpu_log_fn(int worker, const char *line, void *ud);
+
+typedef struct gpu_pool_opts {
+    int workers;            /* how many (default 1) */
+    /* Command line run by /bin/sh for each worker; {exe} is this binary,
+     * {device} the worker's index. Default "{exe} worker --device {device}".
+     * Anything that ends up speaking the protocol works, e.g.
+     * "ssh gpu1 ditto worker --device {device}". */
+    const char *launcher;
+    double deadline_s;      /* default per-request deadline (default 300 s) */
+    double start_deadline_s; /* for the hello after a start (default 30 s) */
+    gpu_log_fn *log;        /* default: stderr with a "worker N: " prefix */
+    void *log_ud;
+} gpu_pool_opts;
+
+/* Start the workers (asynchronously: requests queue until each has said
+ * hello). On error (the launcher cannot be run at all) returns NULL and e. */
+gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e);
+/* Ask every worker to shut down, wait briefly, kill what remains. Pending
+ * requests are answered with error "cancelled". NULL is a no-op. */
+void gpu_pool_free(gpu_pool *p);
+
+/* reply: the worker's response ({"id", "ok", ...}) or one the pool made
+ * ({"ok": false, "error": "timeout" | "worker_exited" | "worker_start" |
+ * "cancelled", "message": ...}). Borrowed. */
+typedef void gpu_reply_fn(gpu_pool *p, const cJSON *reply, void *ud);
+
+/* Queue req (taken; its "id" is replaced by the pool's) for the next free
+ * worker, or for worker `worker` when >= 0. deadline_s <= 0 takes the
+ * default. Returns the request id (> 0). */
+long gpu_pool_submit(gpu_pool *p, cJSON *req, int worker, double deadline_s, gpu_reply_fn *fn,
+                     void *ud);
+/* Blocking: submit and run the loop until the reply arrives. */
+cJSON *gpu_pool_call(gpu_pool *p, cJSON *req, double deadline_s);
+/* Load a matrix on every worker under `handle` (req: a load_matrix request,
+ * taken). Remembered: a restarted worker loads it again before taking other
+ * work. Blocking; returns the first worker's reply (caller frees). */
+cJSON *gpu_pool_load(gpu_pool *p, const char *handle, cJSON *req, double deadline_s);
+/* Forget a matrix (unload it everywhere). */
+void gpu_pool_unload(gpu_pool *p, const char *handle);
+
+int gpu_pool_size(const gpu_pool *p);
+/* The last hello reply of a worker, or NULL before it arrived. Borrowed. */
+const cJSON *gpu_pool_hello(const gpu_pool *p, int worker);
+/* Wait (running the loop) until every worker said hello or failed to
+ * start; returns the number that are up. */
+int gpu_pool_wait_ready(gpu_pool *p, double timeout_s);
+/* How many times workers were restarted. */
+int gpu_pool_restarts(const gpu_pool *p);
+/* Requests queued or running. */
+int gpu_pool_pending(const gpu_pool *p);
+/* Cancel a queued or running request: a running one kills its worker (the
+ * only way to stop a kernel) and the worker is restarted. */
+void gpu_pool_cancel(gpu_pool *p, long id);
+
+/* The short error text of a reply: "kernel_fault: illegal address",
+ * "timeout after 10 s"; "" for a success. Borrowed from reply or static. */
+const char *gpu_reply_error(const cJSON *reply, char *buf, size_t len);
+
+#endif /* DITTO_GPU_H */

@@ -1,0 +1,1706 @@
+/* runner.c -- runs a kernel under its launch contract: preparation (compile
+ * per matrix, device format, operand buffers), input sets, the fp64
+ * reference with per-element tolerances, the verification battery, timing
+ * next to cuSPARSE, and the reference-only request. */
+#include "gpu/worker.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- requests ---------------------------------------------------------------- */
+
+int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e)
+{
+    memset(p, 0, sizeof *p);
+    const char *op = dt_json_str(req, "op", "spmv");
+    const char *dt = dt_json_str(req, "dtype", "fp32");
+    const char *ep = dt_json_str(req, "epilogue", "none");
+    e->code = WK_EBAD;
+    if (sp_op_parse(op, &p->op) != 0)
+        return dt_err_set(e, "op: expected spmv, spmm or sddmm, got '%s'", op);
+    if (sp_dtype_parse(dt, &p->dtype) != 0)
+        return dt_err_set(e, "dtype: expected fp32, fp64, fp16 or bf16, got '%s'", dt);
+    if (sp_epilogue_parse(ep, &p->epilogue) != 0)
+        return dt_err_set(e, "epilogue: expected none, relu, gelu or bias, got '%s'", ep);
+    double n = dt_json_num(req, "n", 32);
+    if (n < 1 || n > 65536 || n != floor(n))
+        return dt_err_set(e, "n: expected an integer from 1 to 65536");
+    p->n = p->op == SP_SPMV ? 1 : (int32_t)n;
+    p->alpha = dt_json_num(req, "alpha", 1.0);
+    p->beta = dt_json_num(req, "beta", 0.0);
+    p->seed = (uint64_t)dt_json_num(req, "seed", 12345);
+    if (p->epilogue == SP_EPI_BIAS && p->op == SP_SDDMM)
+        return dt_err_set(e, "epilogue bias does not apply to sddmm");
+    e->code = 0;
+    return 0;
+}
+
+void wk_kernel_clear(wk_kernel *k)
+{
+    free(k->source);
+    free(k->name);
+    for (int i = 0; i < k->noptions; i++)
+        free(k->options[i]);
+    gpu_contract_clear(&k->contract);
+    cJSON_Delete(k->params);
+    memset(k, 0, sizeof *k);
+}
+
+int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
+{
+    memset(k, 0, sizeof *k);
+    const cJSON *kj = cJSON_GetObjectItemCaseSensitive(req, "kernel");
+    const char *src = dt_json_str(kj, "source", NULL);
+    if (!cJSON_IsObject(kj) || src == NULL) {
+        e->code = WK_EBAD;
+        return dt_err_set(e, "kernel: expected {\"source\": ..., \"contract\"?: ...}");
+    }
+    k->source = dt_xstrdup(src);
+    k->name = dt_xstrdup(dt_json_str(kj, "name", "kernel.cu"));
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(kj, "options");
+    const cJSON *o;
+    cJSON_ArrayForEach(o, opts)
+    {
+        if (cJSON_IsString(o) && k->noptions < 48)
+            k->options[k->noptions++] = dt_xstrdup(o->valuestring);
+    }
+    const cJSON *cj = cJSON_GetObjectItemCaseSensitive(kj, "contract");
+    int rc = cj ? gpu_contract_parse(cj, &k->contract, e)
+                : gpu_contract_from_source(k->source, &k->contract, e);
+    if (rc != 0) {
+        e->code = WK_ECONTRACT;
+        wk_kernel_clear(k);
+        return -1;
+    }
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(kj, "params");
+    if (pj != NULL) {
+        k->params = cJSON_Duplicate(pj, 1);
+    } else {
+        gpu_manifest man;
+        dt_err me = {0};
+        if (gpu_manifest_from_source(k->source, &man, &me) == 0) {
+            k->params = gpu_manifest_defaults(&man);
+            gpu_manifest_clear(&man);
+        } else if (me.code != GPU_ENOMANIFEST) {
+            e->code = WK_ECONTRACT;
+            dt_err_set(e, "%s", me.msg);
+            wk_kernel_clear(k);
+            return -1;
+        }
+    }
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, k->params)
+    {
+        if (!cJSON_IsNumber(pv) || pv->valuedouble != (double)(int64_t)pv->valuedouble) {
+            e->code = WK_EBAD;
+            dt_err_set(e, "kernel.params.%s: expected an integer", pv->string);
+            wk_kernel_clear(k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem *p, gpu_vars *out)
+{
+    *out = *fvars;
+    gpu_vars_set(out, "n", p->op == SP_SPMM ? p->n : 0);
+    gpu_vars_set(out, "k", p->op == SP_SDDMM ? p->n : 0);
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, k->params)
+        gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
+}
+
+/* ---- host-side operands ------------------------------------------------------ */
+
+static double u_of(sp_dtype t)
+{
+    switch (t) {
+    case SP_FP64:
+        return ldexp(1.0, -53);
+    case SP_FP32:
+        return ldexp(1.0, -24);
+    case SP_FP16:
+        return ldexp(1.0, -11);
+    case SP_BF16:
+        return ldexp(1.0, -8);
+    }
+    return ldexp(1.0, -24);
+}
+
+/* Accumulation is fp32 for every type but fp64: a kernel that sums in half
+ * precision fails verification, deliberately. */
+static double u_acc(sp_dtype t)
+{
+    return t == SP_FP64 ? ldexp(1.0, -53) : ldexp(1.0, -24);
+}
+
+typedef struct operands {
+    size_t nin1, nin2, nout;
+    double *in1;  /* x | B | A */
+    double *in2;  /* - | - | Bt */
+    double *out0; /* y0 | C0 | S values (beta != 0) */
+    double *bias; /* rows */
+    double *ref, *tol;
+} operands;
+
+static void operands_free(operands *o)
+{
+    free(o->in1);
+    free(o->in2);
+    free(o->out0);
+    free(o->bias);
+    free(o->ref);
+    free(o->tol);
+    memset(o, 0, sizeof *o);
+}
+
+/* Never zeros: magnitudes in [0.5, 1.5) with a random sign, rounded to the
+ * dtype so that the reference sees exactly what the device sees. */
+static void fill_random(double *v, size_t n, dt_rng *g, sp_dtype t)
+{
+    for (size_t i = 0; i < n; i++) {
+        double m = 0.5 + dt_rng_uniform(g);
+        v[i] = dev_round((dt_rng_next(g) & 1) ? m : -m, t);
+    }
+}
+
+static double *xalloc_doubles(size_t n, dt_err *e)
+{
+    double *p = malloc((n ? n : 1) * sizeof *p);
+    if (p == NULL) {
+        e->code = WK_ENOMEM;
+        dt_err_set(e, "out of host memory for %zu values", n);
+    }
+    return p;
+}
+
+static void epilogue_apply(sp_epilogue ep, const double *bias, size_t idx_row, double *v)
+{
+    switch (ep) {
+    case SP_EPI_NONE:
+        break;
+    case SP_EPI_RELU:
+        *v = *v > 0 ? *v : 0;
+        break;
+    case SP_EPI_GELU: {
+        double x = *v;
+        *v = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        break;
+    }
+    case SP_EPI_BIAS:
+        *v += bias[idx_row];
+        break;
+    }
+}
+
+/* Generate set `set` of inputs for matrix a (values already rounded to the
+ * dtype in av) and compute the reference and tolerance per output. */
+static int make_operands(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
+                         int set, operands *o, dt_err *e)
+{
+    memset(o, 0, sizeof *o);
+    dt_rng g;
+    dt_rng_seed(&g, p->seed * 1000003ULL + (uint64_t)set);
+    size_t rows = (size_t)a->rows, cols = (size_t)a->cols, n = (size_t)p->n;
+    switch (p->op) {
+    case SP_SPMV:
+        o->nin1 = cols;
+        o->nout = rows;
+        break;
+    case SP_SPMM:
+        o->nin1 = cols * n;
+        o->nout = rows * n;
+        break;
+    case SP_SDDMM:
+        o->nin1 = rows * n;
+        o->nin2 = cols * n;
+        o->nout = (size_t)a->nnz;
+        break;
+    }
+    o->in1 = xalloc_doubles(o->nin1, e);
+    o->in2 = o->nin2 ? xalloc_doubles(o->nin2, e) : NULL;
+    o->out0 = xalloc_doubles(o->nout, e);
+    o->bias = xalloc_doubles(rows, e);
+    o->ref = xalloc_doubles(o->nout, e);
+    o->tol = xalloc_doubles(o->nout, e);
+    double *mag = xalloc_doubles(o->nout, e);
+    double *absin1 = xalloc_doubles(o->nin1, e);
+    double *absin2 = o->nin2 ? xalloc_doubles(o->nin2, e) : NULL;
+    double *absval = xalloc_doubles((size_t)a->nnz, e);
+    if (!o->in1 || (o->nin2 && !o->in2) || !o->out0 || !o->bias || !o->ref || !o->tol || !mag ||
+        !absin1 || (o->nin2 && !absin2) || !absval) {
+        free(mag);
+        free(absin1);
+        free(absin2);
+        free(absval);
+        operands_free(o);
+        return -1;
+    }
+    fill_random(o->in1, o->nin1, &g, p->dtype);
+    if (o->in2)
+        fill_random(o->in2, o->nin2, &g, p->dtype);
+    fill_random(o->bias, rows, &g, p->dtype);
+    if (p->op == SP_SDDMM)
+        memcpy(o->out0, av, o->nout * sizeof *av);
+    else
+        fill_random(o->out0, o->nout, &g, p->dtype);
+
+    sp_csr va = *a; /* a view with the device's values */
+    va.val = (double *)av;
+    for (size_t i = 0; i < o->nin1; i++)
+        absin1[i] = fabs(o->in1[i]);
+    for (size_t i = 0; i < o->nin2; i++)
+        absin2[i] = fabs(o->in2[i]);
+    for (int64_t k = 0; k < a->nnz; k++)
+        absval[k] = fabs(av[k]);
+    sp_csr aa = *a;
+    aa.val = absval;
+
+    memcpy(o->ref, o->out0, o->nout * sizeof *o->ref);
+    switch (p->op) {
+    case SP_SPMV:
+        sp_ref_spmv(&va, o->in1, p->alpha, p->beta, o->ref);
+        sp_ref_spmv(&aa, absin1, 1.0, 0.0, mag);
+        break;
+    case SP_SPMM:
+        sp_ref_spmm(&va, o->in1, p->n, layout, p->alpha, p->beta, o->ref);
+        sp_ref_spmm(&aa, absin1, p->n, layout, 1.0, 0.0, mag);
+        break;
+    case SP_SDDMM:
+        sp_ref_sddmm(&va, o->in1, o->in2, p->n, p->alpha, p->beta, o->ref);
+        sp_ref_sddmm(&aa, absin1, absin2, p->n, 1.0, 0.0, mag);
+        break;
+    }
+    double ua = u_acc(p->dtype), uo = u_of(p->dtype);
+    double tiny = (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? 1e-4 : 1e-30;
+    for (size_t idx = 0; idx < o->nout; idx++) {
+        size_t row;
+        double len;
+        if (p->op == SP_SDDMM) {
+            len = p->n;
+            row = 0;
+        } else {
+            row = (p->op == SP_SPMM && layout == SP_ROW_MAJOR) ? idx / (size_t)p->n
+                  : p->op == SP_SPMM ? idx % rows
+                                     : idx;
+            len = (double)(a->rowptr[row + 1] - a->rowptr[row]);
+        }
+        double m = fabs(p->alpha) * mag[idx] + fabs(p->beta) * fabs(o->out0[idx]);
+        if (p->epilogue == SP_EPI_BIAS)
+            m += fabs(o->bias[row]);
+        epilogue_apply(p->epilogue, o->bias, row, &o->ref[idx]);
+        /* A statistical bound, c sqrt(len) u, rather than the worst case
+         * len u: the worst case is loose enough on long rows to let a
+         * missing term through, and random-sign inputs keep real
+         * accumulation error far below this. */
+        double c = 4.0 * sqrt(len + 2.0) + 8.0;
+        double t = c * ua * m + 2.0 * uo * fabs(o->ref[idx]) + tiny;
+        if (p->epilogue == SP_EPI_GELU)
+            t = 1.2 * t + 8.0 * ua * fabs(o->ref[idx]);
+        o->tol[idx] = t;
+    }
+    free(mag);
+    free(absin1);
+    free(absin2);
+    free(absval);
+    return 0;
+}
+
+/* ---- instances: a kernel ready to run on one matrix --------------------------- */
+
+typedef struct instance {
+    const sp_csr *a;
+    const double *av;   /* rounded values */
+    const dev_fmt *fmt; /* borrowed (cached) or owned */
+    dev_fmt own_fmt;
+    int owns_fmt;
+    gpu_cubin *cubin;
+    dev_kernel k;
+    int loaded;
+    dev_buf in1, in2, out, bias, scratch;
+    dev_bind bind;
+    size_t esize;
+} instance;
+
+static void instance_free(instance *in)
+{
+    if (in->loaded)
+        dev_kernel_unload(&in->k);
+    gpu_cubin_free(in->cubin);
+    dev_free(&in->in1);
+    dev_free(&in->in2);
+    dev_free(&in->out);
+    dev_free(&in->bias);
+    dev_free(&in->scratch);
+    if (in->owns_fmt)
+        dev_fmt_free(&in->own_fmt);
+    memset(in, 0, sizeof *in);
+}
+
+static const char *t_name(sp_dtype t)
+{
+    switch (t) {
+    case SP_FP64:
+        return "double";
+    case SP_FP16:
+        return "__half";
+    case SP_BF16:
+        return "__nv_bfloat16";
+    default:
+        return "float";
+    }
+}
+
+/* Values of a matrix as the device sees them in dtype t. For the worker's
+ * own matrices they are cached. */
+static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
+{
+    double *v = xalloc_doubles((size_t)a->nnz, e);
+    if (v == NULL)
+        return NULL;
+    for (int64_t k = 0; k < a->nnz; k++)
+        v[k] = dev_round(a->val[k], t);
+    return v;
+}
+
+static const double *matrix_rounded(wk_matrix *m, sp_dtype t, dt_err *e)
+{
+    if (m->rounded[t] == NULL)
+        m->rounded[t] = rounded_values(m->a, t, e);
+    return m->rounded[t];
+}
+
+static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *params,
+                                 sp_dtype t, dt_err *e)
+{
+    char *ps = params ? dt_json_print(params, 0) : dt_xstrdup("{}");
+    char key[128];
+    snprintf(key, sizeof key, "%s%s/%s", format, ps, sp_dtype_name(t));
+    free(ps);
+    for (int i = 0; i < m->nfmts; i++) {
+        if (strcmp(m->fmts[i].key, key) == 0)
+            return &m->fmts[i];
+    }
+    if (m->nfmts == WK_MAX_FMTS) {
+        dev_fmt_free(&m->fmts[WK_MAX_FMTS - 1]);
+        m->nfmts--;
+    }
+    dev_fmt f;
+    if (dev_fmt_build(m->a, format, params, t, 1, &f, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return NULL;
+    }
+    memmove(&m->fmts[1], &m->fmts[0], (size_t)m->nfmts * sizeof m->fmts[0]);
+    m->fmts[0] = f;
+    m->nfmts++;
+    return &m->fmts[0];
+}
+
+/* Preconditions of the contract on this matrix; NULL when they hold, else
+ * the reason (static buffer). */
+static const char *requires_violated(const gpu_contract *c, const sp_csr *a)
+{
+    static char why[256];
+    if (c->requires == NULL)
+        return NULL;
+    int32_t minlen = INT32_MAX, maxlen = 0;
+    for (int32_t i = 0; i < a->rows; i++) {
+        int32_t len = (int32_t)(a->rowptr[i + 1] - a->rowptr[i]);
+        minlen = len < minlen ? len : minlen;
+        maxlen = len > maxlen ? len : maxlen;
+    }
+    if (a->rows == 0)
+        minlen = 0;
+    if (dt_json_bool(c->requires, "uniform_rows", 0) && minlen != maxlen) {
+        snprintf(why, sizeof why, "requires uniform rows; lengths range %d..%d", minlen, maxlen);
+        return why;
+    }
+    double mx = dt_json_num(c->requires, "max_row", -1);
+    if (mx >= 0 && maxlen > mx) {
+        snprintf(why, sizeof why, "requires rows of at most %.0f entries; longest is %d", mx,
+                 maxlen);
+        return why;
+    }
+    double mn = dt_json_num(c->requires, "min_rows", -1);
+    if (mn >= 0 && a->rows < mn) {
+        snprintf(why, sizeof why, "requires at least %.0f rows; has %d", mn, a->rows);
+        return why;
+    }
+    if (dt_json_bool(c->requires, "square", 0) && a->rows != a->cols) {
+        snprintf(why, sizeof why, "requires a square matrix; is %d x %d", a->rows, a->cols);
+        return why;
+    }
+    return NULL;
+}
+
+int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
+                   gpu_cubin **out, dt_err *e)
+{
+    *out = NULL;
+    const gpu_contract *c = &kn->contract;
+    gpu_vars vars;
+    wk_kernel_vars(kn, fvars, p, &vars);
+    /* Options: the caller's, the dtype and epilogue macros, the toolkit's
+     * headers, the contract's defines evaluated on this matrix. */
+    dt_buf owned_store[100];
+    const char *opts[100];
+    int nopt = 0, nowned = 0;
+    for (int i = 0; i < kn->noptions && nopt < 48; i++)
+        opts[nopt++] = kn->options[i];
+#define OWN(...)                                                                                 \
+    do {                                                                                         \
+        owned_store[nowned] = (dt_buf)DT_BUF_INIT;                                               \
+        dt_buf_printf(&owned_store[nowned], __VA_ARGS__);                                        \
+        opts[nopt++] = owned_store[nowned++].data;                                               \
+    } while (0)
+    OWN("-DDITTO_T=%s", t_name(p->dtype));
+    OWN("-DDITTO_S=%s", p->dtype == SP_FP64 ? "double" : "float");
+    OWN("-DDITTO_DTYPE_%s", p->dtype == SP_FP64   ? "FP64"
+                            : p->dtype == SP_FP16 ? "FP16"
+                            : p->dtype == SP_BF16 ? "BF16"
+                                                  : "FP32");
+    OWN("-DDITTO_EPILOGUE_%s", p->epilogue == SP_EPI_RELU   ? "RELU"
+                               : p->epilogue == SP_EPI_GELU ? "GELU"
+                               : p->epilogue == SP_EPI_BIAS ? "BIAS"
+                                                            : "NONE");
+    /* cuda_fp16.h and cuda_bf16.h for half-precision kernels: NVRTC does
+     * not look in the toolkit by itself. */
+    const char *cuda_home = getenv("CUDA_HOME");
+    char *hdr = dt_xasprintf("%s/include/cuda_fp16.h",
+                             cuda_home && *cuda_home ? cuda_home : "/usr/local/cuda");
+    if (dt_file_exists(hdr)) {
+        hdr[strlen(hdr) - strlen("/cuda_fp16.h")] = '\0';
+        OWN("--include-path=%s", hdr);
+    }
+    free(hdr);
+    /* ditto.cuh, shared by the templates and usable by hand-written kernels. */
+    char *kdir = dt_share_path("kernels");
+    if (kdir != NULL) {
+        OWN("--include-path=%s", kdir);
+        free(kdir);
+    }
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, kn->params)
+    {
+        if (nowned < 80)
+            OWN("-D%s=%lld", pv->string, (long long)pv->valuedouble);
+    }
+    int rc = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, c->defines)
+    {
+        int64_t v = 0;
+        dt_err de = {0};
+        if (cJSON_IsNumber(d)) {
+            v = (int64_t)d->valuedouble;
+        } else if (gpu_eval(d->valuestring, &vars, &v, &de) != 0) {
+            e->code = WK_ECONTRACT;
+            dt_err_set(e, "launch contract: defines.%s: %s", d->string, de.msg);
+            rc = -1;
+            break;
+        }
+        if (nowned < 90)
+            OWN("-D%s=%lld", d->string, (long long)v);
+    }
+#undef OWN
+    if (rc == 0) {
+        gpu_nvrtc *nv = wk_nvrtc(w, e);
+        int is_expr = strpbrk(c->entry, "<(:") != NULL;
+        const char *names[1] = {c->entry};
+        char arch[16];
+        if (w->dev.present)
+            snprintf(arch, sizeof arch, "sm_%d%d", w->dev.cc_major, w->dev.cc_minor);
+        else
+            snprintf(arch, sizeof arch, "sm_90");
+        gpu_compile_req creq = {.source = kn->source, .name = kn->name, .options = opts,
+                                .noptions = nopt, .arch = arch, .names = is_expr ? names : NULL,
+                                .nnames = is_expr ? 1 : 0};
+        if (nv == NULL || gpu_compile(nv, &creq, out, e) != 0) {
+            e->code = WK_ECOMPILE;
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < nowned; i++)
+        dt_buf_free(&owned_store[i]);
+    return rc;
+}
+
+/* Compile the kernel for this matrix, load it, allocate operands. On a
+ * compile failure returns 1 with the cubin (and its diagnostics) in
+ * in->cubin; on success 0; -1 on errors. */
+static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
+                            const wk_problem *p, instance *in, dt_err *e)
+{
+    memset(in, 0, sizeof *in);
+    const gpu_contract *c = &kn->contract;
+    in->a = a;
+    in->esize = (size_t)sp_dtype_size(p->dtype);
+    if (m != NULL) {
+        in->av = matrix_rounded(m, p->dtype, e);
+        in->fmt = in->av ? matrix_fmt(m, c->format, c->format_params, p->dtype, e) : NULL;
+    } else {
+        in->av = rounded_values(a, p->dtype, e);
+        if (in->av &&
+            dev_fmt_build(a, c->format, c->format_params, p->dtype, 1, &in->own_fmt, e) == 0) {
+            in->fmt = &in->own_fmt;
+            in->owns_fmt = 1;
+        } else {
+            e->code = wk_from_dev(e->code);
+        }
+    }
+    if (in->av == NULL || in->fmt == NULL)
+        goto fail;
+    if (wk_compile_for(w, &in->fmt->vars, kn, p, &in->cubin, e) != 0)
+        goto fail;
+    if (!in->cubin->compiled)
+        return 1;
+    const char *entry = c->entry;
+    if (strpbrk(c->entry, "<(:") != NULL) {
+        if (in->cubin->nlowered < 1 || in->cubin->lowered[0] == NULL) {
+            e->code = WK_ECONTRACT;
+            dt_err_set(e, "name expression '%s' was not lowered by NVRTC", c->entry);
+            goto fail;
+        }
+        entry = in->cubin->lowered[0];
+    }
+    gpu_vars vars;
+    wk_kernel_vars(kn, &in->fmt->vars, p, &vars);
+    if (dev_kernel_load(in->cubin->image, entry, c, &vars, &in->k, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        goto fail;
+    }
+    in->loaded = 1;
+
+    /* Operand buffers. */
+    size_t rows = (size_t)a->rows, cols = (size_t)a->cols, n = (size_t)p->n;
+    size_t nin1 = p->op == SP_SPMV ? cols : p->op == SP_SPMM ? cols * n : rows * n;
+    size_t nin2 = p->op == SP_SDDMM ? cols * n : 0;
+    size_t nout = p->op == SP_SPMV ? rows : p->op == SP_SPMM ? rows * n : (size_t)a->nnz;
+    if (dev_alloc(&in->in1, nin1 * in->esize, e) != 0 ||
+        (nin2 && dev_alloc(&in->in2, nin2 * in->esize, e) != 0) ||
+        dev_alloc(&in->out, nout * in->esize, e) != 0 ||
+        dev_alloc(&in->bias, rows * in->esize, e) != 0 ||
+        (in->k.scratch_bytes && dev_alloc(&in->scratch, in->k.scratch_bytes, e) != 0)) {
+        e->code = wk_from_dev(e->code);
+        goto fail;
+    }
+    in->bind.fmt = in->fmt;
+    in->bind.dtype = p->dtype;
+    in->bind.alpha = p->alpha;
+    in->bind.beta = p->beta;
+    in->bind.scratch = in->scratch;
+    static const char *in1_names[] = {"x", "B", "A"};
+    static const char *out_names[] = {"y", "C", "out"};
+    dev_bind_ptr(&in->bind, in1_names[p->op], in->in1.ptr);
+    dev_bind_ptr(&in->bind, out_names[p->op], in->out.ptr);
+    if (nin2)
+        dev_bind_ptr(&in->bind, "Bt", in->in2.ptr);
+    dev_bind_ptr(&in->bind, "bias", in->bias.ptr);
+    return 0;
+fail:
+    if (m == NULL)
+        free((double *)in->av);
+    in->av = NULL;
+    instance_free(in);
+    return -1;
+}
+
+static void instance_release(instance *in, int owns_values)
+{
+    if (owns_values)
+        free((double *)in->av);
+    in->av = NULL;
+    instance_free(in);
+}
+
+/* Upload a double array converted to the dtype. */
+static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
+{
+    if (n == 0)
+        return 0;
+    size_t es = (size_t)sp_dtype_size(t);
+    void *tmp = malloc(n * es);
+    if (tmp == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    dev_to_dtype(v, tmp, n, t);
+    int rc = dev_check(CU(cuMemcpyHtoD)(b->ptr, tmp, n * es), "copy to device", e);
+    free(tmp);
+    return rc;
+}
+
+static uint64_t poison_bits(sp_dtype t)
+{
+    switch (t) {
+    case SP_FP64:
+        return 0x7ff8deaddeaddeadULL;
+    case SP_FP32:
+        return 0x7fc0deadULL;
+    case SP_FP16:
+        return 0x7e5aULL;
+    case SP_BF16:
+        return 0x7fdaULL;
+    }
+    return 0;
+}
+
+static int upload_inputs(instance *in, const wk_problem *p, const operands *o, dt_err *e)
+{
+    if (put(&in->in1, o->in1, o->nin1, p->dtype, e) != 0 ||
+        put(&in->in2, o->in2, o->nin2, p->dtype, e) != 0 ||
+        put(&in->bias, o->bias, (size_t)in->a->rows, p->dtype, e) != 0)
+        return -1;
+    return 0;
+}
+
+/* Output buffer before a run: NaN poison when beta is 0 (so unwritten
+ * outputs are caught), the random initial output otherwise (then an
+ * unwritten output still differs from the reference). */
+static int init_output(instance *in, const wk_problem *p, const operands *o, dt_err *e)
+{
+    int poison = p->beta == 0.0 && p->op != SP_SDDMM;
+    if (p->op == SP_SDDMM && p->beta == 0.0)
+        poison = 1;
+    if (!poison)
+        return put(&in->out, o->out0, o->nout, p->dtype, e);
+    size_t es = in->esize;
+    unsigned char *tmp = malloc(o->nout * es + 8);
+    if (tmp == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    uint64_t bits = poison_bits(p->dtype);
+    for (size_t i = 0; i < o->nout; i++)
+        memcpy(tmp + i * es, &bits, es);
+    int rc = o->nout ? dev_check(CU(cuMemcpyHtoD)(in->out.ptr, tmp, o->nout * es),
+                                 "copy to device", e)
+                     : 0;
+    free(tmp);
+    return rc;
+}
+
+typedef struct launch_ud {
+    instance *in;
+    const gpu_contract *c;
+} launch_ud;
+
+static int enqueue_kernel(void *ud, CUstream s, dt_err *e)
+{
+    launch_ud *l = ud;
+    return dev_launch(&l->in->k, l->c, &l->in->bind, s, e);
+}
+
+/* Run once on the uploaded inputs; download the output as doubles plus a
+ * flag per element saying whether it still holds the poison. */
+static int run_once(instance *in, const gpu_contract *c, size_t nout, sp_dtype t, double *got,
+                    unsigned char *untouched, dt_err *e)
+{
+    if (dev_launch(&in->k, c, &in->bind, dev_stream(), e) != 0 || dev_sync(e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    size_t es = in->esize;
+    unsigned char *raw = malloc(nout * es + 8);
+    if (raw == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    if (dev_download(raw, &in->out, nout * es, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        free(raw);
+        return -1;
+    }
+    dev_from_dtype(raw, got, nout, t);
+    if (untouched) {
+        uint64_t bits = poison_bits(t);
+        for (size_t i = 0; i < nout; i++) {
+            uint64_t v = 0;
+            memcpy(&v, raw + i * es, es);
+            untouched[i] = v == bits;
+        }
+    }
+    free(raw);
+    return 0;
+}
+
+/* ---- checks ------------------------------------------------------------------- */
+
+static cJSON *check_new(cJSON *checks, const char *name, int passed)
+{
+    cJSON *c = dt_json_obj();
+    dt_json_set_str(c, "name", name);
+    dt_json_set_bool(c, "passed", passed);
+    cJSON_AddItemToArray(checks, c);
+    return c;
+}
+
+static void set_first_bad(cJSON *c, size_t idx, const sp_csr *a, const wk_problem *p,
+                          sp_layout layout, double expected, double got, int untouched)
+{
+    cJSON *fb = dt_json_obj();
+    dt_json_set_int(fb, "index", (int64_t)idx);
+    if (p->op == SP_SPMM) {
+        size_t n = (size_t)p->n;
+        size_t rows = (size_t)a->rows;
+        dt_json_set_int(fb, "row", (int64_t)(layout == SP_ROW_MAJOR ? idx / n : idx % rows));
+        dt_json_set_int(fb, "col", (int64_t)(layout == SP_ROW_MAJOR ? idx % n : idx / rows));
+    } else if (p->op == SP_SDDMM) {
+        int32_t lo = 0, hi = a->rows; /* find the row of nonzero idx */
+        while (hi - lo > 1) {
+            int32_t mid = (lo + hi) / 2;
+            if (a->rowptr[mid] <= (int64_t)idx)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        dt_json_set_int(fb, "row", lo);
+        dt_json_set_int(fb, "col", a->col[idx]);
+    } else {
+        dt_json_set_int(fb, "row", (int64_t)idx);
+    }
+    dt_json_set_num(fb, "expected", expected);
+    if (untouched)
+        dt_json_set_str(fb, "got", "never written (NaN poison)");
+    else if (isnan(got))
+        dt_json_set_str(fb, "got", "NaN");
+    else if (isinf(got))
+        dt_json_set_str(fb, "got", got > 0 ? "Inf" : "-Inf");
+    else
+        dt_json_set_num(fb, "got", got);
+    dt_json_set_take(c, "first_bad", fb);
+}
+
+/* Compare against the reference; returns 1 when every element is within its
+ * tolerance (NaN never is). */
+static int check_reference(cJSON *checks, const char *label, const operands *o, const double *got,
+                           const unsigned char *untouched, const sp_csr *a, const wk_problem *p,
+                           sp_layout layout)
+{
+    size_t bad = 0, unwritten = 0, first = (size_t)-1, first_unw = (size_t)-1;
+    double max_err = 0, max_ratio = 0;
+    for (size_t i = 0; i < o->nout; i++) {
+        if (untouched && untouched[i]) {
+            if (unwritten++ == 0)
+                first_unw = i;
+            continue;
+        }
+        double err = fabs(got[i] - o->ref[i]);
+        if (isnan(got[i]) || !(err <= o->tol[i])) {
+            if (bad++ == 0)
+                first = i;
+        }
+        if (!isnan(err) && err > max_err)
+            max_err = err;
+        double ratio = err / o->tol[i];
+        if (!isnan(ratio) && ratio > max_ratio)
+            max_ratio = ratio;
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s: every output written", label);
+    cJSON *cw = check_new(checks, name, unwritten == 0);
+    if (unwritten) {
+        char d[128];
+        snprintf(d, sizeof d, "%zu of %zu outputs never written", unwritten, o->nout);
+        dt_json_set_str(cw, "detail", d);
+        set_first_bad(cw, first_unw, a, p, layout, o->ref[first_unw], NAN, 1);
+    }
+    snprintf(name, sizeof name, "%s: matches the fp64 reference", label);
+    cJSON *cr = check_new(checks, name, bad == 0);
+    dt_json_set_num(cr, "max_err", max_err);
+    dt_json_set_num(cr, "max_ratio", max_ratio);
+    if (bad) {
+        char d[160];
+        snprintf(d, sizeof d, "%zu of %zu written outputs outside tolerance", bad,
+                 o->nout - unwritten);
+        dt_json_set_str(cr, "detail", d);
+        set_first_bad(cr, first, a, p, layout, o->ref[first], got[first], 0);
+    }
+    return unwritten == 0 && bad == 0;
+}
+
+typedef struct battery {
+    cJSON *checks;
+    int passed;
+} battery;
+
+static void fail_check(battery *b, const char *name, const char *detail)
+{
+    cJSON *c = check_new(b->checks, name, 0);
+    dt_json_set_str(c, "detail", detail);
+    b->passed = 0;
+}
+
+/* Run the cuSPARSE CSR_ALG1 (or the SDDMM default) on the same inputs and
+ * compare the candidate with it. */
+static void check_cusparse(battery *b, wk_matrix *m, const wk_problem *p, sp_layout layout,
+                           const operands *o, const double *got, dt_err *e)
+{
+    const char *name = "set 0: agrees with cuSPARSE";
+    dt_err le = {0};
+    if (gpu_cusparse_load(&le) != 0) {
+        cJSON *c = check_new(b->checks, name, 1);
+        dt_json_set_bool(c, "skipped", 1);
+        dt_json_set_str(c, "detail", "cuSPARSE not loaded");
+        return;
+    }
+    const dev_fmt *csr = matrix_fmt(m, "csr", NULL, p->dtype, e);
+    if (csr == NULL)
+        return;
+    size_t es = (size_t)sp_dtype_size(p->dtype);
+    dev_buf in1 = {0}, in2 = {0}, out = {0};
+    double *cs = xalloc_doubles(o->nout, e);
+    gpu_cs_problem cp = {.op = p->op, .dtype = p->dtype, .n = p->n, .layout = layout,
+                         .host = m->a, .csr = csr, .alpha = p->alpha, .beta = p->beta};
+    gpu_cs_result r;
+    memset(&r, 0, sizeof r);
+    int rc = -1;
+    if (cs == NULL || dev_alloc(&in1, o->nin1 * es, e) != 0 ||
+        (o->nin2 && dev_alloc(&in2, o->nin2 * es, e) != 0) || dev_alloc(&out, o->nout * es, e) != 0)
+        goto done;
+    if (put(&in1, o->in1, o->nin1, p->dtype, e) != 0 || put(&in2, o->in2, o->nin2, p->dtype, e) ||
+        put(&out, o->out0, o->nout, p->dtype, e) != 0)
+        goto done;
+    if (p->op == SP_SPMV) {
+        cp.x = in1.ptr;
+        cp.y = out.ptr;
+    } else if (p->op == SP_SPMM) {
+        cp.B = in1.ptr;
+        cp.C = out.ptr;
+    } else {
+        cp.A = in1.ptr;
+        cp.Bt = in2.ptr;
+        cp.out = out.ptr;
+    }
+    const char *alg = p->op == SP_SDDMM ? "CSR_ALG_DEFAULT" : "CSR_ALG1";
+    dt_err ce = {0};
+    if (gpu_cusparse_run(&cp, alg, 0, 1, 0, &r, &ce) != 0) {
+        if (ce.code == DEV_EFAULT) {
+            *e = ce;
+            e->code = WK_EFAULT;
+            goto done;
+        }
+        cJSON *c = check_new(b->checks, name, 1);
+        dt_json_set_bool(c, "skipped", 1);
+        dt_json_set_str(c, "detail", ce.msg);
+        rc = 0;
+        goto done;
+    }
+    unsigned char *raw = malloc(o->nout * es + 8);
+    if (raw == NULL || dev_download(raw, &out, o->nout * es, e) != 0) {
+        free(raw);
+        goto done;
+    }
+    dev_from_dtype(raw, cs, o->nout, p->dtype);
+    free(raw);
+    size_t bad = 0, first = 0, cs_bad = 0;
+    for (size_t i = 0; i < o->nout; i++) {
+        if (!(fabs(cs[i] - o->ref[i]) <= o->tol[i]))
+            cs_bad++;
+        if (!(fabs(got[i] - cs[i]) <= 2.0 * o->tol[i]) && bad++ == 0)
+            first = i;
+    }
+    cJSON *c = check_new(b->checks, name, bad == 0);
+    dt_json_set_str(c, "algorithm", alg);
+    if (cs_bad) {
+        char d[160];
+        snprintf(d, sizeof d, "note: cuSPARSE itself is outside the reference tolerance at %zu "
+                              "outputs",
+                 cs_bad);
+        dt_json_set_str(c, "note", d);
+    }
+    if (bad) {
+        char d[128];
+        snprintf(d, sizeof d, "%zu outputs differ from cuSPARSE by more than twice the tolerance",
+                 bad);
+        dt_json_set_str(c, "detail", d);
+        set_first_bad(c, first, m->a, p, layout, cs[first], got[first], 0);
+        b->passed = 0;
+    }
+    rc = 0;
+done:
+    (void)rc;
+    free(cs);
+    dev_free(&in1);
+    dev_free(&in2);
+    dev_free(&out);
+}
+
+/* Read the inputs back and compare with what was uploaded. */
+static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o,
+                            const char **which, dt_err *e)
+{
+    if (dev_fmt_changed(in->fmt, which, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    if (*which != NULL)
+        return 0;
+    size_t es = in->esize;
+    struct {
+        const dev_buf *b;
+        const double *v;
+        size_t n;
+        const char *name;
+    } arrs[] = {{&in->in1, o->in1, o->nin1, p->op == SP_SPMV ? "x" : p->op == SP_SPMM ? "B" : "A"},
+                {&in->in2, o->in2, o->nin2, "Bt"},
+                {&in->bias, o->bias, (size_t)in->a->rows, "bias"}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(arrs); i++) {
+        if (arrs[i].n == 0)
+            continue;
+        unsigned char *raw = malloc(arrs[i].n * es);
+        unsigned char *want = malloc(arrs[i].n * es);
+        if (raw == NULL || want == NULL) {
+            free(raw);
+            free(want);
+            e->code = WK_ENOMEM;
+            return dt_err_set(e, "out of host memory");
+        }
+        dev_to_dtype(arrs[i].v, want, arrs[i].n, p->dtype);
+        if (dev_download(raw, arrs[i].b, arrs[i].n * es, e) != 0) {
+            free(raw);
+            free(want);
+            e->code = wk_from_dev(e->code);
+            return -1;
+        }
+        int same = memcmp(raw, want, arrs[i].n * es) == 0;
+        free(raw);
+        free(want);
+        if (!same) {
+            *which = arrs[i].name;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* The battery on one matrix. m is the worker's matrix (cached formats and
+ * the cuSPARSE cross-check) or NULL for an edge matrix. Returns -1 only for
+ * errors that end the request (faults, contract, memory); kernel failures
+ * are recorded as failed checks. */
+static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
+                       const wk_problem *p, int sets, const char *label, battery *b, dt_err *e)
+{
+    instance in;
+    int prc = instance_prepare(w, m, a, kn, p, &in, e);
+    if (prc < 0) {
+        if (e->code == WK_ELAUNCH) { /* the kernel's resources, not ditto's fault */
+            char nm[128];
+            snprintf(nm, sizeof nm, "%s: launch", label);
+            fail_check(b, nm, e->msg);
+            dt_err_clear(e);
+            return 0;
+        }
+        return -1;
+    }
+    char nm[160];
+    if (prc == 1) {
+        snprintf(nm, sizeof nm, "%s: compile", label);
+        cJSON *c = check_new(b->checks, nm, 0);
+        cJSON *cj = gpu_cubin_json(in.cubin);
+        dt_json_set_take(c, "diagnostics",
+                         cJSON_Duplicate(cJSON_GetObjectItem(cj, "diagnostics"), 1));
+        cJSON_Delete(cj);
+        dt_json_set_str(c, "detail", "the kernel does not compile for this matrix");
+        b->passed = 0;
+        instance_release(&in, m == NULL);
+        return 0;
+    }
+    const gpu_contract *c = &kn->contract;
+    sp_layout layout = c->layout;
+    int rc = -1;
+    operands ops[2];
+    memset(ops, 0, sizeof ops);
+    double *got[3] = {NULL, NULL, NULL};
+    unsigned char *unt = NULL;
+    int nsets = sets < 1 ? 1 : sets;
+    for (int s = 0; s < nsets; s++) {
+        operands cur;
+        if (make_operands(a, in.av, p, layout, s, &cur, e) != 0)
+            goto out;
+        double *g = xalloc_doubles(cur.nout, e);
+        if (g == NULL || (unt == NULL && (unt = malloc(cur.nout + 1)) == NULL)) {
+            free(g);
+            operands_free(&cur);
+            e->code = WK_ENOMEM;
+            goto out;
+        }
+        if (upload_inputs(&in, p, &cur, e) != 0 || init_output(&in, p, &cur, e) != 0 ||
+            run_once(&in, c, cur.nout, p->dtype, g, unt, e) != 0) {
+            free(g);
+            operands_free(&cur);
+            e->code = wk_from_dev(e->code);
+            goto out;
+        }
+        snprintf(nm, sizeof nm, "%sset %d", label, s);
+        if (!check_reference(b->checks, nm, &cur, g, unt, a, p, layout))
+            b->passed = 0;
+        const char *which = NULL;
+        dt_err ue = {0};
+        if (inputs_unchanged(&in, p, &cur, &which, &ue) != 0) {
+            *e = ue;
+            free(g);
+            operands_free(&cur);
+            goto out;
+        }
+        snprintf(nm, sizeof nm, "%sset %d: inputs unchanged", label, s);
+        cJSON *ck = check_new(b->checks, nm, which == NULL);
+        if (which) {
+            char d[96];
+            snprintf(d, sizeof d, "the kernel wrote into its input '%s'", which);
+            dt_json_set_str(ck, "detail", d);
+            b->passed = 0;
+        }
+        if (m != NULL && s == 0)
+            check_cusparse(b, m, p, layout, &cur, g, e);
+        if (e->code == WK_EFAULT) {
+            free(g);
+            operands_free(&cur);
+            goto out;
+        }
+        if (s < 2) {
+            got[s] = g;
+            ops[s] = cur;
+        } else {
+            free(g);
+            operands_free(&cur);
+        }
+    }
+    if (nsets >= 2) {
+        /* No cached answers: where the references of two sets differ by
+         * more than both tolerances, the outputs must differ too. */
+        size_t same = 0, first = 0, cmp = 0;
+        for (size_t i = 0; i < ops[0].nout; i++) {
+            if (fabs(ops[0].ref[i] - ops[1].ref[i]) > ops[0].tol[i] + ops[1].tol[i]) {
+                cmp++;
+                if (got[0][i] == got[1][i] && same++ == 0)
+                    first = i;
+            }
+        }
+        snprintf(nm, sizeof nm, "%sno cached answers", label);
+        cJSON *ck = check_new(b->checks, nm, same == 0);
+        if (same) {
+            char d[160];
+            snprintf(d, sizeof d, "%zu of %zu outputs identical across two different input sets",
+                     same, cmp);
+            dt_json_set_str(ck, "detail", d);
+            set_first_bad(ck, first, a, p, layout, ops[1].ref[first], got[1][first], 0);
+            b->passed = 0;
+        }
+    }
+    /* Determinism: set 0 again. */
+    {
+        double *g2 = xalloc_doubles(ops[0].nout, e);
+        if (g2 == NULL)
+            goto out;
+        if (upload_inputs(&in, p, &ops[0], e) != 0 || init_output(&in, p, &ops[0], e) != 0 ||
+            run_once(&in, c, ops[0].nout, p->dtype, g2, NULL, e) != 0) {
+            free(g2);
+            e->code = wk_from_dev(e->code);
+            goto out;
+        }
+        size_t diff = 0, beyond = 0, first = 0;
+        for (size_t i = 0; i < ops[0].nout; i++) {
+            if (memcmp(&g2[i], &got[0][i], sizeof(double)) != 0) {
+                diff++;
+                if (!(fabs(g2[i] - got[0][i]) <= ops[0].tol[i]) && beyond++ == 0)
+                    first = i;
+            }
+        }
+        snprintf(nm, sizeof nm, "%sdeterministic", label);
+        cJSON *ck = check_new(b->checks, nm, beyond == 0);
+        char d[160];
+        if (diff == 0)
+            snprintf(d, sizeof d, "bit-identical on a second run");
+        else
+            snprintf(d, sizeof d, "%zu outputs differ on a second run (%zu beyond tolerance)",
+                     diff, beyond);
+        dt_json_set_str(ck, "detail", d);
+        if (beyond) {
+            set_first_bad(ck, first, a, p, layout, got[0][first], g2[first], 0);
+            b->passed = 0;
+        }
+        free(g2);
+    }
+    rc = 0;
+out:
+    for (int s = 0; s < 2; s++) {
+        free(got[s]);
+        operands_free(&ops[s]);
+    }
+    free(unt);
+    instance_release(&in, m == NULL);
+    return rc;
+}
+
+sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
+{
+    dt_rng g;
+    dt_rng_seed(&g, 777 + (uint64_t)i);
+    int32_t rows, cols;
+    switch (i) {
+    case 0:
+        *name = "empty rows";
+        rows = 257;
+        cols = 300;
+        break;
+    case 1:
+        *name = "one very long row";
+        rows = 300;
+        cols = 6000;
+        break;
+    case 2:
+        *name = "1x1";
+        rows = cols = 1;
+        break;
+    case 3:
+        *name = "sizes no multiple of any tile";
+        rows = 1237;
+        cols = 1031;
+        break;
+    default:
+        return NULL;
+    }
+    sp_coo *c = sp_coo_new(rows, cols, 1024, e);
+    if (c == NULL)
+        return NULL;
+    for (int32_t r = 0; r < rows; r++) {
+        int len;
+        if (i == 0)
+            len = r % 3 == 0 ? 0 : 1 + (int)dt_rng_below(&g, 40);
+        else if (i == 1)
+            len = r == 7 ? 5000 : 1 + (int)dt_rng_below(&g, 3);
+        else if (i == 2)
+            len = 1;
+        else
+            len = 1 + (int)dt_rng_below(&g, 13);
+        for (int t = 0; t < len; t++) {
+            int32_t col = (i == 1 && r == 7) ? (int32_t)(t * cols / 5000)
+                                             : (int32_t)dt_rng_below(&g, (uint64_t)cols);
+            double v = 0.5 + dt_rng_uniform(&g);
+            if (sp_coo_push(c, r, col, (dt_rng_next(&g) & 1) ? v : -v, e) != 0) {
+                sp_coo_free(c);
+                return NULL;
+            }
+        }
+    }
+    sp_csr *a = sp_coo_to_csr(c, e);
+    sp_coo_free(c);
+    return a;
+}
+
+int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    if (wk_problem_parse(req, &p, e) != 0)
+        return -1;
+    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
+    if (m == NULL) {
+        e->code = WK_ENOTFOUND;
+        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+    }
+    if (!w->dev.present) {
+        e->code = WK_ENODEV;
+        return dt_err_set(e, "verify needs a GPU: %s", w->dev.reason);
+    }
+    wk_kernel kn;
+    if (wk_kernel_parse(req, &kn, e) != 0)
+        return -1;
+    if (kn.contract.op != p.op) {
+        e->code = WK_ECONTRACT;
+        dt_err_set(e, "the kernel's contract is for %s, the request for %s",
+                   sp_op_name(kn.contract.op), sp_op_name(p.op));
+        wk_kernel_clear(&kn);
+        return -1;
+    }
+    int sets = (int)dt_json_num(req, "sets", 3);
+    int edge = dt_json_bool(req, "edge", 1);
+    battery b = {dt_json_arr(), 1};
+    int rc = 0;
+    const char *why = requires_violated(&kn.contract, m->a);
+    if (why != NULL) {
+        fail_check(&b, "preconditions", why);
+    } else {
+        rc = run_battery(w, m, m->a, &kn, &p, sets < 2 ? 2 : sets, "", &b, e);
+    }
+    for (int i = 0; rc == 0 && edge && i < WK_NEDGE; i++) {
+        const char *name = NULL;
+        sp_csr *a = wk_edge_matrix(i, &name, e);
+        if (a == NULL) {
+            rc = -1;
+            break;
+        }
+        char label[96];
+        snprintf(label, sizeof label, "edge %s: ", name);
+        const char *v = requires_violated(&kn.contract, a);
+        if (v != NULL) {
+            char nm[128];
+            snprintf(nm, sizeof nm, "edge %s", name);
+            cJSON *c = check_new(b.checks, nm, 1);
+            dt_json_set_bool(c, "skipped", 1);
+            dt_json_set_str(c, "detail", v);
+        } else {
+            rc = run_battery(w, NULL, a, &kn, &p, 1, label, &b, e);
+        }
+        sp_csr_free(a);
+    }
+    wk_kernel_clear(&kn);
+    if (rc != 0) {
+        cJSON_Delete(b.checks);
+        return -1;
+    }
+    dt_json_set_bool(out, "passed", b.passed);
+    dt_json_set_int(out, "seed", (int64_t)p.seed);
+    int n = 0, failed = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, b.checks)
+    {
+        n++;
+        failed += !dt_json_bool(c, "passed", 0);
+    }
+    dt_json_set_int(out, "checks_run", n);
+    dt_json_set_int(out, "checks_failed", failed);
+    dt_json_set_take(out, "checks", b.checks);
+    return 0;
+}
+
+/* ---- measure ------------------------------------------------------------------ */
+
+
+static void stats_into(cJSON *o, const char *key, const dev_stats *s)
+{
+    dt_json_set_take(o, key, dev_stats_json(s));
+}
+
+static int time_modes(dev_enqueue_fn fn, void *ud, int min_runs, double min_s, dev_stats st[3],
+                      char *graph_note, size_t nlen, dt_err *e)
+{
+    memset(st, 0, 3 * sizeof st[0]);
+    if (dev_time(fn, ud, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e) != 0 ||
+        dev_time(fn, ud, DEV_TIME_WARM, min_runs, min_s, 5.0, &st[1], e) != 0)
+        return -1;
+    if (st[1].median_us < 20.0) {
+        dt_err ge = {0};
+        if (dev_time(fn, ud, DEV_TIME_GRAPH, min_runs, min_s, 5.0, &st[2], &ge) != 0) {
+            if (ge.code == DEV_EFAULT) {
+                *e = ge;
+                return -1;
+            }
+            snprintf(graph_note, nlen, "graph replay unavailable: %s", ge.msg);
+        }
+    }
+    return 0;
+}
+
+int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    if (wk_problem_parse(req, &p, e) != 0)
+        return -1;
+    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
+    if (m == NULL) {
+        e->code = WK_ENOTFOUND;
+        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+    }
+    if (!w->dev.present) {
+        e->code = WK_ENODEV;
+        return dt_err_set(e, "measure needs a GPU: %s", w->dev.reason);
+    }
+    wk_kernel kn;
+    if (wk_kernel_parse(req, &kn, e) != 0)
+        return -1;
+    int min_runs = (int)dt_json_num(req, "min_runs", 20);
+    double min_s = dt_json_num(req, "min_seconds", 0.05);
+    int want_base = dt_json_bool(req, "baseline", 1);
+    instance in;
+    int prc = instance_prepare(w, m, m->a, &kn, &p, &in, e);
+    if (prc != 0) {
+        if (prc == 1) {
+            e->code = WK_ECOMPILE;
+            dt_err_set(e, "the kernel does not compile (run compile or verify for the "
+                          "diagnostics)");
+            instance_release(&in, 0);
+        }
+        wk_kernel_clear(&kn);
+        return -1;
+    }
+    operands o;
+    int rc = -1;
+    char gnote[512] = "";
+    dev_stats st[3];
+    if (make_operands(m->a, in.av, &p, kn.contract.layout, 0, &o, e) != 0) {
+        instance_release(&in, 0);
+        wk_kernel_clear(&kn);
+        return -1;
+    }
+    launch_ud lu = {&in, &kn.contract};
+    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
+        time_modes(enqueue_kernel, &lu, min_runs, min_s, st, gnote, sizeof gnote, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        goto done;
+    }
+    double flops = 0, bytes = 0;
+    sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
+    int l2_resident = bytes <= 0.5 * (double)w->dev.l2_bytes;
+    const char *method = (l2_resident && st[2].valid) ? "graph" : "cold";
+    const dev_stats *prim = (l2_resident && st[2].valid) ? &st[2] : &st[0];
+    double us = prim->median_us;
+    cJSON *cand = dt_json_obj();
+    stats_into(cand, "cold", &st[0]);
+    stats_into(cand, "warm", &st[1]);
+    stats_into(cand, "graph", &st[2]);
+    if (gnote[0])
+        dt_json_set_str(cand, "graph_note", gnote);
+    dt_json_set_take(out, "candidate", cand);
+    dt_json_set_str(out, "method", method);
+    dt_json_set_num(out, "us", us);
+    dt_json_set_num(out, "preprocess_us", in.fmt->prep_us);
+    dt_json_set_num(out, "min_bytes", bytes);
+    dt_json_set_num(out, "flops", flops);
+    dt_json_set_num(out, "gbps", bytes / (us * 1e-6) / 1e9);
+    dt_json_set_num(out, "gflops", flops / (us * 1e-6) / 1e9);
+    double bw = wk_copy_gbps > 0 ? wk_copy_gbps : 0;
+    double floor_us = bw > 0 ? bytes / (bw * 1e9) * 1e6 * (strcmp(method, "cold") ? 0.25 : 1.0) : 0;
+    dt_json_set_num(out, "floor_us", floor_us);
+    dt_json_set_num(out, "copy_gbps", bw);
+    int suspect = floor_us > 0 && us < 0.95 * floor_us;
+    dt_json_set_bool(out, "suspect", suspect);
+    dt_json_set_int(out, "registers", in.k.regs);
+    dt_json_set_int(out, "static_smem", in.k.static_smem);
+    dt_json_set_int(out, "local_bytes", in.k.local_bytes);
+    cJSON *launch = dt_json_obj();
+    cJSON *g = dt_json_arr(), *bl = dt_json_arr();
+    for (int i = 0; i < 3; i++) {
+        cJSON_AddItemToArray(g, cJSON_CreateNumber(in.k.grid[i]));
+        cJSON_AddItemToArray(bl, cJSON_CreateNumber(in.k.block[i]));
+    }
+    dt_json_set_take(launch, "grid", g);
+    dt_json_set_take(launch, "block", bl);
+    dt_json_set_int(launch, "smem", in.k.smem);
+    dt_json_set_take(out, "launch", launch);
+    if (suspect) {
+        e->code = WK_ESUSPECT;
+        dt_err_set(e, "suspect: %.2f us is below the physical floor of %.2f us (%.0f bytes at "
+                      "%.0f GB/s): the kernel cannot have done its work",
+                   us, floor_us, bytes, bw);
+        goto done;
+    }
+    if (want_base) {
+        cJSON *base = dt_json_obj();
+        dt_err be = {0};
+        if (wk_baseline_into(m, &p, kn.contract.layout, min_runs, min_s, method, base, &be) != 0) {
+            if (be.code == WK_EFAULT) {
+                *e = be;
+                cJSON_Delete(base);
+                goto done;
+            }
+            dt_json_set_str(base, "error", be.msg);
+        }
+        double bus = dt_json_num(base, "us", 0);
+        if (bus > 0)
+            dt_json_set_num(out, "speedup", bus / us);
+        dt_json_set_take(out, "baseline", base);
+    }
+    rc = 0;
+done:
+    operands_free(&o);
+    instance_release(&in, 0);
+    wk_kernel_clear(&kn);
+    return rc;
+}
+
+/* ---- baseline ------------------------------------------------------------------ */
+
+int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
+                     double min_s, const char *method, cJSON *out, dt_err *e)
+{
+    dt_err le = {0};
+    if (gpu_cusparse_load(&le) != 0) {
+        e->code = WK_EUNAVAIL;
+        return dt_err_set(e, "cuSPARSE not available: %s", le.msg);
+    }
+    const dev_fmt *csr = matrix_fmt(m, "csr", NULL, p->dtype, e);
+    const double *av = matrix_rounded(m, p->dtype, e);
+    if (csr == NULL || av == NULL)
+        return -1;
+    operands o;
+    if (make_operands(m->a, av, p, layout, 0, &o, e) != 0)
+        return -1;
+    size_t es = (size_t)sp_dtype_size(p->dtype);
+    dev_buf in1 = {0}, in2 = {0}, ob = {0};
+    int rc = -1;
+    double *got = xalloc_doubles(o.nout, e);
+    unsigned char *raw = malloc(o.nout * es + 8);
+    if (got == NULL || raw == NULL || dev_alloc(&in1, o.nin1 * es, e) != 0 ||
+        (o.nin2 && dev_alloc(&in2, o.nin2 * es, e) != 0) || dev_alloc(&ob, o.nout * es, e) != 0 ||
+        put(&in1, o.in1, o.nin1, p->dtype, e) != 0 || put(&in2, o.in2, o.nin2, p->dtype, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        goto done;
+    }
+    gpu_cs_problem cp = {.op = p->op, .dtype = p->dtype, .n = p->n, .layout = layout,
+                         .host = m->a, .csr = csr, .alpha = p->alpha, .beta = p->beta};
+    if (p->op == SP_SPMV) {
+        cp.x = in1.ptr;
+        cp.y = ob.ptr;
+    } else if (p->op == SP_SPMM) {
+        cp.B = in1.ptr;
+        cp.C = ob.ptr;
+    } else {
+        cp.A = in1.ptr;
+        cp.Bt = in2.ptr;
+        cp.out = ob.ptr;
+    }
+    const char *algs[16];
+    int nalgs = gpu_cusparse_algs(p->op, p->dtype, algs, 16);
+    cJSON *arr = dt_json_arr();
+    const char *best = NULL;
+    double best_us = 0;
+    int l2_graph = strcmp(method, "graph") == 0;
+    for (int i = 0; i < nalgs; i++) {
+        cJSON *aj = dt_json_obj();
+        dt_json_set_str(aj, "name", algs[i]);
+        cJSON_AddItemToArray(arr, aj);
+        if (put(&ob, o.out0, o.nout, p->dtype, e) != 0) {
+            e->code = wk_from_dev(e->code);
+            goto done_arr;
+        }
+        gpu_cs_result r;
+        memset(&r, 0, sizeof r);
+        dt_err ce = {0};
+        unsigned modes = (1u << DEV_TIME_COLD) | (1u << DEV_TIME_WARM) |
+                         (l2_graph ? (1u << DEV_TIME_GRAPH) : 0u);
+        if (gpu_cusparse_run(&cp, algs[i], modes, min_runs, min_s, &r, &ce) != 0) {
+            if (ce.code == DEV_EFAULT) {
+                *e = ce;
+                e->code = WK_EFAULT;
+                goto done_arr;
+            }
+            dt_json_set_bool(aj, "ok", 0);
+            dt_json_set_str(aj, "error", ce.msg);
+            continue;
+        }
+        dt_json_set_bool(aj, "ok", 1);
+        dt_json_set_num(aj, "buffer_bytes", (double)r.buffer_bytes);
+        dt_json_set_num(aj, "setup_us", r.setup_us);
+        dt_json_set_num(aj, "preprocess_us", r.preprocess_us);
+        stats_into(aj, "cold", &r.cold);
+        stats_into(aj, "warm", &r.warm);
+        stats_into(aj, "graph", &r.graph);
+        const dev_stats *prim = l2_graph && r.graph.valid ? &r.graph : &r.cold;
+        dt_json_set_num(aj, "us", prim->median_us);
+        /* Correctness of the baseline itself, for beta == 0 where repeated
+         * runs leave the same output (with beta != 0 the timing runs have
+         * accumulated into it). */
+        int verified = -1;
+        if (p->beta == 0.0) {
+            if (dev_download(raw, &ob, o.nout * es, e) != 0) {
+                e->code = wk_from_dev(e->code);
+                goto done_arr;
+            }
+            dev_from_dtype(raw, got, o.nout, p->dtype);
+            size_t bad = 0;
+            for (size_t k = 0; k < o.nout; k++)
+                bad += !(fabs(got[k] - o.ref[k]) <= o.tol[k]);
+            verified = bad == 0;
+            if (bad)
+                dt_json_set_int(aj, "outputs_outside_tolerance", (int64_t)bad);
+        }
+        if (verified >= 0)
+            dt_json_set_bool(aj, "verified", verified);
+        if (verified != 0 && prim->valid && (best == NULL || prim->median_us < best_us)) {
+            best = algs[i];
+            best_us = prim->median_us;
+        }
+    }
+    dt_json_set_str(out, "method", method);
+    if (best) {
+        dt_json_set_str(out, "best", best);
+        dt_json_set_num(out, "us", best_us);
+    }
+    dt_json_set_take(out, "algs", arr);
+    arr = NULL;
+    rc = 0;
+done_arr:
+    cJSON_Delete(arr);
+done:
+    free(got);
+    free(raw);
+    dev_free(&in1);
+    dev_free(&in2);
+    dev_free(&ob);
+    operands_free(&o);
+    return rc;
+}
+
+int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    if (wk_problem_parse(req, &p, e) != 0)
+        return -1;
+    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
+    if (m == NULL) {
+        e->code = WK_ENOTFOUND;
+        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+    }
+    if (!w->dev.present) {
+        e->code = WK_ENODEV;
+        return dt_err_set(e, "baseline needs a GPU: %s", w->dev.reason);
+    }
+    const char *lay = dt_json_str(req, "layout", "row");
+    sp_layout layout = strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR;
+    double flops = 0, bytes = 0;
+    sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
+    const char *method = bytes <= 0.5 * (double)w->dev.l2_bytes ? "graph" : "cold";
+    if (wk_baseline_into(m, &p, layout, (int)dt_json_num(req, "min_runs", 20),
+                         dt_json_num(req, "min_seconds", 0.05), method, out, e) != 0)
+        return -1;
+    dt_json_set_num(out, "min_bytes", bytes);
+    dt_json_set_num(out, "flops", flops);
+    double us = dt_json_num(out, "us", 0);
+    if (us > 0) {
+        dt_json_set_num(out, "gbps", bytes / (us * 1e-6) / 1e9);
+        dt_json_set_num(out, "gflops", flops / (us * 1e-6) / 1e9);
+    }
+    return 0;
+}
+
+/* ---- reference (no GPU needed) ------------------------------------------------ */
+
+int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    if (wk_problem_parse(req, &p, e) != 0)
+        return -1;
+    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
+    if (m == NULL) {
+        e->code = WK_ENOTFOUND;
+        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+    }
+    const double *av = matrix_rounded(m, p.dtype, e);
+    if (av == NULL)
+        return -1;
+    double t0 = dt_now();
+    operands o;
+    const char *lay = dt_json_str(req, "layout", "row");
+    if (make_operands(m->a, av, &p, strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR, 0, &o,
+                      e) != 0)
+        return -1;
+    double norm = 0, sum = 0, maxtol = 0;
+    for (size_t i = 0; i < o.nout; i++) {
+        norm += o.ref[i] * o.ref[i];
+        sum += o.ref[i];
+        if (o.tol[i] > maxtol)
+            maxtol = o.tol[i];
+    }
+    dt_json_set_int(out, "outputs", (int64_t)o.nout);
+    dt_json_set_num(out, "norm2", sqrt(norm));
+    dt_json_set_num(out, "checksum", sum);
+    dt_json_set_num(out, "max_tolerance", maxtol);
+    if (o.nout > 0)
+        dt_json_set_num(out, "first", o.ref[0]);
+    dt_json_set_num(out, "seconds", dt_now() - t0);
+    operands_free(&o);
+    return 0;
+}
+
+/* ---- metrics (CUPTI) ------------------------------------------------------------ */
+
+static const char *default_metrics[] = {
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "lts__t_sector_hit_rate.pct",
+};
+
+int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    if (wk_problem_parse(req, &p, e) != 0)
+        return -1;
+    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
+    if (m == NULL) {
+        e->code = WK_ENOTFOUND;
+        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+    }
+    if (!w->dev.present) {
+        e->code = WK_ENODEV;
+        return dt_err_set(e, "metrics need a GPU: %s", w->dev.reason);
+    }
+    char why[512] = "";
+    if (gpu_cupti_probe(why, sizeof why) != 0) {
+        /* Not an error: counters are often restricted; the answer says why. */
+        dt_json_set_bool(out, "available", 0);
+        dt_json_set_str(out, "reason", why);
+        return 0;
+    }
+    const char *names[32];
+    int nnames = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(req, "metrics"))
+    {
+        if (cJSON_IsString(it) && nnames < 32)
+            names[nnames++] = it->valuestring;
+    }
+    if (nnames == 0)
+        for (size_t i = 0; i < DT_ARRAY_LEN(default_metrics); i++)
+            names[nnames++] = default_metrics[i];
+    wk_kernel kn;
+    if (wk_kernel_parse(req, &kn, e) != 0)
+        return -1;
+    instance in;
+    int prc = instance_prepare(w, m, m->a, &kn, &p, &in, e);
+    if (prc != 0) {
+        if (prc == 1) {
+            e->code = WK_ECOMPILE;
+            dt_err_set(e, "the kernel does not compile");
+            instance_release(&in, 0);
+        }
+        wk_kernel_clear(&kn);
+        return -1;
+    }
+    operands o;
+    int rc = -1;
+    if (make_operands(m->a, in.av, &p, kn.contract.layout, 0, &o, e) != 0)
+        goto done_noops;
+    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 || dev_sync(e) != 0) {
+        e->code = wk_from_dev(e->code);
+        goto done;
+    }
+    double vals[32];
+    launch_ud lu = {&in, &kn.contract};
+    if (gpu_cupti_collect(names, nnames, enqueue_kernel, &lu, vals, why, sizeof why) != 0) {
+        if (dev_poisoned()) {
+            e->code = WK_EFAULT;
+            dt_err_set(e, "%s", why);
+            goto done;
+        }
+        dt_json_set_bool(out, "available", 0);
+        dt_json_set_str(out, "reason", why);
+        rc = 0;
+        goto done;
+    }
+    dt_json_set_bool(out, "available", 1);
+    cJSON *mj = dt_json_obj();
+    for (int i = 0; i < nnames; i++) {
+        if (isnan(vals[i]))
+            dt_json_set_take(mj, names[i], cJSON_CreateNull());
+        else
+            dt_json_set_num(mj, names[i], vals[i]);
+    }
+    dt_json_set_take(out, "metrics", mj);
+    double flops = 0, bytes = 0;
+    sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
+    dt_json_set_num(out, "min_bytes", bytes);
+    dt_json_set_num(out, "flops", flops);
+    rc = 0;
+done:
+    operands_free(&o);
+done_noops:
+    instance_release(&in, 0);
+    wk_kernel_clear(&kn);
+    return rc;
+}

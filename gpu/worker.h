@@ -1,0 +1,137 @@
+/* worker.h -- internals of `ditto worker`: its state (matrices, compiled
+ * kernels), and the runner that prepares a kernel on a matrix, feeds it input
+ * sets, checks it against the fp64 reference (the verification battery) and
+ * times it next to cuSPARSE.
+ *
+ * Internal to gpu/. Prefix wk_. Handlers answer with a cJSON object they
+ * fill (success fields) or return -1 with e->code set to a WK_* error and
+ * the message in e->msg. */
+#ifndef DITTO_GPU_WORKER_H
+#define DITTO_GPU_WORKER_H
+
+#include "gpu/baseline.h"
+#include "gpu/contract.h"
+#include "gpu/dev.h"
+#include "gpu/nvrtc.h"
+#include "sparse/sparse.h"
+
+/* Error codes carried in dt_err.code, mapped to the protocol's names. */
+enum {
+    WK_EBAD = 100,    /* bad_request */
+    WK_ENOTFOUND,     /* not_found */
+    WK_ELOAD,         /* load_failed */
+    WK_ECOMPILE,      /* compile_failed */
+    WK_ENODEV,        /* no_device */
+    WK_EUNAVAIL,      /* unavailable */
+    WK_ECONTRACT,     /* contract */
+    WK_ELAUNCH,       /* launch_failed */
+    WK_EFAULT,        /* kernel_fault */
+    WK_ECUDA,         /* cuda_error */
+    WK_ENOMEM,        /* out_of_memory */
+    WK_ESUSPECT,      /* suspect */
+    WK_EINTERNAL,     /* internal */
+};
+
+const char *wk_error_name(int code);
+/* Map a dev_* error code into the WK_* space (other codes pass through). */
+int wk_from_dev(int code);
+
+#define WK_MAX_FMTS 8
+
+typedef struct wk_matrix {
+    char *handle;
+    char *source;
+    sp_csr *a;
+    sp_report report;
+    char fingerprint[17];
+    double load_seconds;
+    dev_fmt fmts[WK_MAX_FMTS]; /* device copies, most recent first */
+    int nfmts;
+    double *rounded[4];        /* values as the device sees them, per dtype */
+    struct wk_matrix *next;
+} wk_matrix;
+
+typedef struct wk_state {
+    dev_info dev;
+    gpu_nvrtc *nvrtc;
+    char nvrtc_error[1024];
+    int nvrtc_tried;
+    wk_matrix *matrices;
+    gpu_cubin **cubins; /* compile request results by handle "c<N>" */
+    int ncubins;
+    char exe[4096];     /* this binary, for sanitize's child */
+} wk_state;
+
+/* NVRTC, loaded on first use. NULL with e set (WK_ECOMPILE) when missing. */
+gpu_nvrtc *wk_nvrtc(wk_state *w, dt_err *e);
+wk_matrix *wk_matrix_find(wk_state *w, const char *handle);
+
+/* The problem a kernel computes. */
+typedef struct wk_problem {
+    sp_op op;
+    sp_dtype dtype;
+    int32_t n;          /* SpMM N or SDDMM K */
+    double alpha, beta;
+    sp_epilogue epilogue;
+    uint64_t seed;
+} wk_problem;
+
+/* Parse op, dtype, n, alpha, beta, epilogue, seed from a request. */
+int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e);
+
+/* A kernel as requests carry it. */
+typedef struct wk_kernel {
+    char *source;
+    char *name;
+    char *options[64];
+    int noptions;
+    gpu_contract contract;
+    cJSON *params; /* template parameters NAME -> integer: -DNAME=V and
+                      contract variables; from the request's kernel.params,
+                      else the defaults of the source's manifest block */
+} wk_kernel;
+
+int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e);
+/* The variables a kernel's formulas see on a matrix: the format's, n, k and
+ * the template parameters. Names borrow from k and fvars. */
+void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem *p, gpu_vars *out);
+void wk_kernel_clear(wk_kernel *k);
+
+/* Compile a kernel as it would run on a matrix whose format variables are
+ * fvars (dtype and epilogue macros, the contract's defines evaluated on
+ * them). Works without a device. 0 when NVRTC ran (see (*out)->compiled). */
+int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
+                   gpu_cubin **out, dt_err *e);
+
+/* Handlers (runner.c, calib.c). Each fills `out` with the success fields. */
+int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_calibrate(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+int wk_sanitize(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
+
+/* Time every applicable cuSPARSE algorithm on m (set-0 inputs) with the
+ * given comparison method ("cold" or "graph"), check each one's output
+ * against the reference, and fill out with algs, best and us. */
+int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
+                     double min_s, const char *method, cJSON *out, dt_err *e);
+
+/* Copy bandwidth (GB/s, read + write) for the physical-floor check: the
+ * calibrated value of the hardware spec when there is one, else the
+ * datasheet's; 0 when unknown (no floor check). Set by worker.c. */
+extern double wk_copy_gbps;
+/* The copy bandwidth for a device from its hardware spec (measured when
+ * calibrated, else the datasheet), GB/s; 0 when no spec matches. */
+double gpu_copy_gbps_for(const dev_info *d);
+
+/* Parse compute-sanitizer output into findings (exposed for tests). */
+cJSON *wk_parse_sanitizer(const char *text, int *errors);
+
+/* Edge matrices of the battery, by index 0..WK_NEDGE-1; NULL past the end.
+ * name receives a short description. */
+#define WK_NEDGE 4
+sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e);
+
+#endif /* DITTO_GPU_WORKER_H */

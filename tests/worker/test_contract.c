@@ -1,0 +1,135 @@
+/* test_contract.c -- launch contracts, manifests and the expression evaluator. */
+#include "tests/common/testutil.h"
+
+#include "gpu/contract.h"
+
+#include <string.h>
+
+static int64_t ev(const char *x, const gpu_vars *v)
+{
+    int64_t r = -999;
+    dt_err e = {0};
+    cr_assert_eq(gpu_eval(x, v, &r, &e), 0, "%s: %s", x, e.msg);
+    return r;
+}
+
+Test(contract, expressions_should_follow_integer_arithmetic_and_precedence)
+{
+    gpu_vars v = {.n = 0};
+    gpu_vars_set(&v, "rows", 1000);
+    gpu_vars_set(&v, "sms", 132);
+    cr_assert_eq(ev("cdiv(rows, 256)", &v), 4);
+    cr_assert_eq(ev("cdiv(rows,250)", &v), 4);
+    cr_assert_eq(ev("1 + 2 * 3", &v), 7);
+    cr_assert_eq(ev("(1 + 2) * 3", &v), 9);
+    cr_assert_eq(ev("rows / 3 % 7", &v), (1000 / 3) % 7);
+    cr_assert_eq(ev("min(sms * 4, cdiv(rows, 32))", &v), 32);
+    cr_assert_eq(ev("max(1, -5)", &v), 1);
+    cr_assert_eq(ev("-rows + 1", &v), -999);
+    cr_assert_eq(ev("rows >= 1000 && sms == 132", &v), 1);
+    cr_assert_eq(ev("rows < 10 || !(sms != 132)", &v), 1);
+    cr_assert_eq(ev("4 * 8 <= 32", &v), 1);
+}
+
+Test(contract, bad_expressions_should_say_where)
+{
+    gpu_vars v = {.n = 0};
+    gpu_vars_set(&v, "rows", 10);
+    int64_t r;
+    dt_err e = {0};
+    cr_assert_eq(gpu_eval("rows / 0", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "division by zero"), "%s", e.msg);
+    cr_assert_eq(gpu_eval("colz + 1", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "unknown variable 'colz'") && strstr(e.msg, "position 1"), "%s",
+              e.msg);
+    cr_assert_eq(gpu_eval("cdiv(rows 2)", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "expected ','"), "%s", e.msg);
+    cr_assert_eq(gpu_eval("sqrt(4)", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "unknown function"), "%s", e.msg);
+    cr_assert_eq(gpu_eval("1 +", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("1 2", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "after the expression"), "%s", e.msg);
+    /* syntax only */
+    cr_assert_eq(gpu_expr_check("cdiv(anything, 4)", &e), 0);
+}
+
+static const char src[] =
+    "// a kernel\n"
+    "/*@contract\n"
+    "{\"entry\": \"k\", \"op\": \"spmv\", \"params\": [\"rows\", \"rowptr\", \"col\", \"val\","
+    " \"x\", \"y\"],\n"
+    " \"block\": [\"BLOCK\"], \"grid\": [\"cdiv(rows, BLOCK)\"], \"requires\": {\"max_row\": 32},"
+    " \"defines\": {\"ROWS\": \"rows\"}}\n"
+    "@*/\n"
+    "/*@manifest\n"
+    "{\"strategy\": \"csr-thread\", \"op\": \"spmv\", \"dtypes\": [\"fp32\", \"fp64\"],\n"
+    " \"params\": {\"BLOCK\": {\"default\": 256, \"values\": [64, 128, 256, 512]},\n"
+    "            \"VEC\": {\"default\": 1, \"values\": [1, 2, 4]}},\n"
+    " \"constraints\": [\"BLOCK % 32 == 0\", \"VEC * 32 <= BLOCK\"]}\n"
+    "@*/\n"
+    "extern \"C\" __global__ void k() {}\n";
+
+Test(contract, a_contract_block_in_the_source_should_parse)
+{
+    gpu_contract c;
+    dt_err e = {0};
+    cr_assert_eq(gpu_contract_from_source(src, &c, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(c.entry, "k");
+    cr_assert_eq(c.nparams, 6);
+    cr_assert_str_eq(c.grid[0], "cdiv(rows, BLOCK)");
+    cr_assert_str_eq(c.grid[1], "1");
+    cr_assert_str_eq(c.format, "csr");
+    cr_assert_eq(dt_json_num(c.requires, "max_row", 0), 32);
+    cJSON *j = gpu_contract_json(&c);
+    gpu_contract c2;
+    cr_assert_eq(gpu_contract_parse(j, &c2, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(c2.block[0], "BLOCK");
+    gpu_contract_clear(&c2);
+    cJSON_Delete(j);
+    gpu_contract_clear(&c);
+}
+
+Test(contract, every_contract_problem_should_be_reported)
+{
+    const char *bad = "{\"op\": \"spgemm\", \"params\": [\"rows\", \"banana\"], \"grid\": "
+                      "[\"cdiv(rows\"], \"layout\": \"diagonal\"}";
+    cJSON *j = cJSON_Parse(bad);
+    gpu_contract c;
+    dt_err e = {0};
+    cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
+    cr_assert(strstr(e.msg, "entry: missing"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "op: expected"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "unknown parameter 'banana'"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "block: missing"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "grid[0]"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "layout: expected row or col"), "%s", e.msg);
+    cJSON_Delete(j);
+    cr_assert_eq(gpu_contract_from_source("__global__ void k(){}", &c, &e), -1);
+    cr_assert(strstr(e.msg, "no launch contract"), "%s", e.msg);
+}
+
+Test(contract, manifests_should_give_defaults_and_check_values_and_constraints)
+{
+    gpu_manifest m;
+    dt_err e = {0};
+    cr_assert_eq(gpu_manifest_from_source(src, &m, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(m.strategy, "csr-thread");
+    cr_assert_eq(m.nparams, 2);
+    cr_assert(m.dtypes & (1u << SP_FP64));
+    cr_assert(!(m.dtypes & (1u << SP_FP16)));
+    cJSON *d = gpu_manifest_defaults(&m);
+    cr_assert_eq(dt_json_num(d, "BLOCK", 0), 256);
+    cr_assert_eq(gpu_manifest_check(&m, d, NULL, &e), 0, "%s", e.msg);
+    cJSON_Delete(d);
+    cJSON *p = cJSON_Parse("{\"BLOCK\": 96}");
+    cr_assert_eq(gpu_manifest_check(&m, p, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "BLOCK = 96 is not a legal value"), "%s", e.msg);
+    cJSON_Delete(p);
+    p = cJSON_Parse("{\"BLOCK\": 64, \"VEC\": 4}");
+    cr_assert_eq(gpu_manifest_check(&m, p, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "VEC * 32 <= BLOCK"), "%s", e.msg);
+    cJSON_Delete(p);
+    gpu_manifest_clear(&m);
+    cr_assert_eq(gpu_manifest_from_source("no block", &m, &e), -1);
+    cr_assert_eq(e.code, GPU_ENOMANIFEST);
+}

@@ -1,0 +1,142 @@
+/* test_protocol.c -- the worker protocol on real `ditto worker` processes,
+ * no GPU needed: hello, load, compile, reference, and every error answer. */
+#include "tests/common/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Feed request lines to a fresh worker; return its reply lines parsed. */
+static cJSON *talk(const char *lines, int *nreplies)
+{
+    char *dir = tu_tmpdir();
+    char *f = tu_write(dir, "in.jsonl", lines);
+    tu_proc p = tu_run("'%s' worker < '%s'", tu_ditto_bin(), f);
+    cr_assert_eq(p.status, 0, "worker exit %d; stderr: %s", p.status, p.err);
+    cJSON *arr = cJSON_CreateArray();
+    char *save = NULL;
+    for (char *l = strtok_r(p.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        cr_assert_not_null(j, "not JSON: %s", l);
+        cJSON_AddItemToArray(arr, j);
+    }
+    *nreplies = cJSON_GetArraySize(arr);
+    tu_proc_free(&p);
+    free(f);
+    tu_rmtree(dir);
+    free(dir);
+    return arr;
+}
+
+Test(protocol, hello_should_describe_the_device_or_say_why_there_is_none)
+{
+    int n;
+    cJSON *r = talk("{\"id\":1,\"req\":\"hello\"}\n", &n);
+    cr_assert_eq(n, 1);
+    cJSON *h = cJSON_GetArrayItem(r, 0);
+    cr_assert(dt_json_bool(h, "ok", 0));
+    cr_assert_eq(dt_json_num(h, "id", 0), 1);
+    cr_assert_eq(dt_json_num(h, "protocol", 0), 1);
+    const cJSON *d = cJSON_GetObjectItem(h, "device");
+    const cJSON *libs = cJSON_GetObjectItem(h, "libs");
+    cr_assert_not_null(cJSON_GetObjectItem(libs, "cuda"));
+    cr_assert_not_null(cJSON_GetObjectItem(libs, "nvrtc"));
+    cr_assert_not_null(cJSON_GetObjectItem(libs, "cusparse"));
+    cr_assert_not_null(cJSON_GetObjectItem(libs, "cupti"));
+    if (!dt_json_bool(d, "present", 0)) {
+        cr_assert(strlen(dt_json_str(d, "reason", "")) > 0, "no reason given");
+        /* Without a device only the CPU capabilities are offered. */
+        char *caps = cJSON_PrintUnformatted(cJSON_GetObjectItem(h, "capabilities"));
+        cr_assert(strstr(caps, "load_matrix") && !strstr(caps, "verify"), "%s", caps);
+        free(caps);
+    }
+    cJSON_Delete(r);
+}
+
+Test(protocol, load_matrix_should_answer_the_pattern_report)
+{
+    int n;
+    cJSON *r = talk("{\"id\":\"a\",\"req\":\"load_matrix\",\"matrix\":\"gen:stencil5:rows=10000\","
+                    "\"handle\":\"m1\"}\n",
+                    &n);
+    cJSON *h = cJSON_GetArrayItem(r, 0);
+    cr_assert(dt_json_bool(h, "ok", 0), "%s", dt_json_str(h, "message", ""));
+    cr_assert_str_eq(dt_json_str(h, "id", ""), "a");
+    cr_assert_str_eq(dt_json_str(h, "handle", ""), "m1");
+    const cJSON *rep = cJSON_GetObjectItem(h, "report");
+    cr_assert_eq(dt_json_num(rep, "rows", 0), 10000);
+    cr_assert_eq(dt_json_num(rep, "nnz", 0), 5 * 10000 - 4 * 100);
+    cr_assert_eq(strlen(dt_json_str(h, "fingerprint", "")), 16);
+    cJSON_Delete(r);
+}
+
+Test(protocol, bad_lines_should_get_errors_and_the_worker_should_carry_on)
+{
+    int n;
+    cJSON *r = talk("this is not json\n"
+                    "{\"id\":2,\"req\":\"frobnicate\"}\n"
+                    "{\"id\":3}\n"
+                    "{\"id\":4,\"req\":\"load_matrix\"}\n"
+                    "{\"id\":5,\"req\":\"load_matrix\",\"matrix\":\"/nonexistent.mtx\"}\n"
+                    "{\"id\":6,\"req\":\"verify\",\"matrix\":\"nope\"}\n"
+                    "{\"id\":7,\"req\":\"hello\"}\n",
+                    &n);
+    cr_assert_eq(n, 7);
+    const char *codes[] = {"bad_request", "bad_request", "bad_request", "bad_request",
+                           "load_failed", "not_found"};
+    for (int i = 0; i < 6; i++) {
+        cJSON *h = cJSON_GetArrayItem(r, i);
+        cr_assert(!dt_json_bool(h, "ok", 1));
+        cr_assert_str_eq(dt_json_str(h, "error", ""), codes[i], "reply %d: %s", i,
+                         dt_json_str(h, "message", ""));
+        cr_assert(strlen(dt_json_str(h, "message", "")) > 0);
+    }
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(r, 0), "id")));
+    cr_assert(strstr(dt_json_str(cJSON_GetArrayItem(r, 1), "message", ""), "frobnicate"));
+    cr_assert(strstr(dt_json_str(cJSON_GetArrayItem(r, 4), "message", ""), "/nonexistent.mtx"));
+    cr_assert(dt_json_bool(cJSON_GetArrayItem(r, 6), "ok", 0));
+    cJSON_Delete(r);
+}
+
+Test(protocol, gpu_requests_without_a_device_should_answer_no_device)
+{
+    int n;
+    cJSON *r = talk("{\"id\":1,\"req\":\"hello\"}\n"
+                    "{\"id\":2,\"req\":\"load_matrix\",\"matrix\":\"gen:uniform:rows=100,nnz=500\","
+                    "\"handle\":\"m\"}\n"
+                    "{\"id\":3,\"req\":\"verify\",\"matrix\":\"m\",\"kernel\":{\"source\":\"x\"}}\n"
+                    "{\"id\":4,\"req\":\"baseline\",\"matrix\":\"m\"}\n"
+                    "{\"id\":5,\"req\":\"calibrate\"}\n",
+                    &n);
+    cr_assert_eq(n, 5);
+    if (dt_json_bool(cJSON_GetObjectItem(cJSON_GetArrayItem(r, 0), "device"), "present", 0)) {
+        cJSON_Delete(r);
+        cr_skip_test("a GPU is present: the no-device answers do not apply");
+    }
+    for (int i = 2; i < 5; i++) {
+        cJSON *h = cJSON_GetArrayItem(r, i);
+        cr_assert_str_eq(dt_json_str(h, "error", ""), "no_device", "reply %d: %s %s", i,
+                         dt_json_str(h, "error", ""), dt_json_str(h, "message", ""));
+    }
+    cJSON_Delete(r);
+}
+
+Test(protocol, reference_should_work_without_a_gpu_and_depend_on_the_seed)
+{
+    int n;
+    cJSON *r = talk("{\"id\":1,\"req\":\"load_matrix\",\"matrix\":\"gen:uniform:rows=500,nnz=5000\","
+                    "\"handle\":\"m\"}\n"
+                    "{\"id\":2,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"spmv\",\"seed\":1}\n"
+                    "{\"id\":3,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"spmv\",\"seed\":1}\n"
+                    "{\"id\":4,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"spmv\",\"seed\":2}\n"
+                    "{\"id\":5,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"spmm\",\"n\":8}\n",
+                    &n);
+    cr_assert_eq(n, 5);
+    double a = dt_json_num(cJSON_GetArrayItem(r, 1), "norm2", 0);
+    double b = dt_json_num(cJSON_GetArrayItem(r, 2), "norm2", 0);
+    double c = dt_json_num(cJSON_GetArrayItem(r, 3), "norm2", 0);
+    cr_assert(a > 0);
+    cr_assert_eq(a, b);
+    cr_assert_neq(a, c);
+    cr_assert_eq(dt_json_num(cJSON_GetArrayItem(r, 4), "outputs", 0), 500 * 8);
+    cJSON_Delete(r);
+}
