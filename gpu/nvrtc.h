@@ -21,17 +21,30 @@ typedef struct gpu_nvrtc gpu_nvrtc;
  * for libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so. On failure returns NULL
  * and e holds every path tried with dlerror's text. */
 gpu_nvrtc *gpu_nvrtc_load(dt_err *e);
-void gpu_nvrtc_free(gpu_nvrtc *nv);
+/* The same, trying exactly these candidates in order (a path, or a bare
+ * name for the loader's search). A candidate counts only when every NVRTC
+ * entry point resolves and libnvrtc-builtins.so.MAJOR.MINOR can be pinned:
+ * from the folder of the loaded file first (NVRTC itself looks for it only
+ * on the loader's path, so a library loaded by absolute path outside that
+ * path would fail every compile), else through the loader's search. On
+ * failure returns NULL and e lists each candidate with its reason. */
+gpu_nvrtc *gpu_nvrtc_load_paths(const char *const *paths, int npaths, dt_err *e);
+void gpu_nvrtc_free(gpu_nvrtc *nv); /* NULL is a no-op */
+/* The file that was loaded (borrowed; never NULL for a loaded handle). */
 const char *gpu_nvrtc_path(const gpu_nvrtc *nv);
+/* The builtins library that was pinned (borrowed). */
+const char *gpu_nvrtc_builtins_path(const gpu_nvrtc *nv);
 /* "13.0" */
 const char *gpu_nvrtc_version(const gpu_nvrtc *nv);
 
 /* One compiler message. */
 typedef struct gpu_diag {
-    char *file;        /* as given to NVRTC (the request's name) */
+    char *file;        /* as given to NVRTC (the request's name), or an
+                          included file's; NULL when the message names no
+                          file (option errors, ptxas, "At end of source") */
     int line;          /* 1-based; 0 when the message has no line */
     int column;        /* 1-based from the caret line; 0 when unknown */
-    char severity[16]; /* "error", "warning", "remark", "fatal" */
+    char severity[16]; /* "error", "warning", "remark", "note", "fatal" */
     char code[32];     /* "20", "177-D", "" when none */
     char *message;
     char *source_line; /* the offending source line, or NULL */
@@ -68,7 +81,10 @@ typedef struct gpu_cubin {
     gpu_kinfo *kinfo;
     int nkinfo;
     char **lowered;     /* nnames lowered names (NULL entries when missing) */
+    char **names;       /* the request's name expressions, nlowered of them */
     int nlowered;
+    char *arch;         /* the architecture compiled for, "sm_90" */
+    char nvrtc_version[16]; /* "13.0" */
     char *log;          /* the raw program log */
     char hash[17];      /* cache key */
     int cached;         /* 1 when served from the memory or disk cache */
@@ -78,16 +94,30 @@ typedef struct gpu_cubin {
 /* Compile (or fetch from the cache). Returns 0 when NVRTC ran, whether or
  * not the source compiled (see out->compiled and out->diags); -1 when NVRTC
  * itself failed (out of memory, invalid option list, crash of the library):
- * e says what. */
+ * e says what, and *out is NULL.
+ *
+ * A source that does not compile always carries at least one diagnostic of
+ * severity "error" or "fatal": an unknown option gives one without a line,
+ * a virtual architecture (compute_XX, which yields PTX only) gives "arch
+ * must be a real sm_XX", and a failure NVRTC leaves out of its log (static
+ * shared memory over 48 KB is one) gives a message saying so. A NULL source,
+ * option or name expression, or a negative count, is misuse: -1. */
 int gpu_compile(gpu_nvrtc *nv, const gpu_compile_req *req, gpu_cubin **out, dt_err *e);
-void gpu_cubin_free(gpu_cubin *c);
-/* The protocol's compile answer fields (everything but the cubin handle). */
+void gpu_cubin_free(gpu_cubin *c); /* NULL is a no-op */
+/* The protocol's compile answer fields (everything but the cubin handle):
+ * compiled, cached, seconds, nvrtc_version, arch, diagnostics (line, column,
+ * file, code and source_line are null when unknown), kernels (name is the
+ * name expression when one lowered to this kernel, with "lowered" the
+ * mangled name; otherwise the name ptxas printed and no "lowered"), log.
+ * Never fails (aborts on out-of-memory). */
 cJSON *gpu_cubin_json(const gpu_cubin *c);
 
 /* Pure parsers, exposed for tests. gpu_parse_log appends to the arrays
  * (callers start with NULL / 0) every diagnostic and every ptxas resource
  * block found in an NVRTC program log; source is used to fill source_line
- * and may be NULL. */
+ * and may be NULL (the log's echo of the line is used then). Lines it does
+ * not recognise are skipped, so it can't fail. Free the arrays with
+ * gpu_diags_free / gpu_kinfo_free. */
 void gpu_parse_log(const char *log, const char *source, gpu_diag **diags, int *ndiags,
                    gpu_kinfo **kinfo, int *nkinfo);
 void gpu_diags_free(gpu_diag *d, int n);
@@ -95,8 +125,12 @@ void gpu_kinfo_free(gpu_kinfo *k, int n);
 
 /* The compile cache: memory (LRU, bounded) in front of
  * $XDG_CACHE_HOME/ditto/cubin/HASH.cubin + HASH.json. The key is
- * hash(source, options, arch, name expressions, NVRTC version). Disk errors
+ * hash(source, file name, options, arch, name expressions, NVRTC version).
+ * Only compiled results go to disk; failures stay in memory. Disk errors
  * are logged and ignored: the cache only ever saves work. */
-void gpu_cache_set_dir(const char *dir); /* override (tests); NULL: default */
+/* Override the folder that holds HASH.cubin + HASH.json directly (tests use
+ * a temporary one); NULL restores the default. Copies dir. */
+void gpu_cache_set_dir(const char *dir);
+/* Drop every memory entry (the disk cache stays). Can't fail. */
 void gpu_cache_clear_memory(void);
 #endif /* DITTO_GPU_NVRTC_H */
