@@ -43,13 +43,18 @@ typedef struct gpu_cs_result {
     int ok;             /* ran (set up, computed, timed) */
     char error[256];    /* why not, when !ok */
     size_t buffer_bytes;
-    double setup_us;    /* host conversion for COO / SELL + descriptors */
+    double setup_us;    /* host conversion for COO / SELL + uploads + descriptors + workspace */
     double preprocess_us; /* cusparse*_preprocess, 0 when the alg has none */
     dev_stats cold, warm, graph;
+    char note[256];     /* why a requested mode has no stats although ok (cuSPARSE refused
+                           graph capture), "" otherwise */
 } gpu_cs_result;
 
 /* The algorithms that apply to op and dtype, in a fixed order ("CSR_ALG1",
- * "CSR_ALG2", "COO_ALG1", ...). Returns how many were written (<= max). */
+ * "CSR_ALG2", "COO_ALG1", ...). Returns how many were written (<= max). Left out:
+ * SpMM CSR_ALG1/ALG2 for fp16/bf16 (cuSPARSE runs mixed precision with CSR_ALG3
+ * whatever is asked) and SDDMM for bf16 (CSR takes no bf16); gpu_cusparse_run says
+ * so when asked for them. */
 int gpu_cusparse_algs(sp_op op, sp_dtype t, const char **names, int max);
 /* Set up alg, run its preprocessing (timed), run it once (the output is left
  * in y / C / out for the caller to verify), then time it in each mode of
@@ -68,8 +73,10 @@ int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, i
 int gpu_cupti_probe(char *why, size_t whylen);
 /* Collect metrics for the work fn enqueues (one kernel launch, or a few),
  * AutoRange + KernelReplay, summed over the ranges. values[i] gets metric
- * i; NaN when the metric could not be evaluated. Returns 0, or -1 with why.
- * Never poisons the context on its own. */
+ * i; NaN when the metric could not be evaluated (a name CUPTI does not know
+ * for the chip is skipped, the others are still collected). Returns 0, or -1
+ * with why. Never poisons the context on its own; a fault of the work itself
+ * does, and dev_poisoned() then says so. */
 int gpu_cupti_collect(const char *const *metrics, int nmetrics, dev_enqueue_fn fn, void *ud,
                       double *values, char *why, size_t whylen);
 

@@ -26,6 +26,8 @@
     X(cuDevicePrimaryCtxRetain)                                                                  \
     X(cuDevicePrimaryCtxRelease)                                                                 \
     X(cuCtxSetCurrent)                                                                           \
+    X(cuCtxGetCurrent)                                                                           \
+    X(cuCtxGetDevice)                                                                            \
     X(cuCtxSynchronize)                                                                          \
     X(cuMemGetInfo)                                                                              \
     X(cuModuleLoadData)                                                                          \
@@ -44,6 +46,7 @@
     X(cuStreamCreate)                                                                            \
     X(cuStreamDestroy)                                                                           \
     X(cuStreamSynchronize)                                                                       \
+    X(cuStreamIsCapturing)                                                                       \
     X(cuEventCreate)                                                                             \
     X(cuEventDestroy)                                                                            \
     X(cuEventRecord)                                                                             \
