@@ -33,5 +33,8 @@ int cli_print_usage(const char *cmd);
 
 /* Commands. */
 int cli_profile(int argc, char **argv);
+int cli_hw(int argc, char **argv);
+int cli_occupancy(int argc, char **argv);
+int cli_roofline(int argc, char **argv);
 
 #endif /* DITTO_CLI_H */
