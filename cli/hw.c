@@ -101,8 +101,8 @@ static void print_peaks(const double *t)
 
 static void show_human(const hw_spec *g)
 {
-    printf("%s (%s) -- %s, compute capability %d.%d\n", g->full_name, g->name, g->arch,
-           g->cc_major, g->cc_minor);
+    printf("%s (%s) -- %s, compute capability %d.%d\n", g->full_name, g->name, g->arch, g->cc_major,
+           g->cc_minor);
     printf("  file           %s (%s)\n", g->path, g->user_copy ? "user copy" : "shipped");
     printf("  SMs            %d at %.0f MHz boost\n", g->sm_count, g->boost_clock_mhz);
     printf("  memory         %g GB %s, %.0f GB/s (datasheet)", g->mem_size_gb, g->mem_type,

@@ -1,4 +1,5 @@
-/* occupancy.c -- `ditto occupancy`: theoretical occupancy of a launch configuration, with what-ifs. */
+/* occupancy.c -- `ditto occupancy`: theoretical occupancy of a launch configuration, with what-ifs.
+ */
 #include "cli/cli.h"
 #include "hardware/hardware.h"
 
@@ -141,27 +142,33 @@ int cli_occupancy(int argc, char **argv)
         if ((v = flag_value(argc, argv, &i, "--gpu", &missing)) != NULL) {
             gpu = v;
         } else if ((v = flag_value(argc, argv, &i, "--threads", &missing)) != NULL) {
-            if (parse_int(v, 1, 1 << 20, &threads) != 0)
-                return cli_usage_error(CMD, "--threads takes threads per block (1 or more), not '%s'",
-                                       v);
+            if (parse_int(v, 1, 65536, &threads) != 0)
+                return cli_usage_error(
+                    CMD, "--threads takes threads per block (1 or more), not '%s'", v);
         } else if ((v = flag_value(argc, argv, &i, "--regs", &missing)) != NULL) {
-            if (parse_int(v, 0, 65536, &regs) != 0)
-                return cli_usage_error(CMD, "--regs takes registers per thread (0 to 255), not '%s'",
-                                       v);
+            if (parse_int(v, 0, 1024, &regs) != 0)
+                return cli_usage_error(CMD,
+                                       "--regs takes registers per thread (0 to 255), not '%s'", v);
         } else if ((v = flag_value(argc, argv, &i, "--smem", &missing)) != NULL) {
-            if (dt_parse_size(v, &smem) != 0 || smem > ((int64_t)1 << 31))
-                return cli_usage_error(CMD, "--smem takes bytes of static shared memory per block "
-                                            "(e.g. 12288 or 12Ki), not '%s'", v);
+            if (dt_parse_size(v, &smem) != 0 || smem > ((int64_t)1 << 29))
+                return cli_usage_error(CMD,
+                                       "--smem takes bytes of static shared memory per block "
+                                       "(e.g. 12288 or 12Ki), not '%s'",
+                                       v);
         } else if ((v = flag_value(argc, argv, &i, "--dyn-smem", &missing)) != NULL) {
-            if (dt_parse_size(v, &dyn) != 0 || dyn > ((int64_t)1 << 31))
-                return cli_usage_error(CMD, "--dyn-smem takes bytes of dynamic shared memory per "
-                                            "block (e.g. 65536 or 64Ki), not '%s'", v);
+            if (dt_parse_size(v, &dyn) != 0 || dyn > ((int64_t)1 << 29))
+                return cli_usage_error(CMD,
+                                       "--dyn-smem takes bytes of dynamic shared memory per "
+                                       "block (e.g. 65536 or 64Ki), not '%s'",
+                                       v);
         } else if ((v = flag_value(argc, argv, &i, "--carveout", &missing)) != NULL) {
             if (strcmp(v, "default") == 0)
                 carveout = HW_CARVEOUT_DEFAULT;
             else if (parse_int(v, 0, 100, &carveout) != 0)
-                return cli_usage_error(CMD, "--carveout takes a percentage 0-100 or 'default', "
-                                            "not '%s'", v);
+                return cli_usage_error(CMD,
+                                       "--carveout takes a percentage 0-100 or 'default', "
+                                       "not '%s'",
+                                       v);
         } else if (missing) {
             return cli_usage_error(CMD, "%s needs a value", argv[i]);
         } else if (strcmp(argv[i], "--no-optin") == 0) {
@@ -212,7 +219,8 @@ int cli_occupancy(int argc, char **argv)
         if (ncurves > 0) {
             cJSON *w = dt_json_obj();
             for (int i = 0; i < ncurves; i++)
-                dt_json_set_take(w, hw_occ_axis_name(curves[i].axis), hw_occ_curve_json(&curves[i]));
+                dt_json_set_take(w, hw_occ_axis_name(curves[i].axis),
+                                 hw_occ_curve_json(&curves[i]));
             dt_json_set_take(j, "whatif", w);
         }
         char *s = dt_json_print(j, 1);

@@ -1,4 +1,5 @@
-/* roofline.c -- `ditto roofline`: a GPU's roofline with kernels placed on it, in the terminal, as JSON or as SVG. */
+/* roofline.c -- `ditto roofline`: a GPU's roofline with kernels placed on it, in the terminal, as
+ * JSON or as SVG. */
 #include "cli/cli.h"
 #include "hardware/hardware.h"
 
@@ -84,8 +85,10 @@ static int parse_point(const char *s, hw_rl_point *p, char *why, size_t whylen)
         return -1;
     }
     if (parse_qty(field[3], 1, &p->seconds) != 0) {
-        snprintf(why, whylen, "SECONDS '%s' must be 0 (not measured) or a time such as 1.5e-3 "
-                              "or 1.5ms", field[3]);
+        snprintf(why, whylen,
+                 "SECONDS '%s' must be 0 (not measured) or a time such as 1.5e-3 "
+                 "or 1.5ms",
+                 field[3]);
         return -1;
     }
     if (nf == 5 && (parse_qty(field[4], 0, &p->dram_bytes) != 0 || p->dram_bytes <= 0)) {
@@ -192,8 +195,10 @@ int cli_roofline(int argc, char **argv)
         for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save), k++) {
             hw_dtype d;
             if (hw_dtype_parse(t, &d) != 0)
-                return cli_usage_error(CMD, "--dtype '%s': use fp64, fp32, tf32, fp16, bf16, fp8 "
-                                            "or int8 (a comma list adds ceilings)", t);
+                return cli_usage_error(CMD,
+                                       "--dtype '%s': use fp64, fp32, tf32, fp16, bf16, fp8 "
+                                       "or int8 (a comma list adds ceilings)",
+                                       t);
             if (k == 0)
                 primary = d;
             else

@@ -35,17 +35,17 @@ int hw_dtype_parse(const char *s, hw_dtype *out);
 
 /* ---- specs -------------------------------------------------------------- */
 
-#define HW_MAX_NAMES 16
+#define HW_MAX_NAMES     16
 #define HW_MAX_CARVEOUTS 16
 
 /* A loaded, checked spec. Read-only for callers: the numbers mirror the
  * file, sizes in bytes, rates in the file's units. */
 typedef struct hw_spec {
-    char name[32];       /* short id, e.g. "h200"; also the file's base name */
-    char full_name[96];  /* "NVIDIA H200" */
-    char arch[32];       /* "Hopper" */
-    char *path;          /* file it was loaded from */
-    int user_copy;       /* 1 when loaded from the user's data folder */
+    char name[32];      /* short id, e.g. "h200"; also the file's base name */
+    char full_name[96]; /* "NVIDIA H200" */
+    char arch[32];      /* "Hopper" */
+    char *path;         /* file it was loaded from */
+    int user_copy;      /* 1 when loaded from the user's data folder */
     int cc_major, cc_minor;
     int sm_count;
     double boost_clock_mhz;
@@ -54,17 +54,17 @@ typedef struct hw_spec {
     double mem_bandwidth_gbs; /* datasheet */
     long long l2_bytes;
     /* shared memory */
-    int smem_per_sm;          /* largest carveout, bytes */
-    int smem_per_block;       /* default per-block limit (48 KB) */
-    int smem_per_block_optin; /* per-block limit after cudaFuncSetAttribute opt-in */
-    int smem_reserved;        /* reserved by the driver per block */
-    int smem_granularity;     /* allocation unit per block */
+    int smem_per_sm;                   /* largest carveout, bytes */
+    int smem_per_block;                /* default per-block limit (48 KB) */
+    int smem_per_block_optin;          /* per-block limit after cudaFuncSetAttribute opt-in */
+    int smem_reserved;                 /* reserved by the driver per block */
+    int smem_granularity;              /* allocation unit per block */
     int carveout_kb[HW_MAX_CARVEOUTS]; /* supported per-SM shared sizes, ascending */
     int ncarveouts;
     /* registers */
     int regs_per_sm, regs_per_block, regs_per_thread;
-    int reg_alloc_unit;  /* registers per warp are rounded up to this */
-    int sub_partitions;  /* registers are split evenly between them */
+    int reg_alloc_unit; /* registers per warp are rounded up to this */
+    int sub_partitions; /* registers are split evenly between them */
     /* limits */
     int warp_size, max_warps_per_sm, max_threads_per_sm, max_blocks_per_sm, max_threads_per_block;
     /* peaks, TFLOP/s (TOP/s for int8); 0 when the part has no such unit */
@@ -141,9 +141,9 @@ double hw_peak_flops(const hw_spec *g, hw_dtype t, int use_measured, int *measur
 /* Theoretical occupancy by the rules of cuda_occupancy.h (CUDA 13.0) for
  * compute capability 7.0 and later; see occupancy.c for each rule. */
 
-#define HW_UNLIMITED INT_MAX  /* a resource that limits nothing */
-#define HW_CARVEOUT_DEFAULT (-1) /* no preference: the driver uses max shared memory */
-#define HW_OCC_MAX_NOTES 12
+#define HW_UNLIMITED        INT_MAX /* a resource that limits nothing */
+#define HW_CARVEOUT_DEFAULT (-1)    /* no preference: the driver uses max shared memory */
+#define HW_OCC_MAX_NOTES    12
 
 typedef enum {
     HW_LIM_WARPS = 1,  /* warp slots per SM */
@@ -180,8 +180,8 @@ typedef struct hw_occ {
     int smem_config;           /* per-SM shared memory the driver would configure */
     int needs_optin;           /* static + dynamic is above the default per-block limit */
     /* what it takes to fit one more block (0 when not applicable) */
-    int regs_for_next;         /* at most this many registers per thread */
-    int smem_for_next;         /* at most this many bytes of static + dynamic per block */
+    int regs_for_next; /* at most this many registers per thread */
+    int smem_for_next; /* at most this many bytes of static + dynamic per block */
     int nnotes;
     char notes[HW_OCC_MAX_NOTES][320];
 } hw_occ;
@@ -194,8 +194,9 @@ typedef struct hw_occ {
  * set at least to dyn_smem). Mirrors cudaOccMaxActiveBlocksPerMultiprocessor,
  * so it can be checked against cuOccupancyMaxActiveBlocksPerMultiprocessor.
  * A configuration that cannot launch gives 0 blocks and a note, not an error;
- * errors are for impossible inputs (threads < 1, regs < 0, carveout outside
- * -1..100, sizes above 2 GB) and for a spec older than cc 7.0. */
+ * errors are for impossible inputs (threads outside 1..65536, regs outside
+ * 0..1024, carveout outside -1..100, sizes above 512 MB) and for a spec older
+ * than cc 7.0. */
 int hw_occupancy(const hw_spec *g, int threads, int regs, size_t static_smem, size_t dyn_smem,
                  int carveout, int optin, hw_occ *out, dt_err *e);
 
@@ -235,12 +236,12 @@ cJSON *hw_occ_curve_json(const hw_occ_curve *c);
 #define HW_RL_MAX_CEILINGS (HW_NDTYPES + 1)
 
 typedef struct hw_ceiling {
-    char label[64];  /* "HBM3e 4.80 TB/s", "fp32 67.0 TFLOP/s" */
-    int is_memory;   /* 1: bytes/s slope; 0: flat FLOP/s roof */
-    hw_dtype dtype;  /* compute ceilings */
-    double value;    /* bytes/s or FLOP/s */
-    double ridge;    /* compute ceilings: FLOP/byte where the memory roof meets it */
-    int measured;    /* from calibration rather than the datasheet */
+    char label[64]; /* "HBM3e 4.80 TB/s", "fp32 67.0 TFLOP/s" */
+    int is_memory;  /* 1: bytes/s slope; 0: flat FLOP/s roof */
+    hw_dtype dtype; /* compute ceilings */
+    double value;   /* bytes/s or FLOP/s */
+    double ridge;   /* compute ceilings: FLOP/byte where the memory roof meets it */
+    int measured;   /* from calibration rather than the datasheet */
 } hw_ceiling;
 
 typedef struct hw_roofline {
@@ -273,17 +274,17 @@ typedef struct hw_rl_point {
 } hw_rl_point;
 
 typedef struct hw_rl_place {
-    double ai_alg;     /* flops / min_bytes */
-    double ai_ach;     /* flops / dram_bytes; 0 when unknown */
-    double ai;         /* the one the point is placed at: achieved if known */
-    double flops_s;    /* achieved FLOP/s; the attainable rate when predicted */
-    double bytes_s;    /* achieved DRAM bytes/s (dram_bytes, else min_bytes); 0 when predicted */
-    double roof;       /* attainable at ai */
-    double pct_roof;   /* 100 * flops_s / roof */
-    double pct_bw;     /* 100 * bytes_s / bw */
-    int memory_bound;  /* ai below the ridge */
-    int predicted;     /* no time given */
-    int below_floor;   /* seconds < min_bytes / bw: faster than physics, the measurement is wrong */
+    double ai_alg;    /* flops / min_bytes */
+    double ai_ach;    /* flops / dram_bytes; 0 when unknown */
+    double ai;        /* the one the point is placed at: achieved if known */
+    double flops_s;   /* achieved FLOP/s; the attainable rate when predicted */
+    double bytes_s;   /* achieved DRAM bytes/s (dram_bytes, else min_bytes); 0 when predicted */
+    double roof;      /* attainable at ai */
+    double pct_roof;  /* 100 * flops_s / roof */
+    double pct_bw;    /* 100 * bytes_s / bw */
+    int memory_bound; /* ai below the ridge */
+    int predicted;    /* no time given */
+    int below_floor;  /* seconds < min_bytes / bw: faster than physics, the measurement is wrong */
 } hw_rl_place;
 
 int hw_roofline_place(const hw_roofline *r, const hw_rl_point *p, hw_rl_place *out, dt_err *e);
@@ -327,8 +328,7 @@ typedef struct hw_plot_info {
  * outside v are not drawn and are counted in info. At least 30 x 8 cells and
  * at most HW_PLOT_MAX_POINTS points. */
 int hw_roofline_render(const hw_roofline *r, const hw_rl_view *v, const hw_rl_point *pts, int n,
-                       int width, int height, int utf8, dt_buf *out, hw_plot_info *info,
-                       dt_err *e);
+                       int width, int height, int utf8, dt_buf *out, hw_plot_info *info, dt_err *e);
 
 /* The same figure as a standalone SVG document of width x height pixels:
  * axes with decade ticks and labels, one <polyline class="ceiling"> per

@@ -1,4 +1,5 @@
-/* occupancy.c -- theoretical occupancy by the rules of cuda_occupancy.h, with the what-if curves. */
+/* occupancy.c -- theoretical occupancy by the rules of cuda_occupancy.h, with the what-if curves.
+ */
 #include "hardware/hardware.h"
 
 #include <stdlib.h>
@@ -131,8 +132,8 @@ static int smem_limit(const hw_spec *g, long long stat, long long dyn, int carve
      * opt-in limit applies as soon as static + reserved + dyn exceeds the
      * default (cudaOccSMemPerBlock with FUNC_SHMEM_LIMIT_OPTIN). */
     long long max_usage = stat_total + (optin ? dyn : 0);
-    s->limit = (optin && max_usage > g->smem_per_block) ? g->smem_per_block_optin
-                                                       : g->smem_per_block;
+    s->limit =
+        (optin && max_usage > g->smem_per_block) ? g->smem_per_block_optin : g->smem_per_block;
     if (g->cc_major >= 8)
         s->limit += g->smem_reserved;
     s->pool = s->pref;
@@ -204,15 +205,16 @@ static int check_inputs(const hw_spec *g, int threads, int regs, size_t stat, si
                           g->name, g->cc_major, g->cc_minor);
     if (threads < 1)
         return dt_err_set(e, "threads per block must be at least 1, not %d", threads);
-    if (threads > (1 << 20))
+    /* bounds far above any GPU's limits, which keep every product in an int */
+    if (threads > 65536)
         return dt_err_set(e, "%d threads per block is not meaningful", threads);
-    if (regs < 0 || regs > 65536)
-        return dt_err_set(e, "registers per thread must be 0 to 65536, not %d", regs);
+    if (regs < 0 || regs > 1024)
+        return dt_err_set(e, "registers per thread must be 0 to 1024, not %d", regs);
     if (carveout < HW_CARVEOUT_DEFAULT || carveout > 100)
-        return dt_err_set(e, "carveout preference must be 0 to 100 percent (or the default), not %d",
-                          carveout);
-    if (stat > (size_t)1 << 31 || dyn > (size_t)1 << 31)
-        return dt_err_set(e, "shared memory per block above 2 GB is not meaningful");
+        return dt_err_set(
+            e, "carveout preference must be 0 to 100 percent (or the default), not %d", carveout);
+    if (stat > (size_t)1 << 29 || dyn > (size_t)1 << 29)
+        return dt_err_set(e, "shared memory per block above 512 MB is not meaningful");
     return 0;
 }
 
@@ -260,8 +262,8 @@ static void explain(const hw_spec *g, hw_occ *o)
              "allocated whole (%d warps, %d thread slots, per block)",
              o->threads, o->warps_per_block, o->warps_per_block * g->warp_size);
     if (o->regs > g->regs_per_thread)
-        note(o, "%d registers per thread is above the %d-register limit: the launch fails",
-             o->regs, g->regs_per_thread);
+        note(o, "%d registers per thread is above the %d-register limit: the launch fails", o->regs,
+             g->regs_per_thread);
     else if (o->regs > 0 && o->regs_per_thread_alloc != o->regs)
         note(o,
              "registers are allocated per warp in units of %d: %d per thread x %d = %d per warp, "
@@ -312,7 +314,8 @@ static void explain(const hw_spec *g, hw_occ *o)
              o->smem_pref / 1024, o->smem_config / 1024);
     if (o->blocks == 0)
         note(o, "no block fits on an SM: the kernel cannot launch with this configuration");
-    if (o->blocks > 0 && (o->limiters & HW_LIM_REGS) && !(o->limiters & (HW_LIM_WARPS | HW_LIM_BLOCKS))) {
+    if (o->blocks > 0 && (o->limiters & HW_LIM_REGS) &&
+        !(o->limiters & (HW_LIM_WARPS | HW_LIM_BLOCKS))) {
         o->regs_for_next = best_for_next(g, o, 1, 1, o->regs - 1);
         if (o->regs_for_next > 0)
             note(o,
@@ -320,8 +323,8 @@ static void explain(const hw_spec *g, hw_occ *o)
                  "(__launch_bounds__(%d, %d) asks the compiler for it)",
                  o->regs_for_next, o->blocks + 1, o->threads, o->blocks + 1);
     }
-    if (o->blocks > 0 && (o->limiters & HW_LIM_SMEM) && !(o->limiters & (HW_LIM_WARPS | HW_LIM_BLOCKS)) &&
-        total > 0) {
+    if (o->blocks > 0 && (o->limiters & HW_LIM_SMEM) &&
+        !(o->limiters & (HW_LIM_WARPS | HW_LIM_BLOCKS)) && total > 0) {
         o->smem_for_next = best_for_next(g, o, 0, 0, (int)total - 1);
         if (o->smem_for_next > 0)
             note(o, "at most %d bytes of shared memory per block would fit %d blocks per SM",

@@ -1,4 +1,5 @@
-/* plot.c -- roofline pictures: a braille (or ASCII) character grid for terminals and an SVG document for files. */
+/* plot.c -- roofline pictures: a braille (or ASCII) character grid for terminals and an SVG
+ * document for files. */
 #include "hardware/hardware.h"
 
 #include <math.h>
@@ -10,13 +11,13 @@
 #define MARGIN 7 /* "100T" right-aligned in 5, a space, the axis */
 
 typedef struct grid {
-    int w, h;             /* figure, cells */
-    int pc, pr, pw, ph;   /* plot area, cells */
-    int dw, dh;           /* plot area, dots */
+    int w, h;           /* figure, cells */
+    int pc, pr, pw, ph; /* plot area, cells */
+    int dw, dh;         /* plot area, dots */
     int utf8;
-    char (*text)[5];      /* per figure cell: overlay text (one display cell), "" if none */
-    unsigned char *bits;  /* per plot cell: braille dots (utf8) */
-    char *line;           /* per plot cell: ASCII line character (ascii), 0 if none */
+    char (*text)[5];     /* per figure cell: overlay text (one display cell), "" if none */
+    unsigned char *bits; /* per plot cell: braille dots (utf8) */
+    char *line;          /* per plot cell: ASCII line character (ascii), 0 if none */
 } grid;
 
 static void grid_init(grid *g, int w, int h, int utf8)
@@ -246,8 +247,7 @@ static char marker_for(int i)
 }
 
 int hw_roofline_render(const hw_roofline *r, const hw_rl_view *v, const hw_rl_point *pts, int n,
-                       int width, int height, int utf8, dt_buf *out, hw_plot_info *info,
-                       dt_err *e)
+                       int width, int height, int utf8, dt_buf *out, hw_plot_info *info, dt_err *e)
 {
     if (width < 30 || height < 8)
         return dt_err_set(e, "a roofline plot needs at least 30 x 8 cells, not %d x %d", width,
@@ -502,9 +502,8 @@ int hw_roofline_svg(const hw_roofline *r, const hw_rl_view *v, const hw_rl_point
         dt_buf_printf(out,
                       "<polyline class=\"ceiling%s\" points=\"%.1f,%.1f %.1f,%.1f\"/>\n"
                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\">",
-                      c->is_memory ? " memory" : "", x0, y0, x1, y1,
-                      c->is_memory ? x0 + 6 : x1 - 4, c->is_memory ? y0 - 8 : y1 - 6,
-                      c->is_memory ? "start" : "end");
+                      c->is_memory ? " memory" : "", x0, y0, x1, y1, c->is_memory ? x0 + 6 : x1 - 4,
+                      c->is_memory ? y0 - 8 : y1 - 6, c->is_memory ? "start" : "end");
         xml_escape(out, c->label);
         dt_buf_puts(out, "</text>\n");
     }

@@ -1,4 +1,5 @@
-/* spec.c -- GPU spec files: the schema check, loading, listing, matching a detected device, calibration copies. */
+/* spec.c -- GPU spec files: the schema check, loading, listing, matching a detected device,
+ * calibration copies. */
 #include "hardware/hardware.h"
 
 #include <ctype.h>
@@ -182,21 +183,40 @@ static const char *need_str(chk *c, const cJSON *obj, const char *parent, const 
 }
 
 /* The schema's keys, per object; anything else is reported as unknown. */
-static const char *const top_keys[] = {
-    "name",          "full_name", "architecture", "compute_capability", "sm_count",
-    "shared_memory", "registers", "limits",       "boost_clock_mhz",    "memory",
-    "l2_bytes",      "peak_tflops", "measured",   "aliases",            "device_names",
-    "sources",       "notes",     NULL};
-static const char *const smem_keys[] = {"per_sm_bytes",          "per_block_bytes",
-                                        "per_block_optin_bytes", "reserved_per_block_bytes",
-                                        "alloc_granularity_bytes", "carveout_kb", NULL};
+static const char *const top_keys[] = {"name",
+                                       "full_name",
+                                       "architecture",
+                                       "compute_capability",
+                                       "sm_count",
+                                       "shared_memory",
+                                       "registers",
+                                       "limits",
+                                       "boost_clock_mhz",
+                                       "memory",
+                                       "l2_bytes",
+                                       "peak_tflops",
+                                       "measured",
+                                       "aliases",
+                                       "device_names",
+                                       "sources",
+                                       "notes",
+                                       NULL};
+static const char *const smem_keys[] = {"per_sm_bytes",
+                                        "per_block_bytes",
+                                        "per_block_optin_bytes",
+                                        "reserved_per_block_bytes",
+                                        "alloc_granularity_bytes",
+                                        "carveout_kb",
+                                        NULL};
 static const char *const regs_keys[] = {"per_sm",     "per_block",         "per_thread_max",
-                                        "alloc_unit", "alloc_granularity", "sub_partitions", NULL};
-static const char *const limits_keys[] = {"warp_size",         "max_warps_per_sm",
-                                          "max_threads_per_sm", "max_blocks_per_sm",
-                                          "max_threads_per_block", NULL};
+                                        "alloc_unit", "alloc_granularity", "sub_partitions",
+                                        NULL};
+static const char *const limits_keys[] = {
+    "warp_size",         "max_warps_per_sm",      "max_threads_per_sm",
+    "max_blocks_per_sm", "max_threads_per_block", NULL};
 static const char *const mem_keys[] = {"type", "size_gb", "bus_width_bits", "bandwidth_gbs", NULL};
-static const char *const peak_keys[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", NULL};
+static const char *const peak_keys[] = {"fp64", "fp32", "tf32", "fp16",
+                                        "bf16", "fp8",  "int8", NULL};
 static const char *const measured_keys[] = {"bandwidth_gbs", "peak_tflops", "date", "method", NULL};
 
 static int in_list(const char *const *list, const char *s)
@@ -224,8 +244,9 @@ static int schema_key(const char *path)
     static const struct {
         const char *group;
         const char *const *keys;
-    } groups[] = {{"shared_memory", smem_keys}, {"registers", regs_keys}, {"limits", limits_keys},
-                  {"memory", mem_keys},         {"peak_tflops", peak_keys}, {"measured", measured_keys}};
+    } groups[] = {{"shared_memory", smem_keys}, {"registers", regs_keys},
+                  {"limits", limits_keys},      {"memory", mem_keys},
+                  {"peak_tflops", peak_keys},   {"measured", measured_keys}};
     if (c != NULL)
         return strcmp(a, "measured") == 0 && strcmp(b, "peak_tflops") == 0 && in_list(peak_keys, c);
     for (size_t i = 0; i < DT_ARRAY_LEN(groups); i++) {
@@ -325,8 +346,8 @@ static void check_sources_cover(chk *c, const cJSON *sources, const cJSON *v, co
 }
 
 static const char *const sourced_groups[] = {
-    "compute_capability", "sm_count",    "boost_clock_mhz", "memory",   "l2_bytes",
-    "shared_memory",      "registers",   "limits",          "peak_tflops", "measured", NULL};
+    "compute_capability", "sm_count", "boost_clock_mhz", "memory",   "l2_bytes", "shared_memory",
+    "registers",          "limits",   "peak_tflops",     "measured", NULL};
 
 static void check_sources(chk *c, const cJSON *doc)
 {
@@ -334,7 +355,8 @@ static void check_sources(chk *c, const cJSON *doc)
     if (s == NULL)
         return;
     if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) == 0) {
-        problem(c, "sources", "must be a non-empty array of {\"keys\": [...], \"source\": \"...\"}");
+        problem(c, "sources",
+                "must be a non-empty array of {\"keys\": [...], \"source\": \"...\"}");
         return;
     }
     int i = 0;
@@ -516,8 +538,8 @@ static void check_limits(chk *c, const cJSON *doc)
         problem(c, "limits.max_threads_per_sm",
                 "%lld is not limits.max_warps_per_sm x limits.warp_size (%lld)", mt, mw * ws);
     if (ok_mt && ok_mtb && mtb > mt)
-        problem(c, "limits.max_threads_per_block", "%lld is larger than limits.max_threads_per_sm (%lld)",
-                mtb, mt);
+        problem(c, "limits.max_threads_per_block",
+                "%lld is larger than limits.max_threads_per_sm (%lld)", mtb, mt);
     if (ok_ws && ok_mtb && mtb % ws != 0)
         problem(c, "limits.max_threads_per_block", "%lld is not a multiple of the warp size", mtb);
 }
@@ -1087,8 +1109,9 @@ int hw_set_measured(hw_spec *g, double bandwidth_gbs, const double tflops[HW_NDT
             return dt_err_set(e, "measured %s peak is not a finite number", dtype_names[i]);
     }
     if (bandwidth_gbs > 1.1 * g->mem_bandwidth_gbs)
-        return dt_err_set(e, "measured bandwidth %.0f GB/s is above the datasheet's %.0f GB/s: "
-                             "the measurement is wrong",
+        return dt_err_set(e,
+                          "measured bandwidth %.0f GB/s is above the datasheet's %.0f GB/s: "
+                          "the measurement is wrong",
                           bandwidth_gbs, g->mem_bandwidth_gbs);
     cJSON *ms = obj_child(g->doc, "measured");
     cJSON *pk = obj_child(ms, "peak_tflops");

@@ -73,7 +73,8 @@ Test(cli, occupancy_100000_bytes_should_be_2_blocks_limited_by_smem_and_need_the
 
 Test(cli, occupancy_whatif_should_give_the_three_curves)
 {
-    cJSON *j = run_json("occupancy --gpu a100 --threads 128 --regs 40 --dyn-smem 8Ki --whatif --json");
+    cJSON *j =
+        run_json("occupancy --gpu a100 --threads 128 --regs 40 --dyn-smem 8Ki --whatif --json");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "whatif");
     cr_assert_not_null(w);
     const cJSON *regs = cJSON_GetObjectItemCaseSensitive(w, "registers");
@@ -85,7 +86,8 @@ Test(cli, occupancy_whatif_should_give_the_three_curves)
     cr_assert_gt(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sm, "x")), 300);
     /* the marked point is this kernel: 8 KiB of dynamic shared memory */
     int cur = (int)dt_json_num(sm, "current", -1);
-    cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(sm, "x"), cur)->valueint, 8192);
+    cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(sm, "x"), cur)->valueint,
+                 8192);
     cJSON_Delete(j);
     tu_proc p = run("occupancy --gpu a100 --threads 128 --regs 40 --whatif");
     cr_assert_eq(p.status, 0, "%s", p.err);
@@ -98,8 +100,8 @@ Test(cli, occupancy_errors_should_name_the_flag)
 {
     tu_proc p = run("occupancy --gpu nope --threads 256 --regs 32");
     cr_assert_eq(p.status, 2);
-    cr_assert(strstr(p.err, "--gpu") != NULL && strstr(p.err, "unknown GPU 'nope'") != NULL,
-              "%s", p.err);
+    cr_assert(strstr(p.err, "--gpu") != NULL && strstr(p.err, "unknown GPU 'nope'") != NULL, "%s",
+              p.err);
     cr_assert(strstr(p.err, "h200") != NULL && strstr(p.err, "rtx3090") != NULL, "%s", p.err);
     cr_assert_eq(count_char(p.err, '\n'), 1, "%s", p.err);
     tu_proc_free(&p);
@@ -141,8 +143,9 @@ Test(cli, hw_list_should_list_every_shipped_gpu)
 {
     cJSON *j = run_json("hw list --json");
     cr_assert_geq(cJSON_GetArraySize(j), 10);
-    static const char *const names[] = {"h200", "h100-sxm", "h100-pcie", "a100-40gb-sxm",
-                                        "a100-80gb-sxm", "l40s", "rtx4090", "rtx3090", "v100", "t4"};
+    static const char *const names[] = {"h200",          "h100-sxm", "h100-pcie", "a100-40gb-sxm",
+                                        "a100-80gb-sxm", "l40s",     "rtx4090",   "rtx3090",
+                                        "v100",          "t4"};
     for (size_t k = 0; k < DT_ARRAY_LEN(names); k++) {
         int found = 0;
         const cJSON *it;
@@ -253,7 +256,8 @@ Test(cli, help_should_list_the_new_commands)
     tu_proc p = run("--help");
     cr_assert_eq(p.status, 0);
     cr_assert(strstr(p.out, "occupancy") != NULL && strstr(p.out, "roofline") != NULL &&
-              strstr(p.out, "  hw ") != NULL, "%s", p.out);
+                  strstr(p.out, "  hw ") != NULL,
+              "%s", p.out);
     tu_proc_free(&p);
     p = run("occupancy --help");
     cr_assert_eq(p.status, 0);

@@ -20,7 +20,8 @@ TestSuite(occ_reference, .init = hwt_setup, .fini = hwt_teardown);
 /* cudaOcc's limiting-factor bits in this module's order. */
 static unsigned to_hw_limiters(unsigned f)
 {
-    return ((f & OCC_LIMIT_WARPS) ? HW_LIM_WARPS : 0) | ((f & OCC_LIMIT_BLOCKS) ? HW_LIM_BLOCKS : 0) |
+    return ((f & OCC_LIMIT_WARPS) ? HW_LIM_WARPS : 0) |
+           ((f & OCC_LIMIT_BLOCKS) ? HW_LIM_BLOCKS : 0) |
            ((f & OCC_LIMIT_REGISTERS) ? HW_LIM_REGS : 0) |
            ((f & OCC_LIMIT_SHARED_MEMORY) ? HW_LIM_SMEM : 0);
 }
@@ -70,7 +71,8 @@ Test(occ_reference, should_agree_with_cuda_occupancy_h_on_random_launches)
             s.carveoutConfig = carve;
             cudaOccResult r;
             memset(&r, 0, sizeof r);
-            cudaOccError err = cudaOccMaxActiveBlocksPerMultiprocessor(&r, &p, &a, &s, threads, dyn);
+            cudaOccError err =
+                cudaOccMaxActiveBlocksPerMultiprocessor(&r, &p, &a, &s, threads, dyn);
             hw_occ o;
             dt_err e = {0};
             cr_assert_eq(hw_occupancy(g, threads, regs, stat, dyn, carve, optin, &o, &e), 0, "%s",
@@ -84,9 +86,8 @@ Test(occ_reference, should_agree_with_cuda_occupancy_h_on_random_launches)
             }
             checked++;
             cr_assert_eq(o.blocks, r.activeBlocksPerMultiprocessor,
-                         "%s t%d r%d s%zu d%zu c%d o%d: %d blocks, reference %d", gpus[k],
-                         threads, regs, stat, dyn, carve, optin, o.blocks,
-                         r.activeBlocksPerMultiprocessor);
+                         "%s t%d r%d s%zu d%zu c%d o%d: %d blocks, reference %d", gpus[k], threads,
+                         regs, stat, dyn, carve, optin, o.blocks, r.activeBlocksPerMultiprocessor);
             cr_assert_eq(o.lim_warps, r.blockLimitWarps);
             cr_assert_eq(o.lim_blocks, r.blockLimitBlocks);
             cr_assert_eq(o.lim_regs, r.blockLimitRegs);

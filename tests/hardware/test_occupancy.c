@@ -1,4 +1,5 @@
-/* test_occupancy.c -- the occupancy calculator against hand-worked cases per compute capability, and the what-ifs. */
+/* test_occupancy.c -- the occupancy calculator against hand-worked cases per compute capability,
+ * and the what-ifs. */
 #include "tests/hardware/hwtest.h"
 
 #include <stdlib.h>
@@ -15,10 +16,10 @@ typedef struct occ_case {
     const char *why;   /* the arithmetic, checked by hand */
 } occ_case;
 
-#define W HW_LIM_WARPS
-#define B HW_LIM_BLOCKS
-#define R HW_LIM_REGS
-#define S HW_LIM_SMEM
+#define W   HW_LIM_WARPS
+#define B   HW_LIM_BLOCKS
+#define R   HW_LIM_REGS
+#define S   HW_LIM_SMEM
 #define DEF HW_CARVEOUT_DEFAULT
 
 static void run_cases(const occ_case *c, size_t n)
@@ -27,8 +28,8 @@ static void run_cases(const occ_case *c, size_t n)
         hw_spec *g = hwt_load(c[i].gpu);
         hw_occ o;
         dt_err e = {0};
-        cr_assert_eq(hw_occupancy(g, c[i].threads, c[i].regs, (size_t)c[i].smem,
-                                  (size_t)c[i].dyn, c[i].carveout, c[i].optin, &o, &e),
+        cr_assert_eq(hw_occupancy(g, c[i].threads, c[i].regs, (size_t)c[i].smem, (size_t)c[i].dyn,
+                                  c[i].carveout, c[i].optin, &o, &e),
                      0, "%s: %s", c[i].why, e.msg);
         cr_expect_eq(o.blocks, c[i].blocks, "%s: blocks %d", c[i].why, o.blocks);
         cr_expect_eq(o.warps, c[i].warps, "%s: warps %d", c[i].why, o.warps);
@@ -232,14 +233,14 @@ Test(occupancy, allocation_details_should_show_the_rounding)
     hw_spec *g = hwt_load("h200");
     hw_occ o;
     cr_assert_eq(hw_occupancy(g, 100, 33, 1000, 3000, DEF, 1, &o, NULL), 0);
-    cr_assert_eq(o.warps_per_block, 4);        /* ceil(100 / 32) */
-    cr_assert_eq(o.regs_per_warp, 1280);       /* 33 * 32 = 1056 -> 1280 */
+    cr_assert_eq(o.warps_per_block, 4);  /* ceil(100 / 32) */
+    cr_assert_eq(o.regs_per_warp, 1280); /* 33 * 32 = 1056 -> 1280 */
     cr_assert_eq(o.regs_per_thread_alloc, 40);
     cr_assert_eq(o.regs_per_block, 5120);
-    cr_assert_eq(o.smem_per_block, 5120);      /* 1000 + 3000 + 1024 = 5024 -> 5120 */
-    cr_assert_eq(o.smem_block_limit, 50176);   /* 48 KB + 1 KB reserved */
+    cr_assert_eq(o.smem_per_block, 5120);    /* 1000 + 3000 + 1024 = 5024 -> 5120 */
+    cr_assert_eq(o.smem_block_limit, 50176); /* 48 KB + 1 KB reserved */
     cr_assert_eq(o.smem_config, 233472);
-    cr_assert_eq(o.lim_smem, 45);              /* 233472 / 5120 = 45.6 */
+    cr_assert_eq(o.lim_smem, 45); /* 233472 / 5120 = 45.6 */
     int rounding = 0, partial = 0;
     for (int i = 0; i < o.nnotes; i++) {
         rounding |= strstr(o.notes[i], "rounded up to 1280, i.e. 40 per thread") != NULL;
@@ -276,6 +277,9 @@ Test(occupancy, impossible_inputs_should_be_errors)
     cr_assert_eq(hw_occupancy(g, 128, 32, 0, 0, 101, 1, &o, &e), -1);
     cr_assert(strstr(e.msg, "carveout") != NULL, "%s", e.msg);
     cr_assert_eq(hw_occupancy(NULL, 128, 32, 0, 0, DEF, 1, &o, &e), -1);
+    cr_assert_eq(hw_occupancy(g, 100000, 32, 0, 0, DEF, 1, &o, &e), -1);
+    cr_assert_eq(hw_occupancy(g, 128, 32, (size_t)1 << 30, 0, DEF, 1, &o, &e), -1);
+    cr_assert(strstr(e.msg, "512 MB") != NULL, "%s", e.msg);
     /* 256 registers: more than a thread can have -> 0 blocks and a note, not an error */
     cr_assert_eq(hw_occupancy(g, 128, 256, 0, 0, DEF, 1, &o, &e), 0);
     cr_assert_eq(o.blocks, 0);

@@ -15,8 +15,7 @@ static void model(hw_roofline *r, const char *gpu, hw_dtype t, unsigned extra)
     hw_spec_free(g);
 }
 
-static hw_rl_point point(const char *label, double flops, double bytes, double seconds,
-                         double dram)
+static hw_rl_point point(const char *label, double flops, double bytes, double seconds, double dram)
 {
     hw_rl_point p;
     memset(&p, 0, sizeof p);
@@ -261,8 +260,10 @@ Test(roofline, ceilings_should_be_drawn_where_the_model_puts_them)
     /* UTF-8 mode draws braille (U+2800..U+28FF = E2 A0..A3 xx) and box axes */
     dt_buf_reset(&out);
     cr_assert_eq(hw_roofline_render(&r, &v, NULL, 0, 80, 24, 1, &out, &info, NULL), 0);
-    cr_assert(strstr(dt_buf_str(&out), "\xe2\xa0") != NULL || strstr(dt_buf_str(&out), "\xe2\xa1") != NULL ||
-              strstr(dt_buf_str(&out), "\xe2\xa2") != NULL || strstr(dt_buf_str(&out), "\xe2\xa3") != NULL);
+    cr_assert(strstr(dt_buf_str(&out), "\xe2\xa0") != NULL ||
+              strstr(dt_buf_str(&out), "\xe2\xa1") != NULL ||
+              strstr(dt_buf_str(&out), "\xe2\xa2") != NULL ||
+              strstr(dt_buf_str(&out), "\xe2\xa3") != NULL);
     cr_assert(strstr(dt_buf_str(&out), "\xe2\x94\x94") != NULL); /* └ */
     cr_assert(strstr(dt_buf_str(&out), "fp32 67.0 TFLOP/s") != NULL);
     dt_buf_free(&out);
@@ -313,8 +314,8 @@ Test(roofline, points_outside_the_view_should_be_clipped_and_counted)
     hw_rl_view_default(&r, &v);
     hw_rl_point p[3] = {
         point("in", 2e9, 12e9, 3e-3, 0),
-        point("slow", 1e6, 1e6, 1.0, 0),   /* 1 MFLOP/s: below the floor of the view */
-        point("dense", 1e15, 1e9, 50, 0),  /* AI 1e6: right of the view */
+        point("slow", 1e6, 1e6, 1.0, 0),  /* 1 MFLOP/s: below the floor of the view */
+        point("dense", 1e15, 1e9, 50, 0), /* AI 1e6: right of the view */
     };
     dt_buf out = DT_BUF_INIT;
     hw_plot_info info;
@@ -472,8 +473,7 @@ Test(roofline, svg_should_be_well_formed_with_axes_ceilings_and_points)
     hw_rl_view v;
     hw_rl_view_default(&r, &v);
     hw_rl_point p[3] = {
-        point("spmv <csr> & co", 2e9, 12e9, 3e-3, 0),
-        point("gemm", 2e12, 3e9, 0.05, 4e9),
+        point("spmv <csr> & co", 2e9, 12e9, 3e-3, 0), point("gemm", 2e12, 3e9, 0.05, 4e9),
         point("far", 1e6, 1e6, 1.0, 0), /* outside the view: no marker */
     };
     dt_buf out = DT_BUF_INIT;
@@ -506,8 +506,8 @@ Test(roofline, json_should_place_every_point)
     cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(pts, 0), "bound", ""), "memory");
     cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(pts, 1), "bound", ""), "compute");
     cr_assert_float_eq(dt_json_num(cJSON_GetArrayItem(pts, 1), "ai_achieved", 0), 500, 1e-9);
-    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pts, 0),
-                                                            "ai_achieved")));
+    cr_assert(
+        cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pts, 0), "ai_achieved")));
     cJSON_Delete(j);
 }
 

@@ -1,4 +1,5 @@
-/* test_spec.c -- spec files: the schema check, loading by name, gpu: auto matching, calibration copies. */
+/* test_spec.c -- spec files: the schema check, loading by name, gpu: auto matching, calibration
+ * copies. */
 #include "tests/hardware/hwtest.h"
 
 #include <dirent.h>
@@ -8,8 +9,8 @@
 
 TestSuite(spec, .init = hwt_setup, .fini = hwt_teardown);
 
-static const char *const shipped[] = {"h200",          "h100-sxm",      "h100-pcie", "a100-40gb-sxm",
-                                      "a100-80gb-sxm", "l40s",          "rtx4090",   "rtx3090",
+static const char *const shipped[] = {"h200",          "h100-sxm", "h100-pcie", "a100-40gb-sxm",
+                                      "a100-80gb-sxm", "l40s",     "rtx4090",   "rtx3090",
                                       "v100",          "t4"};
 
 Test(spec, every_shipped_file_should_pass_the_check)
@@ -134,8 +135,8 @@ Test(spec, missing_key_should_be_reported_with_file_and_key)
 {
     cJSON *doc = hwt_doc("h200");
     cJSON_DeleteItemFromObjectCaseSensitive(doc, "sm_count");
-    cJSON_DeleteItemFromObjectCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(doc, "shared_memory"), "per_block_optin_bytes");
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "shared_memory"),
+                                            "per_block_optin_bytes");
     dt_buf report = DT_BUF_INIT;
     char *path;
     int n = check_modified(doc, &report, &path);
@@ -163,11 +164,11 @@ Test(spec, impossible_values_should_each_be_reported)
     cJSON *sm = cJSON_GetObjectItemCaseSensitive(doc, "shared_memory");
     cJSON *regs = cJSON_GetObjectItemCaseSensitive(doc, "registers");
     cJSON *lim = cJSON_GetObjectItemCaseSensitive(doc, "limits");
-    dt_json_set_int(sm, "per_block_bytes", 300000);      /* > per SM */
-    dt_json_set_int(doc, "sm_count", 0);                 /* zero SMs */
-    dt_json_set_str(doc, "compute_capability", "9");     /* not x.y */
-    dt_json_set_int(regs, "per_block", 131072);          /* > per SM */
-    dt_json_set_int(lim, "max_threads_per_sm", 2000);    /* not warps x 32 */
+    dt_json_set_int(sm, "per_block_bytes", 300000);   /* > per SM */
+    dt_json_set_int(doc, "sm_count", 0);              /* zero SMs */
+    dt_json_set_str(doc, "compute_capability", "9");  /* not x.y */
+    dt_json_set_int(regs, "per_block", 131072);       /* > per SM */
+    dt_json_set_int(lim, "max_threads_per_sm", 2000); /* not warps x 32 */
     dt_json_set_num(cJSON_GetObjectItemCaseSensitive(doc, "measured"), "bandwidth_gbs", 9000);
     dt_buf report = DT_BUF_INIT;
     char *path;
@@ -326,7 +327,8 @@ Test(spec, match_should_prefer_the_device_name)
         hw_match_kind how = HW_MATCH_NEAREST;
         char warn[512] = "x";
         dt_err e = {0};
-        hw_spec *g = hw_match(cases[i].dev, cases[i].ma, cases[i].mi, 0, &how, warn, sizeof warn, &e);
+        hw_spec *g =
+            hw_match(cases[i].dev, cases[i].ma, cases[i].mi, 0, &how, warn, sizeof warn, &e);
         cr_assert_not_null(g, "%s", e.msg);
         cr_expect_str_eq(g->name, cases[i].want, "%s", cases[i].dev);
         cr_expect_eq(how, HW_MATCH_NAME, "%s", cases[i].dev);
