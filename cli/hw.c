@@ -5,6 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char cli_hw_usage[] =
+    "usage: ditto hw list [--json]\n"
+    "       ditto hw show NAME [--json]\n"
+    "       ditto hw check FILE...\n"
+    "       ditto hw match DEVICE-NAME CC [--sms N] [--json]\n"
+    "\n"
+    "The GPU spec files: one JSON file per part in the shipped hardware/ folder, and\n"
+    "calibrated copies in $XDG_DATA_HOME/ditto/hardware/, which take precedence.\n"
+    "\n"
+    "  list    every known GPU: compute capability, SMs, bandwidth, shared memory\n"
+    "  show    one GPU's limits, peaks, measured values and sources (--json: the file)\n"
+    "  check   run the schema check on files; prints every problem as FILE: KEY: what\n"
+    "  match   which file `gpu: auto` picks for a device name and compute capability\n";
+
 static void print_json(cJSON *j)
 {
     char *s = dt_json_print(j, 1);

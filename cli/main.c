@@ -28,63 +28,11 @@ static const char profile_usage[] =
     "  gen:rmat:rows=N,nnz=M[,a=,b=,c=]            gen:block:rows=N,nnz=M,b=B\n"
     "  gen:dl:rows=N,cols=C,nnz=M\n";
 
-static const char hw_usage[] =
-    "usage: ditto hw list [--json]\n"
-    "       ditto hw show NAME [--json]\n"
-    "       ditto hw check FILE...\n"
-    "       ditto hw match DEVICE-NAME CC [--sms N] [--json]\n"
-    "\n"
-    "The GPU spec files: one JSON file per part in the shipped hardware/ folder, and\n"
-    "calibrated copies in $XDG_DATA_HOME/ditto/hardware/, which take precedence.\n"
-    "\n"
-    "  list    every known GPU: compute capability, SMs, bandwidth, shared memory\n"
-    "  show    one GPU's limits, peaks, measured values and sources (--json: the file)\n"
-    "  check   run the schema check on files; prints every problem as FILE: KEY: what\n"
-    "  match   which file `gpu: auto` picks for a device name and compute capability\n";
-
-static const char occupancy_usage[] =
-    "usage: ditto occupancy --gpu NAME --threads T --regs R [--smem BYTES] [--dyn-smem BYTES]\n"
-    "                       [--carveout PCT|default] [--no-optin] [--whatif] [--json]\n"
-    "\n"
-    "Theoretical occupancy of a launch by the rules of cuda_occupancy.h: active blocks and\n"
-    "warps per SM, the percentage, the limiter and the blocks each resource allows.\n"
-    "\n"
-    "  --gpu NAME         a GPU from 'ditto hw list' (or a spec file path)\n"
-    "  --threads T        threads per block\n"
-    "  --regs R           registers per thread (ptxas -v, cuFuncGetAttribute NUM_REGS)\n"
-    "  --smem BYTES       static shared memory per block (default 0; K = 1000, Ki = 1024)\n"
-    "  --dyn-smem BYTES   dynamic shared memory per block (default 0)\n"
-    "  --carveout PCT     shared-memory carveout preference, percent of the maximum\n"
-    "                     (default: none, i.e. maximum shared memory, as the driver does)\n"
-    "  --no-optin         the kernel has not raised its dynamic shared-memory limit, so\n"
-    "                     more than 48 KB per block cannot launch (default: opted in)\n"
-    "  --whatif           occupancy against registers, block size and shared memory\n"
-    "  --json             machine-readable output (with --whatif: the three curves)\n";
-
-static const char roofline_usage[] =
-    "usage: ditto roofline --gpu NAME [--dtype fp32[,EXTRA...]] [--point SPEC]...\n"
-    "                      [--svg FILE] [--json] [--ascii] [--width W] [--height H] [--datasheet]\n"
-    "\n"
-    "The roofline of a GPU (memory bandwidth and compute ceilings, measured when the\n"
-    "spec is calibrated) with kernels placed on it.\n"
-    "\n"
-    "  --dtype LIST       the compute roof (fp64 fp32 tf32 fp16 bf16 fp8 int8); more\n"
-    "                     comma-separated types add ceilings\n"
-    "  --point SPEC       LABEL:FLOPS:BYTES:SECONDS[:DRAMBYTES] -- a kernel's flops, its\n"
-    "                     minimum bytes, its time (0: not measured, placed on the roof;\n"
-    "                     units s, ms, us, ns) and measured DRAM bytes; numbers take\n"
-    "                     k M G T P; repeatable\n"
-    "  --svg FILE         also write the plot as SVG\n"
-    "  --json             ceilings, ridge and each point's placement as JSON\n"
-    "  --ascii            plain ASCII instead of Unicode braille\n"
-    "  --width, --height  plot size in terminal cells (default: the terminal's)\n"
-    "  --datasheet        ignore calibrated (measured) rates\n";
-
 const cli_command cli_commands[] = {
+    {"hw", cli_hw, "list and show GPU spec files", cli_hw_usage},
+    {"occupancy", cli_occupancy, "theoretical occupancy of a launch", cli_occupancy_usage},
+    {"roofline", cli_roofline, "a GPU's roofline with kernels placed on it", cli_roofline_usage},
     {"profile", cli_profile, "print the PatternReport of a matrix", profile_usage},
-    {"hw", cli_hw, "list and show GPU spec files", hw_usage},
-    {"occupancy", cli_occupancy, "theoretical occupancy of a launch configuration", occupancy_usage},
-    {"roofline", cli_roofline, "a GPU's roofline with kernels placed on it", roofline_usage},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -1,10 +1,28 @@
-/* occupancy.c -- `ditto occupancy`: theoretical occupancy of a launch configuration, with what-ifs.
- */
+/* occupancy.c -- `ditto occupancy`: theoretical occupancy of a launch, with what-ifs. */
 #include "cli/cli.h"
 #include "hardware/hardware.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+const char cli_occupancy_usage[] =
+    "usage: ditto occupancy --gpu NAME --threads T --regs R [--smem BYTES] [--dyn-smem BYTES]\n"
+    "                       [--carveout PCT|default] [--no-optin] [--whatif] [--json]\n"
+    "\n"
+    "Theoretical occupancy of a launch by the rules of cuda_occupancy.h: active blocks and\n"
+    "warps per SM, the percentage, the limiter and the blocks each resource allows.\n"
+    "\n"
+    "  --gpu NAME         a GPU from 'ditto hw list' (or a spec file path)\n"
+    "  --threads T        threads per block\n"
+    "  --regs R           registers per thread (ptxas -v, cuFuncGetAttribute NUM_REGS)\n"
+    "  --smem BYTES       static shared memory per block (default 0; K = 1000, Ki = 1024)\n"
+    "  --dyn-smem BYTES   dynamic shared memory per block (default 0)\n"
+    "  --carveout PCT     shared-memory carveout preference, percent of the maximum\n"
+    "                     (default: none, i.e. maximum shared memory, as the driver does)\n"
+    "  --no-optin         the kernel has not raised its dynamic shared-memory limit, so\n"
+    "                     more than 48 KB per block cannot launch (default: opted in)\n"
+    "  --whatif           occupancy against registers, block size and shared memory\n"
+    "  --json             machine-readable output (with --whatif: the three curves)\n";
 
 static const char CMD[] = "occupancy";
 

@@ -1,5 +1,4 @@
-/* roofline.c -- `ditto roofline`: a GPU's roofline with kernels placed on it, in the terminal, as
- * JSON or as SVG. */
+/* roofline.c -- `ditto roofline`: a GPU's roofline with kernels on it: text, JSON or SVG. */
 #include "cli/cli.h"
 #include "hardware/hardware.h"
 
@@ -8,6 +7,25 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+const char cli_roofline_usage[] =
+    "usage: ditto roofline --gpu NAME [--dtype fp32[,EXTRA...]] [--point SPEC]...\n"
+    "                      [--svg FILE] [--json] [--ascii] [--width W] [--height H] [--datasheet]\n"
+    "\n"
+    "The roofline of a GPU (memory bandwidth and compute ceilings, measured when the\n"
+    "spec is calibrated) with kernels placed on it.\n"
+    "\n"
+    "  --dtype LIST       the compute roof (fp64 fp32 tf32 fp16 bf16 fp8 int8); more\n"
+    "                     comma-separated types add ceilings\n"
+    "  --point SPEC       LABEL:FLOPS:BYTES:SECONDS[:DRAMBYTES] -- a kernel's flops, its\n"
+    "                     minimum bytes, its time (0: not measured, placed on the roof;\n"
+    "                     units s, ms, us, ns) and measured DRAM bytes; numbers take\n"
+    "                     k M G T P; repeatable\n"
+    "  --svg FILE         also write the plot as SVG\n"
+    "  --json             ceilings, ridge and each point's placement as JSON\n"
+    "  --ascii            plain ASCII instead of Unicode braille\n"
+    "  --width, --height  plot size in terminal cells (default: the terminal's)\n"
+    "  --datasheet        ignore calibrated (measured) rates\n";
 
 static const char CMD[] = "roofline";
 

@@ -1,5 +1,4 @@
-/* occupancy.c -- theoretical occupancy by the rules of cuda_occupancy.h, with the what-if curves.
- */
+/* occupancy.c -- theoretical occupancy by the rules of cuda_occupancy.h, and what-ifs. */
 #include "hardware/hardware.h"
 
 #include <stdlib.h>

@@ -1,5 +1,4 @@
-/* plot.c -- roofline pictures: a braille (or ASCII) character grid for terminals and an SVG
- * document for files. */
+/* plot.c -- roofline pictures: a braille or ASCII character grid, and an SVG document. */
 #include "hardware/hardware.h"
 
 #include <math.h>

@@ -1,5 +1,4 @@
-/* roofline.c -- the roofline model: ceilings from a spec, the ridge, placing a kernel, plot ranges.
- */
+/* roofline.c -- the roofline model: ceilings, the ridge, placing a kernel, plot ranges. */
 #include "hardware/hardware.h"
 
 #include <math.h>

@@ -1,5 +1,4 @@
-/* spec.c -- GPU spec files: the schema check, loading, listing, matching a detected device,
- * calibration copies. */
+/* spec.c -- GPU spec files: schema check, loading, listing, gpu: auto, calibration copies. */
 #include "hardware/hardware.h"
 
 #include <ctype.h>

@@ -1,5 +1,4 @@
-/* test_occupancy.c -- the occupancy calculator against hand-worked cases per compute capability,
- * and the what-ifs. */
+/* test_occupancy.c -- occupancy against hand-worked cases per compute capability; what-ifs. */
 #include "tests/hardware/hwtest.h"
 
 #include <stdlib.h>

@@ -1,5 +1,4 @@
-/* test_spec.c -- spec files: the schema check, loading by name, gpu: auto matching, calibration
- * copies. */
+/* test_spec.c -- spec files: schema check, loading by name, gpu: auto, calibration copies. */
 #include "tests/hardware/hwtest.h"
 
 #include <dirent.h>
