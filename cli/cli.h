@@ -30,6 +30,14 @@ int cli_wants_help(int argc, char **argv);
 int cli_usage_error(const char *cmd, const char *fmt, ...) DT_PRINTF(2, 3);
 /* Print the usage text of a command to stdout; returns CLI_OK. */
 int cli_print_usage(const char *cmd);
+/* The hardware commands (cli/hw.c, cli/occupancy.c, cli/roofline.c) and
+ * their usage texts, which live beside them. */
+int cli_hw(int argc, char **argv);
+int cli_occupancy(int argc, char **argv);
+int cli_roofline(int argc, char **argv);
+extern const char cli_hw_usage[];
+extern const char cli_occupancy_usage[];
+extern const char cli_roofline_usage[];
 
 /* Commands, and the usage texts that live beside them. */
 int cli_profile(int argc, char **argv);

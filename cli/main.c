@@ -29,6 +29,9 @@ static const char profile_usage[] =
     "  gen:dl:rows=N,cols=C,nnz=M\n";
 
 const cli_command cli_commands[] = {
+    {"hw", cli_hw, "list and show GPU spec files", cli_hw_usage},
+    {"occupancy", cli_occupancy, "theoretical occupancy of a launch", cli_occupancy_usage},
+    {"roofline", cli_roofline, "a GPU's roofline with kernels placed on it", cli_roofline_usage},
     {"profile", cli_profile, "print the PatternReport of a matrix", profile_usage},
     {"check", cli_check, "compile, verify and measure a hand-written kernel", cli_check_usage},
     {"baseline", cli_baseline, "time every cuSPARSE algorithm on matrices", cli_baseline_usage},
