@@ -64,11 +64,11 @@ endif
 REL ?= build/rel
 DBG ?= build/dbg
 
-rel_objs = $(patsubst %.c,$(REL)/%.o,$(1))
-dbg_objs = $(patsubst %.c,$(DBG)/%.o,$(1))
+rel_objs = $(patsubst %.c,$(REL)/obj/%.o,$(1))
+dbg_objs = $(patsubst %.c,$(DBG)/obj/%.o,$(1))
 
-REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/%.o,$(CXX_SRCS))
-DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/%.o,$(CXX_SRCS))
+REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/obj/%.o,$(CXX_SRCS))
+DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(CXX_SRCS))
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
 .PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
@@ -88,22 +88,22 @@ $(DBG)/libditto.a: $(DBG_LIB_OBJS)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(REL)/%.o: %.c
+$(REL)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(qecho) "  CC      $<"
 	$(Q)$(CC) $(CSTD) $(REL_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(DBG)/%.o: %.c
+$(DBG)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(qecho) "  CC      $< (asan)"
 	$(Q)$(CC) $(CSTD) $(DBG_FLAGS) $(WARN) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(REL)/%.o: %.cpp
+$(REL)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(qecho) "  CXX     $<"
 	$(Q)$(CXX) -std=c++17 $(REL_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(DBG)/%.o: %.cpp
+$(DBG)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(qecho) "  CXX     $< (asan)"
 	$(Q)$(CXX) -std=c++17 $(DBG_FLAGS) -Wall -Wextra $(if $(CI),-Werror) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
