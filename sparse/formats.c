@@ -98,8 +98,9 @@ sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
         return NULL;
     }
     if (sigma < 1 || (sigma != 1 && sigma % C != 0)) {
-        dt_err_set(e, "SELL: sorting window sigma must be 1 or a positive multiple of C = %d "
-                      "(got %d)",
+        dt_err_set(e,
+                   "SELL: sorting window sigma must be 1 or a positive multiple of C = %d "
+                   "(got %d)",
                    C, sigma);
         return NULL;
     }

@@ -191,8 +191,7 @@ static void scratch_free(row_scratch *s)
  * can reach would otherwise wait for ever for its rarest columns). Returns
  * the number placed. The result does not depend on the hash: it is the set
  * of the first `want` distinct draws. */
-static int64_t fill_distinct(drawer *d, int32_t *dst, int64_t want, row_scratch *s,
-                             int64_t budget)
+static int64_t fill_distinct(drawer *d, int32_t *dst, int64_t want, row_scratch *s, int64_t budget)
 {
     int64_t cap = set_cap(want);
     int shift = 0;
@@ -232,8 +231,7 @@ static void draw_uniform(drawer *d, int32_t *out, int n)
 /* `want` distinct columns uniform over [0, cols), sorted, into dst. A row
  * more than half full is drawn as its complement (the columns left out) so
  * that each draw is accepted with probability at least one half. */
-static void fill_uniform_row(bits32 *bits, int32_t *dst, int64_t want, int32_t cols,
-                             row_scratch *s)
+static void fill_uniform_row(bits32 *bits, int32_t *dst, int64_t want, int32_t cols, row_scratch *s)
 {
     drawer d = {.draw = draw_uniform, .bits = bits, .limit = (uint64_t)cols};
     if (want <= cols / 2) {
@@ -263,7 +261,7 @@ static const char *key_names[K_COUNT] = {"rows", "cols", "nnz", "seed", "bw", "a
 
 typedef struct gen_args {
     const char *kind;
-    const char *keys;        /* the kind's keys, for messages */
+    const char *keys;         /* the kind's keys, for messages */
     const char *val[K_COUNT]; /* NULL when absent; point into a copy of the spec */
     int32_t rows, cols;
     int64_t nnz;
@@ -309,7 +307,8 @@ static int arg_size(const gen_args *g, int key, int64_t lo, int64_t hi, int64_t 
     const char *s = g->val[key];
     int64_t v = 0;
     if (dt_parse_size(s, &v) != 0)
-        return dt_err_set(e, "gen:%s: bad %s '%s' (expected a whole number, K/M/G suffixes allowed)",
+        return dt_err_set(e,
+                          "gen:%s: bad %s '%s' (expected a whole number, K/M/G suffixes allowed)",
                           g->kind, key_names[key], s);
     if (v < lo || v > hi)
         return dt_err_set(e, "gen:%s: %s %lld out of range (%lld..%lld)", g->kind, key_names[key],
@@ -566,8 +565,8 @@ static sp_csr *gen_banded(gen_args g, dt_err *e)
                 lo = mid + 1;
         }
         bw = lo;
-        if (bw > 0 && g.nnz - band_count(g.rows, g.cols, bw - 1) <=
-                          band_count(g.rows, g.cols, bw) - g.nnz)
+        if (bw > 0 &&
+            g.nnz - band_count(g.rows, g.cols, bw - 1) <= band_count(g.rows, g.cols, bw) - g.nnz)
             bw--;
     }
     sp_csr *a = sp_csr_new(g.rows, g.cols, band_count(g.rows, g.cols, bw), e);
@@ -681,15 +680,15 @@ static sp_csr *gen_dl(gen_args g, dt_err *e)
 #define RMAT_MAX_CHUNKS 4 /* 31 levels in chunks of at most 8 */
 
 typedef struct alias_tab {
-    uint32_t thr[256];  /* coin below thr[v]: v itself, else alias[v] */
+    uint32_t thr[256]; /* coin below thr[v]: v itself, else alias[v] */
     uint8_t alias[256];
 } alias_tab;
 
 struct rmat_plan {
     int row_chunks, col_chunks;
-    int row_w[RMAT_MAX_CHUNKS], col_w[RMAT_MAX_CHUNKS];     /* levels per chunk */
-    int col_start[RMAT_MAX_CHUNKS];                         /* first level of the chunk */
-    int row_levels;                                         /* Lr */
+    int row_w[RMAT_MAX_CHUNKS], col_w[RMAT_MAX_CHUNKS]; /* levels per chunk */
+    int col_start[RMAT_MAX_CHUNKS];                     /* first level of the chunk */
+    int row_levels;                                     /* Lr */
     int32_t cols;
     alias_tab row_tab[RMAT_MAX_CHUNKS];
     /* column chunk k: 2^w tables indexed by the row's bits at those levels */
@@ -837,7 +836,9 @@ static int rmat_row_pattern(const rmat_plan *p, int32_t row, int k)
     int pat = 0;
     for (int j = 0; j < p->col_w[k]; j++) {
         int level = p->col_start[k] + j;
-        int bit = level < p->row_levels ? ((uint32_t)row >> (p->row_levels - 1 - level)) & 1u : 0;
+        int bit = 0;
+        if (level < p->row_levels)
+            bit = (int)(((uint32_t)row >> (p->row_levels - 1 - level)) & 1u);
         pat = (pat << 1) | bit;
     }
     return pat;

@@ -62,9 +62,12 @@ static sp_csr *from_lengths(int32_t rows, int32_t cols, const int32_t *lens)
 static sp_csr **test_matrices(int *count)
 {
     static const char *specs[] = {
-        "gen:uniform:rows=333,cols=517,nnz=4000", "gen:rmat:rows=1000,nnz=15000",
-        "gen:stencil5:rows=120",                  "gen:stencil27:rows=64",
-        "gen:banded:rows=101,bw=5",               "gen:block:rows=99,cols=70,nnz=2000,b=3",
+        "gen:uniform:rows=333,cols=517,nnz=4000",
+        "gen:rmat:rows=1000,nnz=15000",
+        "gen:stencil5:rows=120",
+        "gen:stencil27:rows=64",
+        "gen:banded:rows=101,bw=5",
+        "gen:block:rows=99,cols=70,nnz=2000,b=3",
         "gen:dl:rows=77,cols=1000,nnz=3000",
     };
     int n = (int)DT_ARRAY_LEN(specs);
@@ -233,8 +236,8 @@ static void check_sell(const sp_csr *a, int32_t C, int32_t sigma)
 
 Test(formats, sell_should_round_trip_with_a_valid_permutation)
 {
-    static const int32_t shapes[][2] = {{1, 1}, {4, 1}, {4, 8}, {8, 64}, {32, 32}, {32, 1024},
-                                        {3, 9}, {1024, 1024}};
+    static const int32_t shapes[][2] = {{1, 1},   {4, 1},     {4, 8}, {8, 64},
+                                        {32, 32}, {32, 1024}, {3, 9}, {1024, 1024}};
     int n = 0;
     sp_csr **m = test_matrices(&n);
     for (int k = 0; k < n; k++) {
@@ -272,11 +275,11 @@ Test(formats, sell_should_reject_bad_c_and_sigma)
     cr_assert_null(sp_csr_to_sell(a, 1025, 1, &e));
     cr_assert_str_eq(e.msg, "SELL: slice height C must be 1..1024 (got 1025)");
     cr_assert_null(sp_csr_to_sell(a, 4, 6, &e));
-    cr_assert_str_eq(e.msg,
-                     "SELL: sorting window sigma must be 1 or a positive multiple of C = 4 (got 6)");
+    cr_assert_str_eq(
+        e.msg, "SELL: sorting window sigma must be 1 or a positive multiple of C = 4 (got 6)");
     cr_assert_null(sp_csr_to_sell(a, 4, 0, &e));
-    cr_assert_str_eq(e.msg,
-                     "SELL: sorting window sigma must be 1 or a positive multiple of C = 4 (got 0)");
+    cr_assert_str_eq(
+        e.msg, "SELL: sorting window sigma must be 1 or a positive multiple of C = 4 (got 0)");
     cr_assert_null(sp_csr_to_sell(a, 4, -8, &e));
     sp_csr_free(a);
 }
@@ -309,8 +312,8 @@ static void check_bsr(const sp_csr *a, int32_t b)
         }
     }
     free(last);
-    cr_assert_eq(m->nblocks, distinct, "b=%d: %lld blocks, %lld distinct", b,
-                 (long long)m->nblocks, (long long)distinct);
+    cr_assert_eq(m->nblocks, distinct, "b=%d: %lld blocks, %lld distinct", b, (long long)m->nblocks,
+                 (long long)distinct);
     for (int32_t br = 0; br < m->brows; br++) {
         for (int64_t k = m->browptr[br]; k < m->browptr[br + 1]; k++) {
             if (k > m->browptr[br])
@@ -391,8 +394,7 @@ Test(formats, free_of_null_should_be_a_no_op)
 /* The Matrix Market reader comes from another branch; until it is merged
  * the symbol is weak and these tests skip instead of failing to link. */
 #if defined(__GNUC__)
-extern sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e)
-    __attribute__((weak));
+extern sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e) __attribute__((weak));
 #endif
 
 static sp_csr *read_mtx(const char *name)

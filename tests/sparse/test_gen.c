@@ -85,7 +85,8 @@ Test(gen, generated_matrices_should_match_recorded_fingerprints)
         {"gen:rmat:rows=1000,nnz=9000,seed=3", "f28de014920f3b50"},
         {"gen:dl:rows=100,cols=90,nnz=4321,seed=3", "75cc8eb0a4a5d61f"},
         {"gen:block:rows=100,nnz=2000,b=5,seed=3", "e2f10e53b8c834f7"},
-        {"gen:uniform:rows=300,cols=20,nnz=5000,seed=3", "6a41ef92f9da6e82"}, /* rows drawn as complements */
+        {"gen:uniform:rows=300,cols=20,nnz=5000,seed=3",
+         "6a41ef92f9da6e82"}, /* rows drawn as complements */
     };
     for (size_t k = 0; k < DT_ARRAY_LEN(pinned); k++) {
         char fp[17];
@@ -376,7 +377,8 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
     static const struct {
         const char *spec, *msg;
     } bad[] = {
-        {"gen:rmat:rowz=5,nnz=10", "gen:rmat: unknown key 'rowz' (keys: rows, cols, nnz, seed, a, b, c)"},
+        {"gen:rmat:rowz=5,nnz=10",
+         "gen:rmat: unknown key 'rowz' (keys: rows, cols, nnz, seed, a, b, c)"},
         {"gen:foo:rows=5", "gen: unknown kind 'foo' (kinds: stencil5, stencil7, stencil27, banded, "
                            "uniform, rmat, block, dl)"},
         {"gen:uniform:rows=4,nnz=100", "gen:uniform: nnz 100 > rows*cols 16"},
@@ -389,11 +391,14 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
         {"gen:uniform:rows=4", "gen:uniform: missing nnz (keys: rows, cols, nnz, seed)"},
         {"gen:stencil5", "gen:stencil5: missing rows (keys: rows, seed)"},
         {"gen:stencil5:rows=100,nnz=5", "gen:stencil5: unknown key 'nnz' (keys: rows, seed)"},
-        {"gen:stencil5:rows=2147483647",
-         "gen:stencil5: rows 2147483647 gives a side-46341 grid of 2147488281 rows, over 2147483647"},
-        {"gen:dl:rows=4,nnz=x", "gen:dl: bad nnz 'x' (expected a whole number, K/M/G suffixes allowed)"},
-        {"gen:dl:rows=4,nnz=-1", "gen:dl: bad nnz '-1' (expected a whole number, K/M/G suffixes allowed)"},
-        {"gen:rmat:rows", "gen:rmat: expected key=value, got 'rows' (keys: rows, cols, nnz, seed, a, b, c)"},
+        {"gen:stencil5:rows=2147483647", "gen:stencil5: rows 2147483647 gives a side-46341 grid of "
+                                         "2147488281 rows, over 2147483647"},
+        {"gen:dl:rows=4,nnz=x",
+         "gen:dl: bad nnz 'x' (expected a whole number, K/M/G suffixes allowed)"},
+        {"gen:dl:rows=4,nnz=-1",
+         "gen:dl: bad nnz '-1' (expected a whole number, K/M/G suffixes allowed)"},
+        {"gen:rmat:rows",
+         "gen:rmat: expected key=value, got 'rows' (keys: rows, cols, nnz, seed, a, b, c)"},
         {"gen:rmat:rows=4,rows=5", "gen:rmat: key 'rows' given twice"},
         {"gen:rmat:rows=4,nnz=4,a=zz", "gen:rmat: bad a 'zz' (expected a probability in [0, 1])"},
         {"gen:rmat:rows=4,nnz=4,c=1.5", "gen:rmat: bad c '1.5' (expected a probability in [0, 1])"},
@@ -467,8 +472,8 @@ Test(gen, replicate_should_reject_bad_counts)
     cr_assert_null(sp_replicate(a, 0, &e));
     cr_assert_str_eq(e.msg, "replicate: k must be at least 1 (got 0)");
     cr_assert_null(sp_replicate(a, 1000000, &e));
-    cr_assert_str_eq(e.msg,
-                     "replicate: 3000 x 3000 tiled 1000000 times exceeds 2147483647 rows or columns");
+    cr_assert_str_eq(
+        e.msg, "replicate: 3000 x 3000 tiled 1000000 times exceeds 2147483647 rows or columns");
     sp_csr_free(a);
     /* an empty matrix tiles to a larger empty one */
     sp_csr *z = sp_csr_new(2, 3, 0, &e);
