@@ -1,0 +1,346 @@
+/* formats.c -- CSR to ELLPACK, SELL-C-sigma and BSR, and BSR back to CSR. */
+#include "sparse/sparse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* malloc that never asks for 0 bytes (malloc(0) may return NULL, which would
+ * read as out of memory for an empty matrix) and refuses sizes whose byte
+ * count overflows size_t. */
+static void *alloc_n(int64_t count, size_t size)
+{
+    if (count < 0 || (uint64_t)count > SIZE_MAX / size)
+        return NULL;
+    return malloc((size_t)(count > 0 ? count : 1) * size);
+}
+
+static int64_t row_len(const sp_csr *a, int32_t i)
+{
+    return a->rowptr[i + 1] - a->rowptr[i];
+}
+
+/* ---- ELLPACK ---------------------------------------------------------------- */
+
+sp_ell *sp_csr_to_ell(const sp_csr *a, int64_t max_entries, dt_err *e)
+{
+    int64_t width = 0;
+    for (int32_t i = 0; i < a->rows; i++)
+        width = row_len(a, i) > width ? row_len(a, i) : width;
+    /* width <= cols < 2^31 and rows < 2^31, so the product fits int64. */
+    int64_t total = (int64_t)a->rows * width;
+    if (max_entries > 0 && total > max_entries) {
+        dt_err_set(e,
+                   "ELL: the longest row has %lld entries, so %d rows x width %lld = %lld "
+                   "entries, over the limit of %lld",
+                   (long long)width, a->rows, (long long)width, (long long)total,
+                   (long long)max_entries);
+        return NULL;
+    }
+    sp_ell *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        goto oom;
+    m->rows = a->rows;
+    m->cols = a->cols;
+    m->width = (int32_t)width;
+    m->nnz = a->nnz;
+    m->col = alloc_n(total, sizeof *m->col);
+    m->val = alloc_n(total, sizeof *m->val);
+    if (m->col == NULL || m->val == NULL)
+        goto oom;
+    for (int64_t k = 0; k < total; k++) {
+        m->col[k] = -1;
+        m->val[k] = 0.0;
+    }
+    for (int32_t i = 0; i < a->rows; i++) {
+        int64_t b = a->rowptr[i];
+        for (int64_t k = 0; k < row_len(a, i); k++) {
+            m->col[k * a->rows + i] = a->col[b + k];
+            m->val[k * a->rows + i] = a->val[b + k];
+        }
+    }
+    return m;
+oom:
+    sp_ell_free(m);
+    dt_err_set(e, "ELL: out of memory for %d rows x width %lld", a->rows, (long long)width);
+    return NULL;
+}
+
+void sp_ell_free(sp_ell *m)
+{
+    if (m == NULL)
+        return;
+    free(m->col);
+    free(m->val);
+    free(m);
+}
+
+/* ---- SELL-C-sigma ------------------------------------------------------------ */
+
+/* Sort key for rows within a sigma window: longer rows first, ties in the
+ * original order, so the permutation is fully determined. */
+typedef struct row_key {
+    int64_t len;
+    int32_t row;
+} row_key;
+
+static int cmp_row_key(const void *pa, const void *pb)
+{
+    const row_key *x = pa, *y = pb;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
+{
+    if (C < 1 || C > 1024) {
+        dt_err_set(e, "SELL: slice height C must be 1..1024 (got %d)", C);
+        return NULL;
+    }
+    if (sigma < 1 || (sigma != 1 && sigma % C != 0)) {
+        dt_err_set(e,
+                   "SELL: sorting window sigma must be 1 or a positive multiple of C = %d "
+                   "(got %d)",
+                   C, sigma);
+        return NULL;
+    }
+    int64_t nslices = ((int64_t)a->rows + C - 1) / C;
+    int64_t padded_rows = nslices * C; /* < 2^31 + 1024, fits int64 */
+    if (padded_rows > INT32_MAX) {
+        dt_err_set(e, "SELL: %d rows padded to slices of %d exceed %d", a->rows, C, INT32_MAX);
+        return NULL;
+    }
+    sp_sell *m = calloc(1, sizeof *m);
+    row_key *keys = NULL;
+    if (m == NULL)
+        goto oom;
+    m->rows = a->rows;
+    m->cols = a->cols;
+    m->C = C;
+    m->sigma = sigma;
+    m->nslices = (int32_t)nslices;
+    m->nnz = a->nnz;
+    m->slice_ptr = alloc_n(nslices + 1, sizeof *m->slice_ptr);
+    m->slice_len = alloc_n(nslices, sizeof *m->slice_len);
+    m->perm = alloc_n(padded_rows, sizeof *m->perm);
+    keys = alloc_n(a->rows, sizeof *keys);
+    if (m->slice_ptr == NULL || m->slice_len == NULL || m->perm == NULL || keys == NULL)
+        goto oom;
+
+    for (int32_t i = 0; i < a->rows; i++) {
+        keys[i].len = row_len(a, i);
+        keys[i].row = i;
+    }
+    if (sigma > 1) {
+        for (int64_t w = 0; w < a->rows; w += sigma) {
+            int64_t n = a->rows - w < sigma ? a->rows - w : sigma;
+            qsort(keys + w, (size_t)n, sizeof *keys, cmp_row_key);
+        }
+    }
+    for (int64_t i = 0; i < padded_rows; i++)
+        m->perm[i] = i < a->rows ? keys[i].row : -1;
+
+    /* Slice widths and offsets; a slice holds C rows of its widest row. */
+    m->slice_ptr[0] = 0;
+    for (int64_t s = 0; s < nslices; s++) {
+        int64_t width = 0;
+        for (int64_t r = s * C; r < (s + 1) * C && r < a->rows; r++)
+            width = keys[r].len > width ? keys[r].len : width;
+        m->slice_len[s] = (int32_t)width;
+        m->slice_ptr[s + 1] = m->slice_ptr[s] + width * C;
+    }
+    m->stored = m->slice_ptr[nslices];
+    m->col = alloc_n(m->stored, sizeof *m->col);
+    m->val = alloc_n(m->stored, sizeof *m->val);
+    if (m->col == NULL || m->val == NULL)
+        goto oom;
+    for (int64_t k = 0; k < m->stored; k++) {
+        m->col[k] = -1;
+        m->val[k] = 0.0;
+    }
+    /* Entry k of the row at slice position j: slice_ptr[s] + k * C + j. */
+    for (int64_t p = 0; p < a->rows; p++) {
+        int64_t s = p / C, j = p % C;
+        int32_t row = m->perm[p];
+        int64_t b = a->rowptr[row];
+        for (int64_t k = 0; k < row_len(a, row); k++) {
+            m->col[m->slice_ptr[s] + k * C + j] = a->col[b + k];
+            m->val[m->slice_ptr[s] + k * C + j] = a->val[b + k];
+        }
+    }
+    free(keys);
+    return m;
+oom:
+    free(keys);
+    sp_sell_free(m);
+    dt_err_set(e, "SELL: out of memory for %d rows (C = %d, sigma = %d)", a->rows, C, sigma);
+    return NULL;
+}
+
+void sp_sell_free(sp_sell *m)
+{
+    if (m == NULL)
+        return;
+    free(m->slice_ptr);
+    free(m->slice_len);
+    free(m->perm);
+    free(m->col);
+    free(m->val);
+    free(m);
+}
+
+/* ---- BSR ----------------------------------------------------------------------- */
+
+/* Explicit zeros stored in the CSR become indistinguishable from fill-in, so
+ * sp_bsr_to_csr drops them too. */
+sp_bsr *sp_csr_to_bsr(const sp_csr *a, int32_t b, dt_err *e)
+{
+    if (b < 1 || b > 64) {
+        dt_err_set(e, "BSR: block size b must be 1..64 (got %d)", b);
+        return NULL;
+    }
+    sp_bsr *m = calloc(1, sizeof *m);
+    int32_t *slot = NULL; /* per block column: its block index in the current block row, or -1 */
+    if (m == NULL)
+        goto oom;
+    m->rows = a->rows;
+    m->cols = a->cols;
+    m->b = b;
+    m->brows = (int32_t)(((int64_t)a->rows + b - 1) / b);
+    m->bcols = (int32_t)(((int64_t)a->cols + b - 1) / b);
+    m->nnz = a->nnz;
+    m->browptr = alloc_n((int64_t)m->brows + 1, sizeof *m->browptr);
+    slot = alloc_n(m->bcols, sizeof *slot);
+    if (m->browptr == NULL || slot == NULL)
+        goto oom;
+    for (int32_t j = 0; j < m->bcols; j++)
+        slot[j] = -1;
+
+    /* Pass 1: count the distinct block columns of each block row. slot[]
+     * holds the block row that last touched a block column. */
+    m->browptr[0] = 0;
+    for (int32_t br = 0; br < m->brows; br++) {
+        int64_t count = 0;
+        int64_t top = (int64_t)br * b, bottom = top + b < a->rows ? top + b : a->rows;
+        for (int64_t i = top; i < bottom; i++) {
+            for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
+                int32_t bc = a->col[k] / b;
+                if (slot[bc] != br) {
+                    slot[bc] = br;
+                    count++;
+                }
+            }
+        }
+        m->browptr[br + 1] = m->browptr[br] + count;
+    }
+    m->nblocks = m->browptr[m->brows];
+    int64_t bb = (int64_t)b * b;
+    if (m->nblocks > INT64_MAX / bb)
+        goto oom;
+    m->bcol = alloc_n(m->nblocks, sizeof *m->bcol);
+    m->val = alloc_n(m->nblocks * bb, sizeof *m->val);
+    if (m->bcol == NULL || m->val == NULL)
+        goto oom;
+    memset(m->val, 0, (size_t)(m->nblocks * bb) * sizeof *m->val);
+
+    /* Pass 2: a block row's block columns in ascending order (a marker walk
+     * over bcols would cost O(brows * bcols); sorting the few found is
+     * cheaper), then scatter the values. slot[] now maps a block column to
+     * its block index, valid for the block row being filled. */
+    for (int32_t j = 0; j < m->bcols; j++)
+        slot[j] = -1;
+    for (int32_t br = 0; br < m->brows; br++) {
+        int64_t base = m->browptr[br], n = 0;
+        int64_t top = (int64_t)br * b, bottom = top + b < a->rows ? top + b : a->rows;
+        for (int64_t i = top; i < bottom; i++) {
+            for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
+                int32_t bc = a->col[k] / b;
+                if (slot[bc] < 0) {
+                    slot[bc] = 0; /* seen; the index is set after sorting */
+                    m->bcol[base + n++] = bc;
+                }
+            }
+        }
+        /* insertion sort: block rows rarely hold many blocks, and each row's
+         * columns arrive sorted, so the list is nearly sorted already */
+        int32_t *bc = m->bcol + base;
+        for (int64_t x = 1; x < n; x++) {
+            int32_t v = bc[x];
+            int64_t y = x - 1;
+            while (y >= 0 && bc[y] > v) {
+                bc[y + 1] = bc[y];
+                y--;
+            }
+            bc[y + 1] = v;
+        }
+        for (int64_t x = 0; x < n; x++)
+            slot[bc[x]] = (int32_t)x;
+        for (int64_t i = top; i < bottom; i++) {
+            for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
+                int32_t c = a->col[k];
+                int64_t blk = base + slot[c / b];
+                m->val[blk * bb + (i - top) * b + c % b] = a->val[k];
+            }
+        }
+        for (int64_t x = 0; x < n; x++)
+            slot[bc[x]] = -1;
+    }
+    free(slot);
+    return m;
+oom:
+    free(slot);
+    dt_err_set(e, "BSR: out of memory for %lld blocks of %d x %d", m ? (long long)m->nblocks : 0LL,
+               b, b);
+    sp_bsr_free(m);
+    return NULL;
+}
+
+void sp_bsr_free(sp_bsr *m)
+{
+    if (m == NULL)
+        return;
+    free(m->browptr);
+    free(m->bcol);
+    free(m->val);
+    free(m);
+}
+
+sp_csr *sp_bsr_to_csr(const sp_bsr *m, dt_err *e)
+{
+    int32_t b = m->b;
+    int64_t bb = (int64_t)b * b;
+    /* Pass 1 counts the nonzeros of each original row (padding rows and
+     * columns past the matrix edge hold only fill-in zeros). */
+    int64_t nnz = 0;
+    for (int32_t br = 0; br < m->brows; br++) {
+        for (int32_t r = 0; r < b && (int64_t)br * b + r < m->rows; r++) {
+            for (int64_t blk = m->browptr[br]; blk < m->browptr[br + 1]; blk++) {
+                const double *v = m->val + blk * bb + (int64_t)r * b;
+                for (int32_t c = 0; c < b; c++)
+                    nnz += v[c] != 0.0;
+            }
+        }
+    }
+    sp_csr *a = sp_csr_new(m->rows, m->cols, nnz, e);
+    if (a == NULL)
+        return NULL;
+    /* Blocks of a block row are in ascending block column, so walking them
+     * in order leaves every row sorted. */
+    int64_t out = 0;
+    for (int32_t br = 0; br < m->brows; br++) {
+        for (int32_t r = 0; r < b && (int64_t)br * b + r < m->rows; r++) {
+            for (int64_t blk = m->browptr[br]; blk < m->browptr[br + 1]; blk++) {
+                const double *v = m->val + blk * bb + (int64_t)r * b;
+                for (int32_t c = 0; c < b; c++) {
+                    if (v[c] != 0.0) {
+                        a->col[out] = m->bcol[blk] * b + c;
+                        a->val[out] = v[c];
+                        out++;
+                    }
+                }
+            }
+            a->rowptr[(int64_t)br * b + r + 1] = out;
+        }
+    }
+    return a;
+}
