@@ -28,6 +28,7 @@ typedef struct request {
 typedef enum { W_DOWN, W_STARTING, W_IDLE, W_BUSY, W_DYING } wstate;
 
 typedef struct wproc {
+    struct gpu_pool *pool;
     int index;
     pid_t pid;
     int in_fd, out_fd, err_fd;
@@ -134,6 +135,39 @@ static void expand(dt_buf *b, const char *tmpl, const char *exe, int device)
     }
 }
 
+static int worker_gone(const wproc *w)
+{
+    return w->state == W_DOWN && w->failures >= MAX_START_FAILURES;
+}
+
+/* Answer the queued requests no worker can ever take: those for a worker
+ * that gave up starting, and all of them when every worker did. */
+static void fail_unservable(gpu_pool *p)
+{
+    int alive = 0;
+    for (int i = 0; i < p->nw; i++)
+        alive += !worker_gone(&p->w[i]);
+    request **pp = &p->queue;
+    while (*pp) {
+        request *q = *pp;
+        int target = q->worker >= 0 ? q->worker : -1;
+        if ((target >= 0 && worker_gone(&p->w[target])) || alive == 0) {
+            *pp = q->next;
+            const wproc *w = &p->w[target >= 0 ? target : 0];
+            char m[700];
+            snprintf(m, sizeof m, "worker %d cannot start: %s", w->index, w->last_error);
+            cJSON *rep = make_error(q->id, "worker_start", m);
+            finish(p, q, rep);
+            cJSON_Delete(rep);
+        } else {
+            pp = &q->next;
+        }
+    }
+    p->queue_tail = NULL;
+    for (request *q = p->queue; q; q = q->next)
+        p->queue_tail = q;
+}
+
 /* ---- deaths --------------------------------------------------------------------- */
 
 static void describe_status(int st, char *buf, size_t len)
@@ -209,30 +243,11 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
     if (p->closing)
         return;
     if (w->failures >= MAX_START_FAILURES) {
-        dt_log(DT_LOG_ERROR, "worker %d failed to start %d times: %s", w->index, w->failures,
-               w->last_error);
-        /* Fail what only this worker can take, and the rest if no worker
-         * is left at all. */
-        int alive = 0;
-        for (int i = 0; i < p->nw; i++)
-            alive += p->w[i].state != W_DOWN;
-        request **pp = &p->queue;
-        while (*pp) {
-            request *q = *pp;
-            if (q->worker == w->index || alive == 0) {
-                *pp = q->next;
-                char m[700];
-                snprintf(m, sizeof m, "worker %d cannot start: %s", w->index, w->last_error);
-                cJSON *rep = make_error(q->id, "worker_start", m);
-                finish(p, q, rep);
-                cJSON_Delete(rep);
-            } else {
-                pp = &q->next;
-            }
-        }
-        p->queue_tail = NULL;
-        for (request *q = p->queue; q; q = q->next)
-            p->queue_tail = q;
+        char m[700];
+        snprintf(m, sizeof m, "failed to start %d times, giving up: %s", w->failures,
+                 w->last_error);
+        p->o.log(w->index, m, p->o.log_ud);
+        fail_unservable(p);
         return;
     }
     p->restarts++;
@@ -240,11 +255,6 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
 }
 
 /* ---- I/O ------------------------------------------------------------------------- */
-
-typedef struct wctx {
-    gpu_pool *p;
-    wproc *w;
-} wctx;
 
 static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
 {
@@ -357,10 +367,8 @@ static long on_deadline(dt_loop *l, long long id, void *ud)
 {
     (void)l;
     (void)id;
-    wctx *c = ud;
-    gpu_pool *p = c->p;
-    wproc *w = c->w;
-    free(c);
+    wproc *w = ud;
+    gpu_pool *p = w->pool;
     w->timer = 0;
     if (w->pid > 0)
         kill(-w->pid, SIGKILL);
@@ -403,14 +411,10 @@ static int send_request(gpu_pool *p, wproc *w, request *r)
     w->cur = r;
     if (w->state != W_STARTING)
         w->state = W_BUSY;
-    wctx *c = dt_xmalloc(sizeof *c);
-    c->p = p;
-    c->w = w;
-    w->timer = dt_loop_add_timer(p->loop, (long)(r->deadline_s * 1000.0), on_deadline, c);
+    w->timer = dt_loop_add_timer(p->loop, (long)(r->deadline_s * 1000.0), on_deadline, w);
     if (!ok) {
         dt_loop_del_timer(p->loop, w->timer);
         w->timer = 0;
-        free(c);
         worker_died(p, w, NULL, NULL);
         return -1;
     }
@@ -448,7 +452,10 @@ static void worker_start(gpu_pool *p, wproc *w)
         w->failures = MAX_START_FAILURES;
         return;
     }
+    /* exec: the shell becomes the worker, so its wait status is the
+     * worker's own (signal 9, not the shell's "status 137"). */
     dt_buf cmd = DT_BUF_INIT;
+    dt_buf_puts(&cmd, "exec ");
     expand(&cmd, p->launcher, p->exe, w->index);
     pid_t pid = fork();
     if (pid < 0) {
@@ -569,6 +576,7 @@ gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e)
     p->w = dt_xcalloc((size_t)p->nw, sizeof *p->w);
     for (int i = 0; i < p->nw; i++) {
         wproc *w = &p->w[i];
+        w->pool = p;
         w->index = i;
         w->in_fd = w->out_fd = w->err_fd = -1;
         w->pid = -1;
@@ -648,8 +656,10 @@ long gpu_pool_submit(gpu_pool *p, cJSON *req, int worker, double deadline_s, gpu
     else
         p->queue = r;
     p->queue_tail = r;
+    long id = r->id;
     dispatch(p);
-    return r->id;
+    fail_unservable(p);
+    return id;
 }
 
 typedef struct call_slot {
