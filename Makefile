@@ -140,12 +140,16 @@ bench: all $(REL)/bench_cpu
 $(REL)/bench_cpu: $(call rel_objs,$(wildcard tests/bench/*.c)) $(REL)/libditto.a
 	$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
 
-# libFuzzer targets, one per reader. Corpus seeds live in tests/fuzz/corpus/.
+# libFuzzer targets, one per reader. Corpus seeds live in tests/fuzz/corpus/,
+# an optional dictionary in tests/fuzz/TARGET.dict. The readers' chunk and
+# line sizes shrink so that inputs of a few hundred bytes cross chunk
+# boundaries and reach the line limit.
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+              -DSP_IO_CHUNK=61 -DSP_IO_MAX_LINE=200
 FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
 fuzz: $(FUZZ_TARGETS)
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h sparse/*.h)
 	@mkdir -p $(@D)
 	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
 	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lpthread -lm
@@ -154,7 +158,8 @@ fuzz-run: fuzz
 	@for t in $(FUZZ_TARGETS); do \
 	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
-	  $$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 $$dict \
 	    build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} 2>&1 | grep -E 'stat::|ERROR|SUMMARY|Done' ; \
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done

@@ -139,6 +139,8 @@ sp_csr *sp_bsr_to_csr(const sp_bsr *m, dt_err *e);
 typedef struct sp_read_opts {
     int allow_nonfinite; /* accept NaN/Inf values (rejected by default) */
     int quiet;           /* do not log warnings (complex -> real part) */
+    int64_t max_bytes;   /* refuse a matrix whose host arrays would need more, judged
+                            from the declared sizes before reading (0: no limit) */
 } sp_read_opts;
 
 /* Matrix Market coordinate (real / integer / pattern / complex, the last
