@@ -391,16 +391,8 @@ Test(formats, free_of_null_should_be_a_no_op)
 
 /* ---- real matrices ----------------------------------------------------------------- */
 
-/* The Matrix Market reader comes from another branch; until it is merged
- * the symbol is weak and these tests skip instead of failing to link. */
-#if defined(__GNUC__)
-extern sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e) __attribute__((weak));
-#endif
-
 static sp_csr *read_mtx(const char *name)
 {
-    if (sp_mm_read == NULL)
-        cr_skip_test("sp_mm_read is not linked in (Matrix Market reader not merged yet)");
     char *path = tu_matrix(name);
     dt_err e = {0};
     sp_csr *a = sp_mm_read(path, NULL, &e);
