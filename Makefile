@@ -142,12 +142,12 @@ test-build: $(TEST_EXES) $(DBG)/ditto
 # Each module's executable prints its own Criterion synthesis; the last line
 # sums them in the same format.
 test-run:
-	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) ./scripts/run-tests.sh $(TEST_EXES)
+	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_SHARE=$(CURDIR) ./scripts/run-tests.sh $(TEST_EXES)
 
 gpu-test-build: $(DBG)/tests/test_gpu $(DBG)/ditto
 
 gpu-test: gpu-test-build
-	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_GPU_TESTS=1 \
+	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_SHARE=$(CURDIR) DITTO_GPU_TESTS=1 \
 	  ./scripts/run-tests.sh $(DBG)/tests/test_gpu
 
 bench: all $(REL)/bench_cpu

@@ -510,7 +510,9 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
         int is_expr = strpbrk(c->entry, "<(:") != NULL;
         const char *names[1] = {c->entry};
         char arch[16];
-        if (w->dev.present)
+        if (w->arch != NULL)
+            snprintf(arch, sizeof arch, "%s", w->arch);
+        else if (w->dev.present)
             snprintf(arch, sizeof arch, "sm_%d%d", w->dev.cc_major, w->dev.cc_minor);
         else
             snprintf(arch, sizeof arch, "sm_90");

@@ -60,6 +60,7 @@ typedef struct wk_state {
     gpu_cubin **cubins; /* compile request results by handle "c<N>" */
     int ncubins;
     char exe[4096];     /* this binary, for sanitize's child */
+    const char *arch;   /* compile target override ("sm_80"); NULL: the device's */
 } wk_state;
 
 /* NVRTC, loaded on first use. NULL with e set (WK_ECOMPILE) when missing. */

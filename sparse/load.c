@@ -17,6 +17,11 @@ char *sp_resolve_path(const char *path, dt_err *e)
 {
     if (is_file(path))
         return dt_xstrdup(path);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        dt_err_set(e, "%s: not a regular file", path);
+        return NULL;
+    }
     if (path[0] == '/') {
         dt_err_set(e, "%s: no such file", path);
         return NULL;

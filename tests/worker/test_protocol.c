@@ -140,3 +140,57 @@ Test(protocol, reference_should_work_without_a_gpu_and_depend_on_the_seed)
     cr_assert_eq(dt_json_num(cJSON_GetArrayItem(r, 4), "outputs", 0), 500 * 8);
     cJSON_Delete(r);
 }
+
+Test(protocol, compile_should_answer_diagnostics_and_resources)
+{
+    int n;
+    cJSON *r = talk("{\"id\":1,\"req\":\"compile\",\"name\":\"k.cu\",\"source\":\"extern \\\"C\\\" "
+                    "__global__ void k(float *y) { y[threadIdx.x] = 1.0f; }\\n\"}\n"
+                    "{\"id\":2,\"req\":\"compile\",\"name\":\"bad.cu\",\"source\":\"extern \\\"C\\\" "
+                    "__global__ void k(float *y) {\\n  y[0] = undefined_thing;\\n}\\n\"}\n",
+                    &n);
+    cr_assert_eq(n, 2);
+    cJSON *good = cJSON_GetArrayItem(r, 0), *bad = cJSON_GetArrayItem(r, 1);
+    if (!dt_json_bool(good, "ok", 0) &&
+        dt_streq(dt_json_str(good, "error", ""), "compile_failed")) {
+        cJSON_Delete(r);
+        cr_skip_test("NVRTC not available here");
+    }
+    cr_assert(dt_json_bool(good, "compiled", 0), "%s", dt_json_str(good, "log", ""));
+    cr_assert_str_eq(dt_json_str(good, "arch", ""), "sm_90");
+    cr_assert_not_null(dt_json_str(good, "cubin", NULL));
+    const cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(good, "kernels"), 0);
+    cr_assert_gt(dt_json_num(k, "registers", 0), 0);
+    cr_assert(dt_json_bool(bad, "ok", 0));
+    cr_assert(!dt_json_bool(bad, "compiled", 1));
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(bad, "diagnostics"), 0);
+    cr_assert_eq(dt_json_num(d, "line", 0), 2);
+    cr_assert_str_eq(dt_json_str(d, "file", ""), "bad.cu");
+    cr_assert(strstr(dt_json_str(d, "message", ""), "undefined_thing"));
+    cr_assert(strstr(dt_json_str(d, "source_line", ""), "undefined_thing"));
+    cJSON_Delete(r);
+}
+
+Test(protocol, compile_for_a_matrix_should_bake_in_the_contract_defines)
+{
+    /* The define ROWS comes from the matrix: a static_assert proves it. */
+    int n;
+    cJSON *r = talk(
+        "{\"id\":1,\"req\":\"load_matrix\",\"matrix\":\"gen:banded:rows=777,bw=2\",\"handle\":\"m\"}\n"
+        "{\"id\":2,\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"kernel\":{\"name\":\"k.cu\","
+        "\"source\":\"/*@contract {\\\"entry\\\": \\\"k\\\", \\\"params\\\": [\\\"y\\\"], "
+        "\\\"block\\\": [32], \\\"grid\\\": [1], \\\"defines\\\": {\\\"ROWS\\\": \\\"rows\\\"}} @*/\\n"
+        "static_assert(ROWS == 777, \\\"rows\\\");\\n"
+        "extern \\\"C\\\" __global__ void k(DITTO_T *y) { y[0] = (DITTO_T)ROWS; }\\n\"}}\n",
+        &n);
+    cr_assert_eq(n, 2);
+    cJSON *c = cJSON_GetArrayItem(r, 1);
+    if (dt_streq(dt_json_str(c, "error", ""), "compile_failed")) {
+        cJSON_Delete(r);
+        cr_skip_test("NVRTC not available here");
+    }
+    cr_assert(dt_json_bool(c, "ok", 0), "%s", dt_json_str(c, "message", ""));
+    cr_assert(dt_json_bool(c, "compiled", 0), "%s", dt_json_str(c, "log", ""));
+    cr_assert_str_eq(dt_json_str(cJSON_GetObjectItem(c, "contract"), "entry", ""), "k");
+    cJSON_Delete(r);
+}
