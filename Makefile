@@ -125,6 +125,14 @@ endef
 $(foreach m,$(TEST_MODULES),$(eval $(call test_exe,$(m))))
 TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m))
 
+# The GPU tests are built without sanitizers: ASan's shadow memory and the
+# CUDA driver's address-space reservations do not mix (compute-sanitizer is
+# the tool for device code).
+$(REL)/tests/test_gpu: $(call rel_objs,$(wildcard tests/gpu/*.c) $(TEST_COMMON)) $(REL)/libditto.a
+	@mkdir -p $(@D)
+	$(qecho) "  LINK    $@"
+	$(Q)$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(CRIT_LIBS) $(PKG_LIBS) $(SYS_LIBS)
+
 deps:
 	@CUDA_HOME=$(CUDA_HOME) ./scripts/deps.sh
 
@@ -144,11 +152,16 @@ test-build: $(TEST_EXES) $(DBG)/ditto
 test-run:
 	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_SHARE=$(CURDIR) ./scripts/run-tests.sh $(TEST_EXES)
 
-gpu-test-build: $(DBG)/tests/test_gpu $(DBG)/ditto
+gpu-test-build: $(REL)/tests/test_gpu ditto
 
-gpu-test: gpu-test-build
-	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_SHARE=$(CURDIR) DITTO_GPU_TESTS=1 \
-	  ./scripts/run-tests.sh $(DBG)/tests/test_gpu
+# GPU_TEST_BIN / GPU_TEST_DITTO let a prebuilt bundle run (the GPU machine
+# may lack the -dev packages): make gpu-test GPU_TEST_BIN=dist/tests/test_gpu
+# GPU_TEST_DITTO=dist/ditto.
+GPU_TEST_BIN ?= $(REL)/tests/test_gpu
+GPU_TEST_DITTO ?= $(CURDIR)/ditto
+gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
+	@DITTO_BIN=$(GPU_TEST_DITTO) DITTO_SRC=$(CURDIR) DITTO_SHARE=$${DITTO_SHARE:-$(CURDIR)} \
+	  TEST_JOBS=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu
@@ -189,7 +202,7 @@ bundle: all
 	  -exec cp {} dist/share/ditto/$$d/ \; ; fi; done
 	@./scripts/bundle-libs.sh dist/ditto dist/lib
 	@if [ -n "$(BUNDLE_TESTS)" ]; then $(MAKE) --no-print-directory gpu-test-build && \
-	  mkdir -p dist/tests && cp $(DBG)/ditto dist/tests/ditto-dbg && cp $(DBG)/tests/test_gpu dist/tests/ && \
+	  mkdir -p dist/tests && cp $(REL)/tests/test_gpu dist/tests/ && \
 	  ./scripts/bundle-libs.sh dist/tests/test_gpu dist/lib all; fi
 	@echo "bundle: dist/ is ready; run it with: LD_LIBRARY_PATH=dist/lib dist/ditto --version"
 

@@ -197,7 +197,7 @@ static void spmv_all(sp_dtype t)
     sp_csr *a = random_csr(1000, 800, 8, 11);
     sp_csr *ar = csr_copy(a, t, 0), *aa = csr_copy(a, t, 1);
     dev_fmt f;
-    cr_assert_eq(dev_fmt_build(a, "csr", NULL, t, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(dev_fmt_build(a, "csr", NULL, t, 1, &f, &e), 0, "%s", e.msg);
     double *x = random_vals((size_t)a->cols, t, 21), *y0 = random_vals((size_t)a->rows, t, 22);
     double *ax = abs_vals(x, (size_t)a->cols), *ay0 = abs_vals(y0, (size_t)a->rows);
     double *poison = filled((size_t)a->rows, POISON);
@@ -292,7 +292,7 @@ static void spmm_all(sp_dtype t, sp_layout layout)
     sp_csr *a = random_csr(700, 500, 6, 31);
     sp_csr *ar = csr_copy(a, t, 0), *aa = csr_copy(a, t, 1);
     dev_fmt f;
-    cr_assert_eq(dev_fmt_build(a, "csr", NULL, t, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(dev_fmt_build(a, "csr", NULL, t, 1, &f, &e), 0, "%s", e.msg);
     size_t nb = (size_t)a->cols * n, nc = (size_t)a->rows * n;
     double *b = random_vals(nb, t, 41), *c0 = random_vals(nc, t, 42);
     double *ab = abs_vals(b, nb), *ac0 = abs_vals(c0, nc), *poison = filled(nc, POISON);
@@ -400,7 +400,7 @@ static void sddmm_all(sp_dtype t)
     sp_csr *s = random_csr(600, 450, 7, 51);
     sp_csr *sr = csr_copy(s, t, 0), *sa = csr_copy(s, t, 1);
     dev_fmt f;
-    cr_assert_eq(dev_fmt_build(s, "csr", NULL, t, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(dev_fmt_build(s, "csr", NULL, t, 1, &f, &e), 0, "%s", e.msg);
     size_t na = (size_t)s->rows * k, nbt = (size_t)s->cols * k, nnz = (size_t)s->nnz;
     double *A = random_vals(na, t, 61), *Bt = random_vals(nbt, t, 62);
     double *aA = abs_vals(A, na), *aBt = abs_vals(Bt, nbt), *poison = filled(nnz, POISON);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench.sh BENCH_CPU -- run the CPU benchmarks and write their table into
+# docs/PERFORMANCE.md (between the cpu-bench markers; the rest of the file,
+# e.g. the GPU tables of `ditto bench`, is kept).
+set -euo pipefail
+bin=$1
+doc=docs/PERFORMANCE.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+get() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+echo "bench: writing a Matrix Market file of gen:uniform:rows=1M,nnz=8M (about 270 MB) ..."
+"$bin" write gen:uniform:rows=1M,nnz=8M,seed=1 "$tmp/u.mtx" >/dev/null
+echo "bench: parsing it 5 times on one core ..."
+p1=$(taskset -c 0 "$bin" parse "$tmp/u.mtx" 5 2>/dev/null || "$bin" parse "$tmp/u.mtx" 5)
+echo "  $p1"
+rm -f "$tmp/u.mtx"
+rows=""
+for spec in gen:rmat:rows=2M,nnz=32M,seed=1 gen:uniform:rows=2M,nnz=32M,seed=1; do
+  echo "bench: generating and profiling $spec ..."
+  r=$("$bin" profile "$spec")
+  echo "  $r"
+  rows="$rows| \`$spec\` | $(get "$r" nnz) | $(get "$r" gen_s) | $(get "$r" profile_s) | $(get "$r" csr_mb) | $(get "$r" peak_mb) | $(get "$r" ratio) |
+"
+done
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+section=$(cat <<EOT
+<!-- cpu-bench:begin (written by \`make bench\`; do not edit by hand) -->
+## CPU: Matrix Market parsing and pattern profiling
+
+Measured $(date -u +%Y-%m-%d) on $(nproc) × ${cpu:-unknown CPU}, with \`make bench\`
+(\`scripts/bench.sh build/rel/bench_cpu\`).
+
+| benchmark | result | target |
+|---|---|---|
+| parse a $(awk "BEGIN{printf \"%.0f\", $(get "$p1" bytes)/1e6}") MB coordinate real file ($(get "$p1" nnz) entries), one core, best of 5 | $(get "$p1" best_mbs) MB/s (median $(get "$p1" median_mbs)) | ≥ 150 MB/s |
+
+| matrix | nnz | generate (s) | profile (s) | CSR (MB) | peak RSS growth (MB) | peak / CSR |
+|---|---|---|---|---|---|---|
+${rows}
+Targets: profile of 32M nonzeros ≤ 2 s; peak memory ≤ 1.5× the CSR size (peak
+RSS growth of the process over its start, generator included, divided by the
+host CSR bytes: 64-bit row offsets, 32-bit columns, fp64 values).
+<!-- cpu-bench:end -->
+EOT
+)
+mkdir -p docs
+if [ -f "$doc" ] && grep -q 'cpu-bench:begin' "$doc"; then
+  awk -v s="$section" '
+    /cpu-bench:begin/ {print s; skip=1; next}
+    /cpu-bench:end/ {skip=0; next}
+    !skip {print}' "$doc" > "$tmp/doc" && mv "$tmp/doc" "$doc"
+else
+  { [ -f "$doc" ] && cat "$doc" || printf '# Performance\n\nEvery number here was measured by the command named beside it.\n\n'; printf '%s\n' "$section"; } > "$tmp/doc"
+  mv "$tmp/doc" "$doc"
+fi
+echo "bench: wrote $doc"

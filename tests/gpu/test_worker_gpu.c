@@ -1,0 +1,238 @@
+/* test_worker_gpu.c -- the worker on a real GPU through the pool: a correct
+ * kernel passes the battery and is measured against cuSPARSE; a kernel that
+ * writes half its rows, one that faults, one that never ends and one that
+ * replays a cached answer are each caught with the right message, and the
+ * pool survives every one. Skips without a GPU. */
+#include "tests/common/testutil.h"
+
+#include "gpu/gpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fixture {
+    dt_loop *loop;
+    gpu_pool *pool;
+} fixture;
+
+static void quiet(int w, const char *line, void *ud)
+{
+    (void)ud;
+    fprintf(stderr, "[worker %d] %s\n", w, line);
+}
+
+static fixture open_pool(void)
+{
+    fixture f;
+    f.loop = dt_loop_new();
+    char *la = dt_xasprintf("'%s' worker --device {device}", tu_ditto_bin());
+    gpu_pool_opts o = {.workers = 1, .launcher = la, .deadline_s = 300, .log = quiet};
+    dt_err e = {0};
+    f.pool = gpu_pool_new(f.loop, &o, &e);
+    free(la);
+    cr_assert_not_null(f.pool, "%s", e.msg);
+    cr_assert_eq(gpu_pool_wait_ready(f.pool, 60), 1);
+    const cJSON *dev = cJSON_GetObjectItem(gpu_pool_hello(f.pool, 0), "device");
+    if (!dt_json_bool(dev, "present", 0)) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", dt_json_str(dev, "reason", "?"));
+        gpu_pool_free(f.pool); /* frees the hello that dev points into */
+        dt_loop_free(f.loop);
+        cr_skip_test("no GPU: %s", reason);
+    }
+    return f;
+}
+
+static void close_pool(fixture *f)
+{
+    gpu_pool_free(f->pool);
+    dt_loop_free(f->loop);
+}
+
+static void load(fixture *f, const char *matrix)
+{
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "matrix", matrix);
+    cJSON *rep = gpu_pool_load(f->pool, "m", r, 0);
+    char buf[512];
+    cr_assert(dt_json_bool(rep, "ok", 0), "%s", gpu_reply_error(rep, buf, sizeof buf));
+    cJSON_Delete(rep);
+}
+
+static cJSON *kernel_obj(const char *rel)
+{
+    char *path = dt_xasprintf("%s/%s", tu_src_dir(), rel);
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    cJSON *k = cJSON_CreateObject();
+    dt_json_set_str(k, "source", src);
+    const char *base = strrchr(rel, '/');
+    dt_json_set_str(k, "name", base ? base + 1 : rel);
+    free(src);
+    free(path);
+    return k;
+}
+
+static cJSON *call(fixture *f, const char *req, const char *kernel, double deadline)
+{
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", req);
+    dt_json_set_str(r, "matrix", "m");
+    dt_json_set_str(r, "op", "spmv");
+    dt_json_set_str(r, "dtype", "fp32");
+    if (kernel)
+        dt_json_set_take(r, "kernel", kernel_obj(kernel));
+    return gpu_pool_call(f->pool, r, deadline);
+}
+
+static const cJSON *find_check(const cJSON *v, const char *suffix)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "checks"))
+    {
+        if (dt_endswith(dt_json_str(c, "name", ""), suffix))
+            return c;
+    }
+    return NULL;
+}
+
+Test(worker_gpu, a_correct_kernel_should_pass_and_measure_reproducibly, .timeout = 600)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("bcsstk13.mtx");
+    load(&f, m);
+    cJSON *v = call(&f, "verify", "kernels/spmv_csr_thread.cu", 0);
+    char *s = cJSON_Print(v);
+    cr_assert(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "%s", s);
+    free(s);
+    cr_assert_gt(dt_json_num(v, "checks_run", 0), 10);
+    cJSON_Delete(v);
+    double sp[2];
+    for (int i = 0; i < 2; i++) {
+        cJSON *me = call(&f, "measure", "kernels/spmv_csr_thread.cu", 0);
+        s = cJSON_Print(me);
+        cr_assert(dt_json_bool(me, "ok", 0), "%s", s);
+        sp[i] = dt_json_num(me, "speedup", 0);
+        cr_assert_gt(sp[i], 0, "%s", s);
+        fprintf(stderr, "measure %d: %.2f us (%s), speedup %.3f vs %s\n", i,
+                dt_json_num(me, "us", 0), dt_json_str(me, "method", ""), sp[i],
+                dt_json_str(cJSON_GetObjectItem(me, "baseline"), "best", ""));
+        free(s);
+        cJSON_Delete(me);
+    }
+    cr_assert(fabs(sp[0] - sp[1]) <= 0.05 * sp[0], "speedups %.3f and %.3f differ by > 5%%",
+              sp[0], sp[1]);
+    free(m);
+    close_pool(&f);
+}
+
+Test(worker_gpu, a_kernel_writing_half_the_rows_should_fail_the_written_check, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    cJSON *v = call(&f, "verify", "tests/gpu/kernels/half_rows.cu", 0);
+    cr_assert(dt_json_bool(v, "ok", 0));
+    cr_assert(!dt_json_bool(v, "passed", 1));
+    const cJSON *c = find_check(v, "set 0: every output written");
+    cr_assert_not_null(c);
+    cr_assert(!dt_json_bool(c, "passed", 1));
+    cr_assert(strstr(dt_json_str(c, "detail", ""), "2500 of 5000 outputs never written"), "%s",
+              dt_json_str(c, "detail", ""));
+    cJSON_Delete(v);
+    close_pool(&f);
+}
+
+Test(worker_gpu, a_faulting_kernel_should_be_reported_and_the_pool_survive, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    cJSON *v = call(&f, "verify", "tests/gpu/kernels/fault.cu", 0);
+    char buf[512];
+    const char *err = gpu_reply_error(v, buf, sizeof buf);
+    cr_assert(dt_startswith(err, "kernel_fault: illegal address"), "%s", err);
+    cJSON_Delete(v);
+    /* restarted, matrix reloaded */
+    v = call(&f, "verify", "kernels/spmv_csr_thread.cu", 0);
+    cr_assert(dt_json_bool(v, "passed", 0), "%s", gpu_reply_error(v, buf, sizeof buf));
+    cJSON_Delete(v);
+    cr_assert_eq(gpu_pool_restarts(f.pool), 1);
+    close_pool(&f);
+}
+
+Test(worker_gpu, a_kernel_that_never_ends_should_time_out_and_the_pool_survive, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    cJSON *v = call(&f, "verify", "tests/gpu/kernels/spin.cu", 10);
+    cr_assert_str_eq(dt_json_str(v, "error", ""), "timeout");
+    cr_assert_str_eq(dt_json_str(v, "message", ""), "timeout after 10 s");
+    cJSON_Delete(v);
+    v = call(&f, "verify", "kernels/spmv_csr_thread.cu", 0);
+    char buf[512];
+    cr_assert(dt_json_bool(v, "passed", 0), "%s", gpu_reply_error(v, buf, sizeof buf));
+    cJSON_Delete(v);
+    close_pool(&f);
+}
+
+Test(worker_gpu, a_kernel_replaying_a_cached_answer_should_be_caught, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    cJSON *v = call(&f, "verify", "tests/gpu/kernels/cached.cu", 0);
+    cr_assert(dt_json_bool(v, "ok", 0));
+    cr_assert(!dt_json_bool(v, "passed", 1));
+    const cJSON *c = find_check(v, "no cached answers");
+    cr_assert_not_null(c);
+    cr_assert(!dt_json_bool(c, "passed", 1), "%s", dt_json_str(c, "detail", ""));
+    cJSON_Delete(v);
+    close_pool(&f);
+}
+
+Test(worker_gpu, metrics_should_come_back_or_say_why, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=200000,nnz=4000000");
+    cJSON *v = call(&f, "metrics", "kernels/spmv_csr_thread.cu", 0);
+    char *s = cJSON_Print(v);
+    fprintf(stderr, "metrics: %s\n", s);
+    cr_assert(dt_json_bool(v, "ok", 0), "%s", s);
+    if (dt_json_bool(v, "available", 0)) {
+        const cJSON *m = cJSON_GetObjectItem(v, "metrics");
+        cr_assert_gt(dt_json_num(m, "gpu__time_duration.sum", 0), 0, "%s", s);
+        cr_assert_gt(dt_json_num(m, "dram__bytes_read.sum", 0), 0, "%s", s);
+    } else {
+        cr_assert(strlen(dt_json_str(v, "reason", "")) > 0, "%s", s);
+    }
+    free(s);
+    cJSON_Delete(v);
+    close_pool(&f);
+}
+
+Test(worker_gpu, baseline_and_calibrate_should_produce_numbers, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=100000,nnz=2000000");
+    cJSON *b = call(&f, "baseline", NULL, 0);
+    char *s = cJSON_Print(b);
+    cr_assert(dt_json_bool(b, "ok", 0), "%s", s);
+    cr_assert_not_null(dt_json_str(b, "best", NULL), "%s", s);
+    cr_assert_gt(dt_json_num(b, "us", 0), 0);
+    free(s);
+    cJSON_Delete(b);
+    char *dir = tu_tmpdir();
+    setenv("XDG_DATA_HOME", dir, 1); /* the worker inherits it: no real config touched */
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", "calibrate");
+    cJSON *c = gpu_pool_call(f.pool, r, 120);
+    s = cJSON_Print(c);
+    fprintf(stderr, "calibrate: %s\n", s);
+    cr_assert(dt_json_bool(c, "ok", 0), "%s", s);
+    cr_assert_gt(dt_json_num(c, "copy_gbps", 0), 500, "%s", s);
+    free(s);
+    cJSON_Delete(c);
+    tu_rmtree(dir);
+    free(dir);
+    close_pool(&f);
+}
