@@ -275,12 +275,14 @@ const char cli_check_usage[] =
     "usage: ditto check KERNEL.cu MATRIX [--op spmv|spmm|sddmm] [--dtype fp32|fp64|fp16|bf16]\n"
     "                   [--n N] [--alpha A] [--beta B] [--epilogue none|relu|gelu|bias]\n"
     "                   [--sets N] [--no-edge] [--no-measure] [--metrics]\n"
-    "                   [--sanitize memcheck|racecheck|initcheck] [--launcher CMD] [--json]\n"
+    "                   [--sanitize memcheck|racecheck|initcheck] [--deadline SECONDS]\n"
+    "                   [--launcher CMD] [--json]\n"
     "\n"
     "Compile a hand-written kernel under its launch contract (a /*@contract {...} @*/\n"
     "block in the source; see gpu/PROTOCOL.md), run the verification battery on MATRIX\n"
     "and on edge matrices, then time it next to every cuSPARSE algorithm with the same\n"
-    "method. Without a GPU it stops after compiling.\n"
+    "method. Without a GPU it stops after compiling. --deadline bounds each request\n"
+    "(default 300 s): a kernel still running then is killed with its worker.\n"
     "\n"
     "Exit status: 0 verified (and measured), 1 the kernel failed (compile error, a check,\n"
     "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker.\n";
@@ -292,6 +294,7 @@ int cli_check(int argc, char **argv)
     prob_args pa = {"spmv", "fp32", "none", "row", 32, 1.0, 0.0};
     const char *kfile = NULL, *matrix = NULL, *launcher = NULL, *sanitize = NULL;
     int sets = 3, edge = 1, measure = 1, metrics = 0, json = 0;
+    double deadline = 0;
     for (int i = 1; i < argc; i++) {
         int r = prob_flag("check", argc, argv, &i, &pa);
         if (r < 0)
@@ -311,6 +314,10 @@ int cli_check(int argc, char **argv)
             metrics = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--deadline") == 0 && i + 1 < argc) {
+            if (dt_parse_double(argv[++i], &deadline) != 0 || deadline <= 0)
+                return cli_usage_error("check", "--deadline: expected seconds > 0, got '%s'",
+                                       argv[i]);
         } else if (strcmp(a, "--sanitize") == 0 && i + 1 < argc) {
             sanitize = argv[++i];
         } else if (strcmp(a, "--launcher") == 0 && i + 1 < argc) {
@@ -408,7 +415,7 @@ int cli_check(int argc, char **argv)
     prob_into(&pa, vr);
     dt_json_set_int(vr, "sets", sets);
     dt_json_set_bool(vr, "edge", edge);
-    cJSON *vrep = gpu_pool_call(s.pool, vr, 0);
+    cJSON *vrep = gpu_pool_call(s.pool, vr, deadline);
     dt_json_set_take(all, "verify", vrep);
     if (!dt_json_bool(vrep, "ok", 0)) {
         fprintf(stderr, "ditto check: verify: %s\n", gpu_reply_error(vrep, buf, sizeof buf));
@@ -432,7 +439,7 @@ int cli_check(int argc, char **argv)
         dt_json_set_str(mr, "matrix", "m");
         dt_json_set_take(mr, "kernel", cJSON_Duplicate(kernel, 1));
         prob_into(&pa, mr);
-        cJSON *mrep = gpu_pool_call(s.pool, mr, 0);
+        cJSON *mrep = gpu_pool_call(s.pool, mr, deadline);
         dt_json_set_take(all, "measure", mrep);
         if (!json && cJSON_GetObjectItem(mrep, "candidate"))
             print_measure(mrep);
