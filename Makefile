@@ -203,7 +203,7 @@ bundle: all
 	@./scripts/bundle-libs.sh dist/ditto dist/lib
 	@if [ -n "$(BUNDLE_TESTS)" ]; then $(MAKE) --no-print-directory gpu-test-build && \
 	  mkdir -p dist/tests && cp $(REL)/tests/test_gpu dist/tests/ && \
-	  ./scripts/bundle-libs.sh dist/tests/test_gpu dist/lib all; fi
+	  ./scripts/bundle-libs.sh dist/tests/test_gpu dist/tests/lib all; fi
 	@echo "bundle: dist/ is ready; run it with: LD_LIBRARY_PATH=dist/lib dist/ditto --version"
 
 format:
