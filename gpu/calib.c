@@ -121,11 +121,9 @@ int wk_calibrate(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     }
     double copy_gbps = 2.0 * (double)bytes / (cs.median_us * 1e-6) / 1e9;
 
-    const char *opts[] = {"-O3"};
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", w->dev.cc_major, w->dev.cc_minor);
-    gpu_compile_req creq = {.source = fma_source, .name = "calibrate.cu", .options = opts,
-                            .noptions = 1, .arch = arch};
+    gpu_compile_req creq = {.source = fma_source, .name = "calibrate.cu", .arch = arch};
     gpu_cubin *cubin = NULL;
     if (gpu_compile(nv, &creq, &cubin, e) != 0 || !cubin->compiled) {
         e->code = WK_EINTERNAL;
