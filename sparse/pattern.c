@@ -185,6 +185,9 @@ int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_er
             continue;
         }
         nonempty++;
+        int32_t span = a->col[end - 1] - a->col[beg];
+        if (span > r->col_span_max)
+            r->col_span_max = span;
         int32_t prev_line = -1;
         for (int64_t p = beg; p < end; p++) {
             int32_t j = a->col[p];
@@ -306,6 +309,7 @@ cJSON *sp_report_json(const sp_report *r)
     dt_json_set_take(o, "row_length", rl);
 
     dt_json_set_int(o, "bandwidth", r->bandwidth);
+    dt_json_set_int(o, "col_span_max", r->col_span_max);
     dt_json_set_int(o, "diagonals", r->diagonals);
     dt_json_set_num(o, "diag_fraction", r->diag_fraction);
 
@@ -371,8 +375,11 @@ void sp_report_text(const sp_report *r, dt_buf *out)
             dt_buf_putc(out, '#');
         dt_buf_putc(out, '\n');
     }
-    dt_buf_printf(out, "shape       bandwidth %d, %lld diagonals, %.1f%% on the main diagonal\n",
-                  r->bandwidth, (long long)r->diagonals, 100.0 * r->diag_fraction);
+    dt_buf_printf(out,
+                  "shape       bandwidth %d, %lld diagonals, %.1f%% on the main diagonal, widest "
+                  "row spans %d columns\n",
+                  r->bandwidth, (long long)r->diagonals, 100.0 * r->diag_fraction,
+                  r->col_span_max);
     dt_buf_puts(out, "block fill ");
     for (int b = 0; b < SP_NBLOCK; b++)
         dt_buf_printf(out, " %dx%d %.2f (%lld blocks)%s", block_sizes[b], block_sizes[b],

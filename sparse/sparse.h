@@ -252,6 +252,7 @@ typedef struct sp_report {
     int64_t row_hist[SP_HIST_BUCKETS]; /* bucket 0: empty; b >= 1: [2^(b-1), 2^b) */
     /* shape */
     int32_t bandwidth;       /* max |i - j| over nonzeros */
+    int32_t col_span_max;    /* max over rows of last column - first column */
     int64_t diagonals;       /* distinct (j - i) values */
     double diag_fraction;    /* fraction of nonzeros on the main diagonal */
     /* block structure, b = 2, 4, 8, 16 */

@@ -1,0 +1,205 @@
+/* agents.h -- the pipeline: profile -> plan -> check -> generate -> compile ->
+ * verify -> measure -> tune -> learn as an explicit state machine with
+ * review gates, feedback edges and iteration caps, run by agents whose
+ * brain is the built-in expert backend or an LLM.
+ *
+ * Prefix ag_. Everything happens inside ditto's event loop: a run advances
+ * as worker replies, LLM tokens and review decisions arrive; nothing here
+ * blocks. Everything that happens becomes an event (agents/EVENTS.md)
+ * delivered to the sinks, in order: the headless printer, the TUI, the
+ * session log, Lua. Nothing here knows how events are shown.
+ *
+ * Ownership: ag_run_new returns a run freed by ag_run_free. Events handed
+ * to sinks are borrowed for the call. Step data returned by accessors is
+ * borrowed from the run. */
+#ifndef DITTO_AGENTS_H
+#define DITTO_AGENTS_H
+
+#include "core/core.h"
+#include "gpu/gpu.h"
+#include "sparse/sparse.h"
+
+typedef enum {
+    AG_PROFILE,
+    AG_PLAN,
+    AG_CHECK,
+    AG_GENERATE,
+    AG_COMPILE,
+    AG_VERIFY,
+    AG_MEASURE,
+    AG_TUNE,
+    AG_LEARN,
+    AG_NKINDS
+} ag_kind;
+
+const char *ag_kind_name(ag_kind k);      /* "plan" */
+int ag_kind_parse(const char *s, ag_kind *out);
+const char *ag_agent_name(ag_kind k);     /* "Kernel Architect" */
+
+typedef enum {
+    AG_RUNNING,
+    AG_AWAITING,
+    AG_APPROVED,
+    AG_EDITED,
+    AG_REJECTED,
+    AG_FAILED,
+    AG_SKIPPED
+} ag_status;
+
+const char *ag_status_name(ag_status s);
+
+typedef enum { AG_APPROVE, AG_EDIT, AG_REJECT, AG_RETRY, AG_STOP } ag_decision;
+
+const char *ag_decision_name(ag_decision d);
+
+/* Exit codes of a finished run (ditto run's exit status). */
+enum {
+    AG_EXIT_OK = 0,          /* a verified kernel was produced */
+    AG_EXIT_NOT_VERIFIED = 1, /* the pipeline ran but no kernel passed verification */
+    AG_EXIT_USAGE = 2,
+    AG_EXIT_NO_GPU = 3,      /* stopped where a GPU was needed (compile-only machine) */
+    AG_EXIT_STOPPED = 4,     /* a person stopped the run */
+    AG_EXIT_ERROR = 5,       /* matrix, worker, LLM or internal error */
+};
+
+typedef struct ag_step ag_step;
+typedef struct ag_run ag_run;
+
+/* A sink receives every event, in order. */
+typedef void ag_sink_fn(ag_run *r, const cJSON *event, void *ud);
+
+/* Review policy per step kind: ask (a gate waits), auto (no wait). */
+typedef enum { AG_POLICY_AUTO, AG_POLICY_ASK } ag_policy;
+
+/* A review function (e.g. Lua's) asked before a person: return AG_APPROVE
+ * or AG_REJECT (with reason filled) to decide, or -1 to ask the person. */
+typedef int ag_reviewer_fn(ag_run *r, const ag_step *s, dt_buf *reason, void *ud);
+
+/* Hooks around steps (Lua's ditto.on): may modify data (the step's inputs
+ * before, a copy of its artifact after); text appended to log goes to the
+ * step's reasoning; errors are reported as diagnostics. */
+typedef void ag_hook_fn(ag_run *r, ag_kind kind, const char *phase, cJSON **data, dt_buf *log,
+                        dt_buf *errors, void *ud);
+
+typedef struct ag_opts {
+    const sp_spec *spec;      /* borrowed for the run's life */
+    gpu_pool *pool;           /* borrowed; NULL: compile-only is impossible too */
+    const char *backend;      /* "expert" | "llm" (default: spec's) */
+    ag_policy policy[AG_NKINDS];
+    int max_iterations;       /* generate attempts overall (default 8) */
+    int max_edge;             /* per feedback edge (default 3) */
+    double goal_speedup;      /* below it, measure -> plan once more (default 1.0) */
+    int tune_budget_variants; /* default 24 */
+    double tune_budget_s;     /* default 120 */
+    const char *out_dir;      /* where the best kernel is written (default: session dir or .) */
+    const char *session_dir;  /* NULL: no session */
+    void *llm_config;         /* llm_config* for backend llm, borrowed */
+    void *kb;                 /* kb* knowledge base, borrowed, may be NULL */
+    ag_reviewer_fn *reviewer;
+    void *reviewer_ud;
+    ag_hook_fn *hook;
+    void *hook_ud;
+    int verbose;
+} ag_opts;
+
+ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e);
+void ag_run_free(ag_run *r);
+void ag_add_sink(ag_run *r, ag_sink_fn *fn, void *ud);
+/* Start (or, with events from a session log, resume: steps finished in the
+ * log are restored, and the run continues after the last finished one). */
+int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e);
+int ag_run_done(const ag_run *r);
+int ag_run_exit_code(const ag_run *r);
+
+/* Decide the step awaiting review. edit: artifact replaces the step's
+ * artifact (kernel source text as a JSON string, or plan JSON), is
+ * re-validated and the dependent steps re-run. reject: reason goes back into
+ * the same agent's next attempt. Returns -1 (e set) when no step awaits or
+ * the edit is invalid (the gate keeps waiting). */
+int ag_decide(ag_run *r, ag_decision d, const cJSON *artifact, const char *reason, dt_err *e);
+/* The step awaiting review, or NULL. */
+const ag_step *ag_awaiting(const ag_run *r);
+/* Approve this and every later gate. */
+void ag_approve_rest(ag_run *r);
+/* Ask for a tune now (after the current step). */
+void ag_request_tune(ag_run *r);
+/* Stop: the current step ends, the run finishes with AG_EXIT_STOPPED. */
+void ag_stop(ag_run *r);
+
+/* Read access for front ends. */
+int ag_step_count(const ag_run *r);
+const ag_step *ag_step_at(const ag_run *r, int i);
+int ag_step_id(const ag_step *s);
+ag_kind ag_step_kind(const ag_step *s);
+int ag_step_version(const ag_step *s);
+ag_status ag_step_status(const ag_step *s);
+const char *ag_step_reasoning(const ag_step *s);
+const cJSON *ag_step_artifact(const ag_step *s);
+/* A summary object (kind, version, status, artifact, measurement, verify)
+ * for review functions and Lua. Caller frees. */
+cJSON *ag_step_view(const ag_step *s);
+
+/* ---- expert backend pieces (exposed for tests and `ditto plan`) ---------- */
+
+/* Feature names -> values for KB retrieval from a PatternReport (its JSON,
+ * as sp_report_json writes it) and the problem (row_cv, row_max_over_mean,
+ * block_fill_4, n, ...). Caller frees. */
+cJSON *ag_features(const cJSON *report, const sp_spec *spec);
+
+/* Rank the kernel templates for a problem: every manifest in the template
+ * folder whose op and dtype fit, scored by the approved rules that fire.
+ * Returns an array of candidates (caller frees):
+ * {strategy, template, score, params (defaults), space {NAME: [values]},
+ *  rationale [{rule, text, score}]}, best first. */
+cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *cc, void *kb,
+                         dt_err *e);
+
+/* Static rule checks on a kernel source; an array of findings
+ * {id, severity, line, message, explanation} (caller frees). contract: the
+ * plan's contract JSON the source must keep (NULL: skip that rule). */
+cJSON *ag_static_rules(const char *source, const cJSON *contract);
+
+/* ---- the tuner --------------------------------------------------------------
+ *
+ * Successive halving over each candidate's parameter space, through the
+ * worker pool: every legal variant (capped by budget_variants, the plan's
+ * own params always included) gets a cheap measurement (5 runs); the best
+ * third (at least 2) of each strategy is re-verified with the full battery
+ * and measured in full next to cuSPARSE; the fastest verified variant wins.
+ * Results are cached by (matrix fingerprint, op, dtype, n, GPU, template
+ * hash, space) in $XDG_CACHE_HOME/ditto/tune: a cached best is re-verified
+ * and re-measured, not trusted blindly. */
+
+typedef struct ag_tuner ag_tuner;
+typedef void ag_tune_progress_fn(const char *line, void *ud);
+/* result (taken): {strategies: [{strategy, template, variants: [...],
+ * best: {params, us, gbps, gflops, speedup, verified, source}} ...],
+ * best: {strategy, template, params, us, speedup, gbps, method, baseline,
+ * source}, seconds, cached} */
+typedef void ag_tune_done_fn(cJSON *result, void *ud);
+
+typedef struct ag_tune_opts {
+    gpu_pool *pool;
+    const sp_spec *spec;
+    const char *matrix;        /* the pool's matrix handle ("m") */
+    const char *fingerprint;   /* of the matrix, for the cache */
+    const char *gpu;           /* device name, for the cache */
+    const cJSON *candidates;   /* [{strategy, template, params, space}] */
+    int budget_variants;       /* per strategy (default 24) */
+    double budget_s;           /* overall (default 120) */
+    int use_cache;             /* default on */
+    ag_tune_progress_fn *progress;
+    ag_tune_done_fn *done;
+    void *ud;
+} ag_tune_opts;
+
+ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e);
+int ag_tuner_done(const ag_tuner *t);
+/* Cancels what is running (done is not called after free). */
+void ag_tuner_free(ag_tuner *t);
+
+/* Hints for compiler messages (from error-explanation KB entries, and the
+ * built-in table when there is no KB). NULL when none applies. */
+const char *ag_explain_diagnostic(void *kb, const char *message);
+
+#endif /* DITTO_AGENTS_H */

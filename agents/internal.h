@@ -1,0 +1,133 @@
+/* internal.h -- what the orchestrator (orch.c), the agents' backends
+ * (expert.c, llmback.c), the tuner (tuner.c) and the librarian share. Not a
+ * public header: front ends use agents/agents.h. */
+#ifndef DITTO_AGENTS_INTERNAL_H
+#define DITTO_AGENTS_INTERNAL_H
+
+#include "agents/agents.h"
+
+struct ag_step {
+    int id;
+    ag_kind kind;
+    int version;
+    ag_status status;
+    cJSON *inputs;
+    cJSON *artifact;    /* JSON artifact; for generate {"source": "...", ...} */
+    dt_buf reasoning;
+    double t0, t1;
+    long tokens_in, tokens_out;
+    double cost;
+    char *reason;       /* rejection reason, or why it failed */
+    int ok;             /* the step's work succeeded (compiled, verified, ...) */
+};
+
+/* Feedback edges, counted against opts.max_edge. */
+typedef enum {
+    EDGE_CHECK_PLAN,
+    EDGE_COMPILE_GENERATE,
+    EDGE_VERIFY_GENERATE,
+    EDGE_MEASURE_PLAN,
+    EDGE_GENERATE_PLAN, /* generate attempts exhausted on a plan: next candidate */
+    EDGE_NEDGES
+} ag_edge;
+
+typedef struct ag_sink {
+    ag_sink_fn *fn;
+    void *ud;
+} ag_sink;
+
+#define AG_MAX_PENDING 64
+
+struct ag_run {
+    dt_loop *loop;
+    ag_opts o;
+    sp_spec spec; /* copy */
+    ag_step **steps;
+    int nsteps, capsteps;
+    ag_sink sinks[8];
+    int nsinks;
+    long seq;
+    char session[64];
+
+    /* pipeline state, derived from approved artifacts */
+    int have_gpu;
+    char cc[16];
+    char gpu_name[128];
+    cJSON *report;       /* PatternReport (profile artifact) */
+    cJSON *candidates;   /* ranked templates */
+    int cand_index;      /* the candidate the current plan uses */
+    cJSON *plan;         /* the approved plan */
+    char *source;        /* the approved kernel source */
+    int kernel_version;  /* generate version that produced source */
+    cJSON *best;         /* best verified & measured {version, source, params, us, speedup, ...} */
+    int verified_any;
+    dt_buf feedback[AG_NKINDS]; /* what the next attempt of an agent must read */
+    int edge_count[EDGE_NEDGES];
+    int generate_count;  /* generate attempts overall */
+    int plan_generates;  /* generate attempts on the current plan */
+
+    ag_step *cur;        /* the step running or awaiting review */
+    int awaiting;
+    int approve_rest;
+    int stop_requested;
+    int tune_requested;
+    int done;
+    int exit_code;
+    char finish_reason[512];
+    int freeing;
+
+    void *pending[AG_MAX_PENDING]; /* worker requests in flight (call contexts) */
+    int npending;
+    long llm_request;             /* LLM request in flight, 0 when none */
+    void *llm;                    /* llm_client* when backend is llm */
+    int llm_fallback;             /* the endpoint failed: expert from now on */
+
+    ag_tuner *tuner;              /* while tuning */
+    char fingerprint[17];         /* of the matrix (profile) */
+};
+
+/* ---- orch.c: events, steps, completion -------------------------------- */
+
+void ag_emit(ag_run *r, cJSON *event);            /* takes event, fills seq/t */
+void ag_text(ag_run *r, ag_step *s, const char *fmt, ...) DT_PRINTF(3, 4);
+void ag_log(ag_run *r, const char *level, const char *fmt, ...) DT_PRINTF(3, 4);
+void ag_diagnostic(ag_run *r, ag_step *s, const char *severity, const char *source,
+                   const char *id, int line, const char *message, const char *hint);
+/* The step's work is done: artifact (taken) and whether it succeeded; the
+ * review gate follows. why: a one-line reason when !ok. */
+void ag_complete(ag_run *r, ag_step *s, cJSON *artifact, int ok, const char *why);
+/* Submit a worker request for the running step; cb gets the reply. */
+typedef void ag_reply_fn(ag_run *r, ag_step *s, const cJSON *reply);
+void ag_worker_call(ag_run *r, ag_step *s, cJSON *req, double deadline_s, ag_reply_fn *cb);
+/* The kernel object for worker requests from a source and the plan. */
+cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params);
+/* Problem fields (op, dtype, n, alpha, beta, epilogue) into a request. */
+void ag_problem_into(ag_run *r, cJSON *req);
+
+/* ---- expert.c: the expert backend ------------------------------------- */
+
+void ag_expert_plan(ag_run *r, ag_step *s);
+void ag_expert_generate(ag_run *r, ag_step *s);
+/* A plan object for candidate c (template, params, space, contract). */
+cJSON *ag_plan_from_candidate(ag_run *r, const cJSON *c, dt_err *e);
+/* Validate a plan edited by a person or written by an LLM. */
+int ag_plan_validate(ag_run *r, const cJSON *plan, dt_buf *problems);
+/* Source for a template with params baked in. Caller frees. */
+char *ag_instantiate(const char *template_path, const cJSON *params, dt_err *e);
+
+/* ---- llmback.c: the LLM backend (falls back to expert) ----------------- */
+
+void ag_llm_plan(ag_run *r, ag_step *s);
+void ag_llm_generate(ag_run *r, ag_step *s);
+void ag_llm_free(ag_run *r);
+
+/* ---- tuner.c ------------------------------------------------------------ */
+
+void ag_tune(ag_run *r, ag_step *s);
+void ag_tune_free(ag_run *r);
+
+/* ---- librarian (learn step, orch.c) ---------------------------------------- */
+
+cJSON *ag_kb_proposal(ag_run *r);
+
+#endif /* DITTO_AGENTS_INTERNAL_H */

@@ -1,0 +1,1621 @@
+/* orch.c -- the orchestrator: an explicit state machine over pipeline steps
+ * with review gates, feedback edges, iteration caps, events, resume, and the
+ * agents that need no backend (profiler, constraint checker, verifier,
+ * evaluator, librarian). */
+#include "agents/internal.h"
+#include "hardware/hardware.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *kind_names[] = {"profile", "plan",    "check", "generate", "compile",
+                                   "verify",  "measure", "tune",  "learn"};
+static const char *agent_names[] = {"Pattern Profiler", "Kernel Architect", "Constraint Checker",
+                                    "Code Generator",   "Verifier (static)", "Verifier (dynamic)",
+                                    "Performance Evaluator", "Optimizer", "Librarian"};
+static const char *status_names[] = {"running", "awaiting review", "approved", "edited",
+                                     "rejected", "failed", "skipped"};
+static const char *decision_names[] = {"approve", "edit", "reject", "retry", "stop"};
+static const char *edge_names[] = {"check->plan", "compile->generate", "verify->generate",
+                                   "measure->plan", "generate->plan"};
+
+const char *ag_kind_name(ag_kind k)
+{
+    return (unsigned)k < AG_NKINDS ? kind_names[k] : "?";
+}
+
+int ag_kind_parse(const char *s, ag_kind *out)
+{
+    for (int i = 0; i < AG_NKINDS; i++) {
+        if (dt_streq(s, kind_names[i])) {
+            *out = (ag_kind)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *ag_agent_name(ag_kind k)
+{
+    return (unsigned)k < AG_NKINDS ? agent_names[k] : "?";
+}
+
+const char *ag_status_name(ag_status s)
+{
+    return (unsigned)s < DT_ARRAY_LEN(status_names) ? status_names[s] : "?";
+}
+
+const char *ag_decision_name(ag_decision d)
+{
+    return (unsigned)d < DT_ARRAY_LEN(decision_names) ? decision_names[d] : "?";
+}
+
+/* ---- events ------------------------------------------------------------------- */
+
+void ag_emit(ag_run *r, cJSON *ev)
+{
+    /* event() put seq and t first, so that they lead each line of the log. */
+    dt_json_set_int(ev, "seq", ++r->seq);
+    dt_json_set_num(ev, "t", dt_wall_now());
+    for (int i = 0; i < r->nsinks; i++)
+        r->sinks[i].fn(r, ev, r->sinks[i].ud);
+    cJSON_Delete(ev);
+}
+
+static cJSON *event(const char *type, const ag_step *s)
+{
+    cJSON *e = dt_json_obj();
+    dt_json_set_int(e, "seq", 0);
+    dt_json_set_num(e, "t", 0);
+    dt_json_set_str(e, "type", type);
+    if (s)
+        dt_json_set_int(e, "step", s->id);
+    return e;
+}
+
+void ag_text(ag_run *r, ag_step *s, const char *fmt, ...)
+{
+    dt_buf b = DT_BUF_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    dt_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    dt_buf_puts(&s->reasoning, dt_buf_str(&b));
+    cJSON *e = event("text", s);
+    dt_json_set_str(e, "text", dt_buf_str(&b));
+    dt_buf_free(&b);
+    ag_emit(r, e);
+}
+
+void ag_log(ag_run *r, const char *level, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *e = event("log", r->cur);
+    dt_json_set_str(e, "level", level);
+    dt_json_set_str(e, "message", msg);
+    ag_emit(r, e);
+}
+
+void ag_diagnostic(ag_run *r, ag_step *s, const char *severity, const char *source,
+                   const char *id, int line, const char *message, const char *hint)
+{
+    cJSON *e = event("diagnostic", s);
+    dt_json_set_str(e, "severity", severity);
+    dt_json_set_str(e, "source", source);
+    dt_json_set_str(e, "id", id && *id ? id : NULL);
+    if (line > 0)
+        dt_json_set_int(e, "line", line);
+    else
+        dt_json_set_take(e, "line", cJSON_CreateNull());
+    dt_json_set_str(e, "message", message);
+    dt_json_set_str(e, "hint", hint);
+    ag_emit(r, e);
+}
+
+/* ---- run lifecycle ---------------------------------------------------------------- */
+
+ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e)
+{
+    if (o->spec == NULL || o->spec->matrix == NULL) {
+        dt_err_set(e, "no problem spec (a matrix and an op)");
+        return NULL;
+    }
+    ag_run *r = dt_xcalloc(1, sizeof *r);
+    r->loop = loop;
+    r->o = *o;
+    sp_spec_init(&r->spec);
+    cJSON *sj = sp_spec_json(o->spec);
+    dt_buf probs = DT_BUF_INIT;
+    sp_spec_from_json(&r->spec, sj, NULL, &probs);
+    cJSON_Delete(sj);
+    dt_buf_free(&probs);
+    r->o.spec = &r->spec;
+    if (r->o.backend == NULL)
+        r->o.backend = r->spec.backend;
+    if (r->o.max_iterations <= 0)
+        r->o.max_iterations = 8;
+    if (r->o.max_edge <= 0)
+        r->o.max_edge = 3;
+    if (r->o.goal_speedup <= 0)
+        r->o.goal_speedup = 1.0;
+    if (r->o.tune_budget_variants <= 0)
+        r->o.tune_budget_variants = 24;
+    if (r->o.tune_budget_s <= 0)
+        r->o.tune_budget_s = 120;
+    r->exit_code = AG_EXIT_ERROR;
+    return r;
+}
+
+void ag_add_sink(ag_run *r, ag_sink_fn *fn, void *ud)
+{
+    if (r->nsinks < (int)DT_ARRAY_LEN(r->sinks)) {
+        r->sinks[r->nsinks].fn = fn;
+        r->sinks[r->nsinks].ud = ud;
+        r->nsinks++;
+    }
+}
+
+static void step_free(ag_step *s)
+{
+    cJSON_Delete(s->inputs);
+    cJSON_Delete(s->artifact);
+    dt_buf_free(&s->reasoning);
+    free(s->reason);
+    free(s);
+}
+
+void ag_run_free(ag_run *r)
+{
+    if (r == NULL)
+        return;
+    r->freeing = 1;
+    while (r->npending > 0 && r->o.pool) {
+        call_ctx *c = r->pending[r->npending - 1];
+        long id = c->id;
+        gpu_pool_cancel(r->o.pool, id); /* runs on_reply, which forgets c */
+        if (r->npending > 0 && r->pending[r->npending - 1] == c)
+            forget_call(r, c); /* not found in the pool any more */
+    }
+    ag_tune_free(r);
+    ag_llm_free(r);
+    for (int i = 0; i < r->nsteps; i++)
+        step_free(r->steps[i]);
+    free(r->steps);
+    cJSON_Delete(r->report);
+    cJSON_Delete(r->candidates);
+    cJSON_Delete(r->plan);
+    cJSON_Delete(r->best);
+    free(r->source);
+    for (int i = 0; i < AG_NKINDS; i++)
+        dt_buf_free(&r->feedback[i]);
+    sp_spec_clear(&r->spec);
+    free(r);
+}
+
+int ag_run_done(const ag_run *r)
+{
+    return r->done;
+}
+
+int ag_run_exit_code(const ag_run *r)
+{
+    return r->exit_code;
+}
+
+/* ---- worker calls ------------------------------------------------------------------- */
+
+typedef struct call_ctx {
+    ag_run *r;
+    int step_id;
+    ag_reply_fn *cb;
+    long id;
+} call_ctx;
+
+static void forget_call(ag_run *r, void *c)
+{
+    for (int i = 0; i < r->npending; i++) {
+        if (r->pending[i] == c) {
+            r->pending[i] = r->pending[--r->npending];
+            return;
+        }
+    }
+}
+
+static ag_step *step_by_id(ag_run *r, int id)
+{
+    for (int i = r->nsteps - 1; i >= 0; i--)
+        if (r->steps[i]->id == id)
+            return r->steps[i];
+    return NULL;
+}
+
+static void on_reply(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    (void)p;
+    call_ctx *c = ud;
+    ag_run *r = c->r;
+    forget_call(r, c);
+    ag_step *s = step_by_id(r, c->step_id);
+    ag_reply_fn *cb = c->cb;
+    free(c);
+    if (r->freeing || s == NULL)
+        return;
+    cb(r, s, reply);
+}
+
+void ag_worker_call(ag_run *r, ag_step *s, cJSON *req, double deadline_s, ag_reply_fn *cb)
+{
+    call_ctx *c = dt_xcalloc(1, sizeof *c);
+    c->r = r;
+    c->step_id = s->id;
+    c->cb = cb;
+    /* Registered before submitting: the pool may answer at once (no worker
+     * left), and on_reply then forgets and frees it before we return. */
+    if (r->npending < AG_MAX_PENDING)
+        r->pending[r->npending++] = c;
+    long id = gpu_pool_submit(r->o.pool, req, -1, deadline_s, on_reply, c);
+    for (int i = 0; i < r->npending; i++)
+        if (r->pending[i] == c)
+            c->id = id;
+}
+
+cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params)
+{
+    (void)r;
+    cJSON *k = dt_json_obj();
+    dt_json_set_str(k, "source", source);
+    char name[64];
+    snprintf(name, sizeof name, "kernel_v%d.cu", r->kernel_version > 0 ? r->kernel_version : 1);
+    dt_json_set_str(k, "name", name);
+    if (params)
+        dt_json_set_take(k, "params", cJSON_Duplicate(params, 1));
+    return k;
+}
+
+void ag_problem_into(ag_run *r, cJSON *req)
+{
+    dt_json_set_str(req, "matrix", "m");
+    dt_json_set_str(req, "op", sp_op_name(r->spec.op));
+    dt_json_set_str(req, "dtype", sp_dtype_name(r->spec.dtype));
+    dt_json_set_int(req, "n", r->spec.n);
+    dt_json_set_num(req, "alpha", r->spec.alpha);
+    dt_json_set_num(req, "beta", r->spec.beta);
+    dt_json_set_str(req, "epilogue", sp_epilogue_name(r->spec.epilogue));
+}
+
+static const char *reply_error(const cJSON *reply, char *buf, size_t len)
+{
+    return gpu_reply_error(reply, buf, len);
+}
+
+/* ---- steps ---------------------------------------------------------------------------- */
+
+static void start_step(ag_run *r, ag_kind kind);
+static void finish(ag_run *r, int code, const char *fmt, ...) DT_PRINTF(3, 4);
+static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON *artifact,
+                           const char *reason);
+
+static ag_step *new_step(ag_run *r, ag_kind kind)
+{
+    ag_step *s = dt_xcalloc(1, sizeof *s);
+    s->id = r->nsteps + 1;
+    s->kind = kind;
+    int v = 1;
+    for (int i = 0; i < r->nsteps; i++)
+        v += r->steps[i]->kind == kind;
+    s->version = v;
+    s->status = AG_RUNNING;
+    s->t0 = dt_now();
+    if (r->nsteps == r->capsteps) {
+        r->capsteps = r->capsteps ? 2 * r->capsteps : 16;
+        r->steps = dt_xrealloc(r->steps, (size_t)r->capsteps * sizeof *r->steps);
+    }
+    r->steps[r->nsteps++] = s;
+    return s;
+}
+
+static int any_gate_asks(const ag_run *r, ag_kind k)
+{
+    return r->o.policy[k] == AG_POLICY_ASK && !r->approve_rest;
+}
+
+static void emit_artifact(ag_run *r, ag_step *s)
+{
+    cJSON *e = event("artifact", s);
+    static const char *names[] = {"report", "plan", "constraints", "kernel", "compile",
+                                  "verify", "measure", "tune", "kb_entry"};
+    dt_json_set_str(e, "name", names[s->kind]);
+    dt_json_set_int(e, "version", s->kind == AG_GENERATE ? s->version : r->kernel_version);
+    if (s->kind == AG_GENERATE)
+        dt_json_set_str(e, "content", dt_json_str(s->artifact, "source", ""));
+    dt_json_set_take(e, "json", cJSON_Duplicate(s->artifact, 1));
+    ag_emit(r, e);
+}
+
+void ag_complete(ag_run *r, ag_step *s, cJSON *artifact, int ok, const char *why)
+{
+    if (r->done || s != r->cur)
+        return;
+    cJSON_Delete(s->artifact);
+    s->artifact = artifact ? artifact : dt_json_obj();
+    s->ok = ok;
+    dt_json_set_bool(s->artifact, "ok", ok);
+    if (!ok && why) {
+        free(s->reason);
+        s->reason = dt_xstrdup(why);
+        dt_json_set_str(s->artifact, "why", why);
+    }
+    if (r->o.hook) {
+        cJSON *copy = cJSON_Duplicate(s->artifact, 1);
+        dt_buf log = DT_BUF_INIT, errs = DT_BUF_INIT;
+        r->o.hook(r, s->kind, "after", &copy, &log, &errs, r->o.hook_ud);
+        if (log.len)
+            ag_text(r, s, "%s", log.data);
+        if (errs.len)
+            ag_diagnostic(r, s, "warning", "lua", "hook", 0, errs.data, NULL);
+        cJSON_Delete(copy);
+        dt_buf_free(&log);
+        dt_buf_free(&errs);
+    }
+    s->t1 = dt_now();
+    emit_artifact(r, s);
+    if (r->stop_requested) {
+        apply_decision(r, AG_STOP, "person", NULL, NULL);
+        return;
+    }
+    /* The gate: a review function (Lua) first, then the person, else auto. */
+    if (any_gate_asks(r, s->kind)) {
+        if (r->o.reviewer) {
+            dt_buf reason = DT_BUF_INIT;
+            int d = r->o.reviewer(r, s, &reason, r->o.reviewer_ud);
+            if (d == AG_APPROVE || d == AG_REJECT) {
+                apply_decision(r, (ag_decision)d, "lua", NULL,
+                               reason.len ? reason.data : "rejected by a review hook");
+                dt_buf_free(&reason);
+                return;
+            }
+            dt_buf_free(&reason);
+        }
+        s->status = AG_AWAITING;
+        r->awaiting = 1;
+        cJSON *e = event("awaiting_review", s);
+        dt_json_set_str(e, "policy", "ask");
+        ag_emit(r, e);
+        return;
+    }
+    apply_decision(r, AG_APPROVE, "auto", NULL, NULL);
+}
+
+/* ---- the profiler ------------------------------------------------------------------------ */
+
+static void profile_done(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    char buf[1200];
+    if (!dt_json_bool(reply, "ok", 0)) {
+        ag_complete(r, s, NULL, 0, reply_error(reply, buf, sizeof buf));
+        return;
+    }
+    const cJSON *rep = cJSON_GetObjectItem(reply, "report");
+    cJSON *art = dt_json_obj();
+    dt_json_set_take(art, "report", cJSON_Duplicate(rep, 1));
+    dt_json_set_str(art, "fingerprint", dt_json_str(reply, "fingerprint", ""));
+    dt_json_set_num(art, "load_seconds", dt_json_num(reply, "load_seconds", 0));
+    ag_text(r, s, "%s: %.0f x %.0f, %.0f nonzeros (%.2f per row, cv %.2f, max %.0f).\n",
+            r->spec.matrix, dt_json_num(rep, "rows", 0), dt_json_num(rep, "cols", 0),
+            dt_json_num(rep, "nnz", 0),
+            dt_json_num(cJSON_GetObjectItem(rep, "row_length"), "mean", 0),
+            dt_json_num(cJSON_GetObjectItem(rep, "row_length"), "cv", 0),
+            dt_json_num(cJSON_GetObjectItem(rep, "row_length"), "max", 0));
+    ag_text(r, s, "Class %s: %s.\n", dt_json_str(rep, "class", "?"),
+            dt_json_str(rep, "class_reason", ""));
+    ag_complete(r, s, art, 1, NULL);
+}
+
+static void run_profile(ag_run *r, ag_step *s)
+{
+    cJSON *req = dt_json_obj();
+    dt_json_set_str(req, "req", "load_matrix");
+    dt_json_set_str(req, "matrix", r->spec.matrix);
+    dt_json_set_int(req, "n", r->spec.n);
+    dt_json_set_int(req, "k", r->spec.n);
+    /* Through the pool's load so that a restarted worker reloads it; the
+     * load is blocking in the pool API, so go through the async path with
+     * the same request and register it for reloads afterwards. */
+    dt_json_set_str(req, "handle", "m");
+    ag_text(r, s, "Loading %s in the worker and computing its PatternReport.\n", r->spec.matrix);
+    ag_worker_call(r, s, req, 900, profile_done);
+}
+
+/* ---- the constraint checker ------------------------------------------------------------- */
+
+static hw_spec *run_hw(ag_run *r)
+{
+    dt_err e = {0};
+    if (r->spec.gpu && strcmp(r->spec.gpu, "auto") != 0)
+        return hw_load(r->spec.gpu, &e);
+    int maj = 9, min = 0;
+    if (r->cc[0])
+        sscanf(r->cc, "%d.%d", &maj, &min);
+    return hw_match(r->gpu_name[0] ? r->gpu_name : "NVIDIA H200", maj, min, 0, NULL, NULL, 0, &e);
+}
+
+static void report_vars(ag_run *r, gpu_vars *v)
+{
+    v->n = 0;
+    gpu_vars_set(v, "rows", (int64_t)dt_json_num(r->report, "rows", 0));
+    gpu_vars_set(v, "cols", (int64_t)dt_json_num(r->report, "cols", 0));
+    gpu_vars_set(v, "nnz", (int64_t)dt_json_num(r->report, "nnz", 0));
+    gpu_vars_set(v, "max_row",
+                 (int64_t)dt_json_num(cJSON_GetObjectItem(r->report, "row_length"), "max", 0));
+    gpu_vars_set(v, "n", r->spec.op == SP_SPMM ? r->spec.n : 0);
+    gpu_vars_set(v, "k", r->spec.op == SP_SDDMM ? r->spec.n : 0);
+    gpu_vars_set(v, "sms", 132);
+}
+
+static void run_check(ag_run *r, ag_step *s)
+{
+    cJSON *art = dt_json_obj();
+    cJSON *viol = dt_json_arr();
+    const cJSON *plan = r->plan;
+    gpu_contract c;
+    dt_err e = {0};
+    int have_c = gpu_contract_parse(cJSON_GetObjectItem(plan, "contract"), &c, &e) == 0;
+    if (!have_c) {
+        cJSON_AddItemToArray(viol, cJSON_CreateString(e.msg));
+    }
+    gpu_vars v;
+    report_vars(r, &v);
+    const cJSON *params = cJSON_GetObjectItem(plan, "params");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, params)
+        gpu_vars_set(&v, p->string, (int64_t)p->valuedouble);
+    /* The manifest: legal values and constraints. */
+    const char *tpl = dt_json_str(plan, "template", NULL);
+    char *path = tpl ? dt_share_path(tpl) : NULL;
+    char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
+    gpu_manifest m;
+    if (src && gpu_manifest_from_source(src, &m, &e) == 0) {
+        dt_err me = {0};
+        if (gpu_manifest_check(&m, params, &v, &me) != 0)
+            cJSON_AddItemToArray(viol, cJSON_CreateString(me.msg));
+        if (!(m.dtypes & (1u << r->spec.dtype))) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "template %s has no %s variant", m.strategy,
+                     sp_dtype_name(r->spec.dtype));
+            cJSON_AddItemToArray(viol, cJSON_CreateString(msg));
+        }
+        gpu_manifest_clear(&m);
+    } else if (tpl) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "template %s cannot be read", tpl);
+        cJSON_AddItemToArray(viol, cJSON_CreateString(msg));
+    }
+    free(src);
+    free(path);
+    hw_spec *g = run_hw(r);
+    if (have_c && g) {
+        int64_t bx = 1, by = 1, bz = 1, smem = 0;
+        dt_err ee = {0};
+        int ok = gpu_eval(c.block[0], &v, &bx, &ee) == 0 && gpu_eval(c.block[1], &v, &by, &ee) == 0 &&
+                 gpu_eval(c.block[2], &v, &bz, &ee) == 0 && gpu_eval(c.smem, &v, &smem, &ee) == 0;
+        if (!ok) {
+            cJSON_AddItemToArray(viol, cJSON_CreateString(ee.msg));
+        } else {
+            int64_t threads = bx * by * bz;
+            if (threads > g->max_threads_per_block) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "block of %lld threads exceeds the %d per block of %s",
+                         (long long)threads, g->max_threads_per_block, g->name);
+                cJSON_AddItemToArray(viol, cJSON_CreateString(msg));
+            }
+            if (smem > g->smem_per_block_optin) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "%lld bytes of dynamic shared memory exceed %d per block",
+                         (long long)smem, g->smem_per_block_optin);
+                cJSON_AddItemToArray(viol, cJSON_CreateString(msg));
+            }
+            /* Registers are unknown before compiling: predict with 32 (the
+             * templates' usual count) and say so; the compile step reports
+             * the real occupancy. */
+            hw_occ occ;
+            if (threads <= g->max_threads_per_block &&
+                hw_occupancy(g, (int)threads, 32, 0, (size_t)smem, HW_CARVEOUT_DEFAULT, 1, &occ,
+                             &ee) == 0) {
+                cJSON *oj = hw_occ_json(g, &occ);
+                dt_json_set_str(oj, "assumption", "32 registers per thread (not compiled yet)");
+                dt_json_set_take(art, "occupancy", oj);
+                ag_text(r, s,
+                        "Predicted occupancy at %lld threads per block, 32 registers: %d blocks, "
+                        "%.0f%% (limiter: %s).\n",
+                        (long long)threads, occ.blocks, occ.pct, hw_limiter_name(occ.limiter));
+            }
+        }
+    }
+    if (g)
+        dt_json_set_str(art, "gpu", g->name);
+    hw_spec_free(g);
+    if (have_c)
+        gpu_contract_clear(&c);
+    int nv = cJSON_GetArraySize(viol);
+    dt_json_set_take(art, "violations", viol);
+    if (nv == 0)
+        ag_text(r, s, "No hard limit is violated.\n");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(art, "violations"))
+    {
+        ag_text(r, s, "Violation: %s\n", x->valuestring);
+        ag_diagnostic(r, s, "error", "check", "constraint", 0, x->valuestring, NULL);
+    }
+    ag_complete(r, s, art, nv == 0, nv ? "the plan violates a hard limit" : NULL);
+}
+
+/* ---- compile: static rules + NVRTC --------------------------------------------------------- */
+
+static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    char buf[1200];
+    if (!dt_json_bool(reply, "ok", 0)) {
+        ag_complete(r, s, NULL, 0, reply_error(reply, buf, sizeof buf));
+        return;
+    }
+    cJSON *art = s->artifact ? s->artifact : dt_json_obj();
+    s->artifact = NULL;
+    int errors = (int)dt_json_num(art, "rule_errors", 0);
+    dt_json_set_take(art, "nvrtc", cJSON_Duplicate(reply, 1));
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(reply, "diagnostics"))
+    {
+        const char *msg = dt_json_str(d, "message", "");
+        ag_diagnostic(r, s, dt_json_str(d, "severity", "error"), "nvrtc", dt_json_str(d, "code", ""),
+                      (int)dt_json_num(d, "line", 0), msg, ag_explain_diagnostic(r->o.kb, msg));
+    }
+    int compiled = dt_json_bool(reply, "compiled", 0);
+    const cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "kernels"), 0);
+    if (compiled && k) {
+        ag_text(r, s, "NVRTC %s for %s: %.0f registers, %.0f B shared, %.0f B stack, spills "
+                      "%.0f/%.0f B.\n",
+                dt_json_str(reply, "nvrtc_version", "?"), dt_json_str(reply, "arch", "?"),
+                dt_json_num(k, "registers", 0), dt_json_num(k, "smem", 0), dt_json_num(k, "stack", 0),
+                dt_json_num(k, "spill_stores", 0), dt_json_num(k, "spill_loads", 0));
+        /* The real occupancy now that registers are known. */
+        hw_spec *g = run_hw(r);
+        gpu_contract c;
+        dt_err e = {0};
+        if (g && gpu_contract_parse(cJSON_GetObjectItem(r->plan, "contract"), &c, &e) == 0) {
+            gpu_vars v;
+            report_vars(r, &v);
+            const cJSON *p;
+            cJSON_ArrayForEach(p, cJSON_GetObjectItem(r->plan, "params"))
+                gpu_vars_set(&v, p->string, (int64_t)p->valuedouble);
+            int64_t bx = 1, by = 1, bz = 1, smem = 0;
+            if (gpu_eval(c.block[0], &v, &bx, &e) == 0 && gpu_eval(c.block[1], &v, &by, &e) == 0 &&
+                gpu_eval(c.block[2], &v, &bz, &e) == 0 && gpu_eval(c.smem, &v, &smem, &e) == 0) {
+                hw_occ occ;
+                if (hw_occupancy(g, (int)(bx * by * bz), (int)dt_json_num(k, "registers", 32),
+                                 (size_t)dt_json_num(k, "smem", 0), (size_t)smem,
+                                 HW_CARVEOUT_DEFAULT, 1, &occ, &e) == 0) {
+                    dt_json_set_take(art, "occupancy", hw_occ_json(g, &occ));
+                    ag_text(r, s, "Theoretical occupancy: %d blocks per SM, %.0f%% (limiter: %s).\n",
+                            occ.blocks, occ.pct, hw_limiter_name(occ.limiter));
+                }
+            }
+            gpu_contract_clear(&c);
+        }
+        hw_spec_free(g);
+    }
+    int ok = compiled && errors == 0;
+    if (!compiled) {
+        const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "diagnostics"), 0);
+        snprintf(buf, sizeof buf, "does not compile: line %d: %s",
+                 (int)dt_json_num(first, "line", 0), dt_json_str(first, "message", "?"));
+    } else if (errors) {
+        snprintf(buf, sizeof buf, "%d static rule error(s)", errors);
+    }
+    ag_complete(r, s, art, ok, ok ? NULL : buf);
+}
+
+static void run_compile(ag_run *r, ag_step *s)
+{
+    cJSON *art = dt_json_obj();
+    cJSON *rules = ag_static_rules(r->source, cJSON_GetObjectItem(r->plan, "contract"));
+    int errors = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, rules)
+    {
+        int is_err = dt_streq(dt_json_str(f, "severity", ""), "error");
+        errors += is_err;
+        ag_diagnostic(r, s, dt_json_str(f, "severity", "warning"), "rule", dt_json_str(f, "id", ""),
+                      (int)dt_json_num(f, "line", 0), dt_json_str(f, "message", ""),
+                      dt_json_str(f, "explanation", NULL));
+    }
+    ag_text(r, s, "Static rules: %d finding(s), %d error(s).\n", cJSON_GetArraySize(rules), errors);
+    dt_json_set_take(art, "rules", rules);
+    dt_json_set_int(art, "rule_errors", errors);
+    s->artifact = art; /* completed in compile_done */
+    cJSON *req = dt_json_obj();
+    dt_json_set_str(req, "req", "compile");
+    ag_problem_into(r, req);
+    dt_json_set_take(req, "kernel", ag_kernel_obj(r, r->source, cJSON_GetObjectItem(r->plan, "params")));
+    ag_worker_call(r, s, req, 300, compile_done);
+}
+
+/* ---- verify ---------------------------------------------------------------------------------- */
+
+static void verify_done(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    char buf[1200];
+    if (!dt_json_bool(reply, "ok", 0)) {
+        const char *err = reply_error(reply, buf, sizeof buf);
+        const char *code = dt_json_str(reply, "error", "");
+        if (dt_streq(code, "no_device")) {
+            ag_complete(r, s, NULL, 0, err);
+            return;
+        }
+        /* A fault, a hang or a refused launch is the kernel's failure. */
+        ag_diagnostic(r, s, "error", "verify", code, 0, err, NULL);
+        cJSON *art = dt_json_obj();
+        dt_json_set_bool(art, "passed", 0);
+        dt_json_set_str(art, "error", err);
+        ag_complete(r, s, art, 0, err);
+        return;
+    }
+    cJSON *art = cJSON_Duplicate(reply, 1);
+    int passed = dt_json_bool(reply, "passed", 0);
+    int failed = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(reply, "checks"))
+    {
+        if (dt_json_bool(c, "passed", 0))
+            continue;
+        failed++;
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: %s", dt_json_str(c, "name", ""),
+                 dt_json_str(c, "detail", "failed"));
+        const cJSON *fb = cJSON_GetObjectItem(c, "first_bad");
+        if (fb) {
+            size_t n = strlen(msg);
+            snprintf(msg + n, sizeof msg - n, " (first bad: row %.0f, expected %.9g, got %s)",
+                     dt_json_num(fb, "row", 0), dt_json_num(fb, "expected", 0),
+                     cJSON_IsString(cJSON_GetObjectItem(fb, "got"))
+                         ? dt_json_str(fb, "got", "")
+                         : "a different value");
+        }
+        ag_diagnostic(r, s, "error", "verify", dt_json_str(c, "name", ""), 0, msg, NULL);
+    }
+    ag_text(r, s, "Verification battery: %.0f checks, %d failed: %s.\n",
+            dt_json_num(reply, "checks_run", 0), failed, passed ? "PASSED" : "FAILED");
+    snprintf(buf, sizeof buf, "%d verification check(s) failed", failed);
+    ag_complete(r, s, art, passed, passed ? NULL : buf);
+}
+
+static void run_verify(ag_run *r, ag_step *s)
+{
+    if (!r->have_gpu) {
+        ag_text(r, s, "No GPU: the worker compiled the kernel but cannot run it.\n");
+        ag_complete(r, s, NULL, 0, "no GPU: verification and measurement need one");
+        return;
+    }
+    cJSON *req = dt_json_obj();
+    dt_json_set_str(req, "req", "verify");
+    ag_problem_into(r, req);
+    dt_json_set_take(req, "kernel", ag_kernel_obj(r, r->source, cJSON_GetObjectItem(r->plan, "params")));
+    ag_text(r, s, "Running the battery: fresh random inputs, NaN-poisoned outputs, fp64 reference "
+                  "and cuSPARSE, unchanged inputs, no cached answers, determinism, edge "
+                  "matrices.\n");
+    ag_worker_call(r, s, req, 600, verify_done);
+}
+
+/* ---- measure ------------------------------------------------------------------------------------ */
+
+/* A bottleneck diagnosis in words from the measurement (and CUPTI metrics
+ * when they came back). */
+static void diagnose(ag_run *r, ag_step *s, cJSON *art)
+{
+    double gbps = dt_json_num(art, "gbps", 0), copy = dt_json_num(art, "copy_gbps", 0);
+    double us = dt_json_num(art, "us", 0), floor_us = dt_json_num(art, "floor_us", 0);
+    double speedup = dt_json_num(art, "speedup", 0);
+    dt_buf d = DT_BUF_INIT;
+    if (copy > 0)
+        dt_buf_printf(&d, "achieved %.0f%% of copy bandwidth (%.0f of %.0f GB/s over the minimum "
+                          "bytes)",
+                      100.0 * gbps / copy, gbps, copy);
+    const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(art, "metrics"), "metrics");
+    if (m) {
+        double rd = dt_json_num(m, "dram__bytes_read.sum", 0);
+        double wr = dt_json_num(m, "dram__bytes_write.sum", 0);
+        double minb = dt_json_num(art, "min_bytes", 0);
+        double occ = dt_json_num(m, "sm__warps_active.avg.pct_of_peak_sustained_active", -1);
+        double hit = dt_json_num(m, "lts__t_sector_hit_rate.pct", -1);
+        if (minb > 0 && rd + wr > 0)
+            dt_buf_printf(&d, "; DRAM traffic %.2fx the minimum%s", (rd + wr) / minb,
+                          (rd + wr) / minb > 1.3 ? " -> extra traffic: uncoalesced gathers of x/B or re-reads" : "");
+        if (occ >= 0)
+            dt_buf_printf(&d, "; achieved occupancy %.0f%%", occ);
+        if (hit >= 0)
+            dt_buf_printf(&d, "; L2 hit rate %.0f%%", hit);
+    }
+    if (floor_us > 0)
+        dt_buf_printf(&d, "; %.2f us against a floor of %.2f us", us, floor_us);
+    if (speedup > 0)
+        dt_buf_printf(&d, "; %.2fx the best cuSPARSE algorithm", speedup);
+    dt_json_set_str(art, "diagnosis", dt_buf_str(&d));
+    ag_text(r, s, "Diagnosis: %s.\n", dt_buf_str(&d));
+    dt_buf_free(&d);
+}
+
+static void place_roofline(ag_run *r, cJSON *art)
+{
+    hw_spec *g = run_hw(r);
+    if (g == NULL)
+        return;
+    hw_roofline rl;
+    dt_err e = {0};
+    hw_dtype hd = r->spec.dtype == SP_FP64 ? HW_FP64 : HW_FP32;
+    if (hw_roofline_init(&rl, g, hd, 0, 1, &e) == 0) {
+        hw_rl_point pt = {.flops = dt_json_num(art, "flops", 0),
+                          .min_bytes = dt_json_num(art, "min_bytes", 0),
+                          .seconds = dt_json_num(art, "us", 0) * 1e-6};
+        snprintf(pt.label, sizeof pt.label, "v%d", r->kernel_version);
+        const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(art, "metrics"), "metrics");
+        if (m)
+            pt.dram_bytes = dt_json_num(m, "dram__bytes_read.sum", 0) +
+                            dt_json_num(m, "dram__bytes_write.sum", 0);
+        hw_rl_place pl;
+        if (hw_roofline_place(&rl, &pt, &pl, &e) == 0) {
+            cJSON *o = dt_json_obj();
+            dt_json_set_num(o, "ai", pl.ai);
+            dt_json_set_num(o, "ai_alg", pl.ai_alg);
+            dt_json_set_num(o, "flops_s", pl.flops_s);
+            dt_json_set_num(o, "roof", pl.roof);
+            dt_json_set_num(o, "pct_roof", pl.pct_roof);
+            dt_json_set_num(o, "pct_bw", pl.pct_bw);
+            dt_json_set_bool(o, "memory_bound", pl.memory_bound);
+            dt_json_set_str(o, "gpu", g->name);
+            dt_json_set_take(art, "roofline", o);
+        }
+    }
+    hw_spec_free(g);
+}
+
+static void metrics_done(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    cJSON *art = s->artifact;
+    s->artifact = NULL;
+    if (dt_json_bool(reply, "ok", 0))
+        dt_json_set_take(art, "metrics", cJSON_Duplicate(reply, 1));
+    if (dt_json_bool(reply, "ok", 0) && !dt_json_bool(reply, "available", 0))
+        ag_text(r, s, "CUPTI metrics unavailable: %s.\n", dt_json_str(reply, "reason", ""));
+    place_roofline(r, art);
+    diagnose(r, s, art);
+    cJSON *ev = event("measurement", s);
+    dt_json_set_take(ev, "json", cJSON_Duplicate(art, 1));
+    ag_emit(r, ev);
+    /* The best verified version so far. */
+    double us = dt_json_num(art, "us", 0);
+    if (us > 0 && (r->best == NULL || us < dt_json_num(r->best, "us", 1e300))) {
+        cJSON_Delete(r->best);
+        r->best = dt_json_obj();
+        dt_json_set_int(r->best, "version", r->kernel_version);
+        dt_json_set_str(r->best, "source", r->source);
+        dt_json_set_take(r->best, "params", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
+        dt_json_set_str(r->best, "strategy", dt_json_str(r->plan, "strategy", ""));
+        dt_json_set_num(r->best, "us", us);
+        dt_json_set_num(r->best, "speedup", dt_json_num(art, "speedup", 0));
+        dt_json_set_num(r->best, "gbps", dt_json_num(art, "gbps", 0));
+        dt_json_set_str(r->best, "method", dt_json_str(art, "method", ""));
+        dt_json_set_str(r->best, "baseline", dt_json_str(cJSON_GetObjectItem(art, "baseline"), "best", ""));
+    }
+    ag_complete(r, s, art, 1, NULL);
+}
+
+static void measure_done(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    char buf[1200];
+    if (!dt_json_bool(reply, "ok", 0)) {
+        const char *err = reply_error(reply, buf, sizeof buf);
+        ag_diagnostic(r, s, "error", "measure", dt_json_str(reply, "error", ""), 0, err, NULL);
+        cJSON *art = cJSON_Duplicate(reply, 1);
+        ag_complete(r, s, art, 0, err);
+        return;
+    }
+    cJSON *art = cJSON_Duplicate(reply, 1);
+    ag_text(r, s, "%s timing: %.2f us, %.0f GB/s, %.1f GFLOP/s; best cuSPARSE (%s) %.2f us: "
+                  "speedup %.2fx.\n",
+            dt_json_str(reply, "method", ""), dt_json_num(reply, "us", 0),
+            dt_json_num(reply, "gbps", 0), dt_json_num(reply, "gflops", 0),
+            dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
+            dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
+            dt_json_num(reply, "speedup", 0));
+    s->artifact = art;
+    cJSON *req = dt_json_obj();
+    dt_json_set_str(req, "req", "metrics");
+    ag_problem_into(r, req);
+    dt_json_set_take(req, "kernel", ag_kernel_obj(r, r->source, cJSON_GetObjectItem(r->plan, "params")));
+    ag_worker_call(r, s, req, 300, metrics_done);
+}
+
+static void run_measure(ag_run *r, ag_step *s)
+{
+    cJSON *req = dt_json_obj();
+    dt_json_set_str(req, "req", "measure");
+    ag_problem_into(r, req);
+    dt_json_set_take(req, "kernel", ag_kernel_obj(r, r->source, cJSON_GetObjectItem(r->plan, "params")));
+    dt_json_set_bool(req, "baseline", 1);
+    ag_text(r, s, "Timing with CUDA events around the launch only, warm-up first, median of at "
+                  "least 20 runs, L2 flushed (or CUDA-graph replay when L2-resident), the same "
+                  "method for every cuSPARSE algorithm.\n");
+    ag_worker_call(r, s, req, 600, measure_done);
+}
+
+/* ---- learn ---------------------------------------------------------------------------------------- */
+
+static void run_learn(ag_run *r, ag_step *s)
+{
+    if (r->best == NULL) {
+        ag_text(r, s, "Nothing measured: no knowledge to propose.\n");
+        ag_complete(r, s, dt_json_obj(), 1, NULL);
+        return;
+    }
+    cJSON *entry = ag_kb_proposal(r);
+    ag_text(r, s, "Proposing %s for review: %s.\n", dt_json_str(entry, "id", ""),
+            dt_json_str(entry, "title", ""));
+    cJSON *art = dt_json_obj();
+    dt_json_set_take(art, "entry", entry);
+    ag_complete(r, s, art, 1, NULL);
+}
+
+/* ---- the state machine ------------------------------------------------------------------------------- */
+
+static void run_step(ag_run *r, ag_step *s)
+{
+    int llm = dt_streq(r->o.backend, "llm") && !r->llm_fallback;
+    switch (s->kind) {
+    case AG_PROFILE:
+        run_profile(r, s);
+        break;
+    case AG_PLAN:
+        if (llm)
+            ag_llm_plan(r, s);
+        else
+            ag_expert_plan(r, s);
+        break;
+    case AG_CHECK:
+        run_check(r, s);
+        break;
+    case AG_GENERATE:
+        if (llm)
+            ag_llm_generate(r, s);
+        else
+            ag_expert_generate(r, s);
+        break;
+    case AG_COMPILE:
+        run_compile(r, s);
+        break;
+    case AG_VERIFY:
+        run_verify(r, s);
+        break;
+    case AG_MEASURE:
+        run_measure(r, s);
+        break;
+    case AG_TUNE:
+        ag_tune(r, s);
+        break;
+    case AG_LEARN:
+        run_learn(r, s);
+        break;
+    default:
+        break;
+    }
+}
+
+static void start_step(ag_run *r, ag_kind kind)
+{
+    if (r->done)
+        return;
+    ag_step *s = new_step(r, kind);
+    r->cur = s;
+    if (kind == AG_GENERATE) {
+        r->generate_count++;
+        r->plan_generates++;
+        r->kernel_version = s->version;
+    }
+    s->inputs = dt_json_obj();
+    if (r->feedback[kind].len)
+        dt_json_set_str(s->inputs, "feedback", r->feedback[kind].data);
+    if (kind > AG_PLAN && r->plan)
+        dt_json_set_str(s->inputs, "strategy", dt_json_str(r->plan, "strategy", ""));
+    dt_buf log = DT_BUF_INIT, errs = DT_BUF_INIT;
+    if (r->o.hook)
+        r->o.hook(r, kind, "before", &s->inputs, &log, &errs, r->o.hook_ud);
+    cJSON *e = event("step_started", s);
+    dt_json_set_str(e, "kind", ag_kind_name(kind));
+    dt_json_set_int(e, "version", s->version);
+    dt_json_set_str(e, "agent", ag_agent_name(kind));
+    dt_json_set_take(e, "inputs", cJSON_Duplicate(s->inputs, 1));
+    ag_emit(r, e);
+    if (log.len)
+        ag_text(r, s, "%s", log.data);
+    if (errs.len)
+        ag_diagnostic(r, s, "warning", "lua", "hook", 0, errs.data, NULL);
+    dt_buf_free(&log);
+    dt_buf_free(&errs);
+    run_step(r, s);
+}
+
+static void transition(ag_run *r, ag_kind from, ag_kind to, int edge, const char *reason)
+{
+    cJSON *e = event("transition", NULL);
+    dt_json_set_str(e, "from", ag_kind_name(from));
+    dt_json_set_str(e, "to", ag_kind_name(to));
+    dt_json_set_str(e, "reason", reason);
+    if (edge >= 0) {
+        dt_json_set_str(e, "edge", edge_names[edge]);
+        dt_json_set_int(e, "iteration", r->edge_count[edge]);
+    }
+    ag_emit(r, e);
+    start_step(r, to);
+}
+
+/* Take a feedback edge if its cap allows; returns 0 when it was taken. */
+static int take_edge(ag_run *r, ag_edge edge, ag_kind from, ag_kind to, const char *why)
+{
+    if (r->edge_count[edge] >= r->o.max_edge)
+        return -1;
+    if (to == AG_GENERATE && r->generate_count >= r->o.max_iterations)
+        return -1;
+    r->edge_count[edge]++;
+    transition(r, from, to, edge, why);
+    return 0;
+}
+
+/* Move on to the next candidate template, or finish when none is left. */
+static void next_candidate(ag_run *r, ag_kind from, const char *why)
+{
+    int n = cJSON_GetArraySize(r->candidates);
+    if (r->cand_index + 1 < n && r->generate_count < r->o.max_iterations &&
+        r->edge_count[EDGE_GENERATE_PLAN] < r->o.max_edge + 2) {
+        r->cand_index++;
+        r->plan_generates = 0;
+        dt_buf_reset(&r->feedback[AG_GENERATE]);
+        dt_buf_printf(&r->feedback[AG_PLAN], "%s\n", why);
+        r->edge_count[EDGE_GENERATE_PLAN]++;
+        transition(r, from, AG_PLAN, EDGE_GENERATE_PLAN, why);
+        return;
+    }
+    if (r->best)
+        transition(r, from, AG_TUNE, -1, "no candidate left to try: tune the best verified one");
+    else
+        finish(r, AG_EXIT_NOT_VERIFIED, "no kernel passed verification (%s)", why);
+}
+
+static void advance(ag_run *r, ag_step *s)
+{
+    char why[1200];
+    snprintf(why, sizeof why, "%s", s->reason ? s->reason : "");
+    switch (s->kind) {
+    case AG_PROFILE:
+        if (!s->ok) {
+            finish(r, AG_EXIT_ERROR, "the matrix could not be profiled: %s", why);
+            return;
+        }
+        transition(r, AG_PROFILE, AG_PLAN, -1, "PatternReport ready");
+        return;
+    case AG_PLAN:
+        if (!s->ok) {
+            finish(r, AG_EXIT_ERROR, "no plan: %s", why);
+            return;
+        }
+        transition(r, AG_PLAN, AG_CHECK, -1, "plan approved");
+        return;
+    case AG_CHECK:
+        if (!s->ok) {
+            dt_buf_reset(&r->feedback[AG_PLAN]);
+            const cJSON *v;
+            cJSON_ArrayForEach(v, cJSON_GetObjectItem(s->artifact, "violations"))
+                dt_buf_printf(&r->feedback[AG_PLAN], "constraint violation: %s\n", v->valuestring);
+            if (take_edge(r, EDGE_CHECK_PLAN, AG_CHECK, AG_PLAN, "constraint violation") != 0)
+                next_candidate(r, AG_CHECK, "the plan violates a hard limit");
+            return;
+        }
+        transition(r, AG_CHECK, AG_GENERATE, -1, "no hard limit violated");
+        return;
+    case AG_GENERATE:
+        if (!s->ok) {
+            next_candidate(r, AG_GENERATE, why);
+            return;
+        }
+        transition(r, AG_GENERATE, AG_COMPILE, -1, "source ready");
+        return;
+    case AG_COMPILE:
+        if (!s->ok) {
+            dt_buf_reset(&r->feedback[AG_GENERATE]);
+            dt_buf_printf(&r->feedback[AG_GENERATE], "The previous version (v%d) %s.\n",
+                          r->kernel_version, why);
+            const cJSON *d;
+            cJSON_ArrayForEach(d, cJSON_GetObjectItem(cJSON_GetObjectItem(s->artifact, "nvrtc"), "diagnostics"))
+                dt_buf_printf(&r->feedback[AG_GENERATE], "line %d: %s: %s\n",
+                              (int)dt_json_num(d, "line", 0), dt_json_str(d, "severity", ""),
+                              dt_json_str(d, "message", ""));
+            cJSON_ArrayForEach(d, cJSON_GetObjectItem(s->artifact, "rules"))
+                if (dt_streq(dt_json_str(d, "severity", ""), "error"))
+                    dt_buf_printf(&r->feedback[AG_GENERATE], "line %d: rule %s: %s\n",
+                                  (int)dt_json_num(d, "line", 0), dt_json_str(d, "id", ""),
+                                  dt_json_str(d, "message", ""));
+            if (take_edge(r, EDGE_COMPILE_GENERATE, AG_COMPILE, AG_GENERATE, why) != 0)
+                next_candidate(r, AG_COMPILE, why);
+            return;
+        }
+        if (!r->have_gpu) {
+            finish(r, AG_EXIT_NO_GPU,
+                   "compiled without a GPU: verification and measurement need one (the kernel "
+                   "and its predicted occupancy are in the session)");
+            return;
+        }
+        transition(r, AG_COMPILE, AG_VERIFY, -1, "compiled cleanly");
+        return;
+    case AG_VERIFY:
+        if (!s->ok) {
+            if (strstr(why, "no_device") || strstr(why, "no GPU")) {
+                finish(r, AG_EXIT_NO_GPU, "%s", why);
+                return;
+            }
+            dt_buf_reset(&r->feedback[AG_GENERATE]);
+            dt_buf_printf(&r->feedback[AG_GENERATE], "The previous version (v%d) failed "
+                                                     "verification: %s.\n",
+                          r->kernel_version, why);
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItem(s->artifact, "checks"))
+                if (!dt_json_bool(c, "passed", 0))
+                    dt_buf_printf(&r->feedback[AG_GENERATE], "- %s: %s\n",
+                                  dt_json_str(c, "name", ""), dt_json_str(c, "detail", "failed"));
+            if (take_edge(r, EDGE_VERIFY_GENERATE, AG_VERIFY, AG_GENERATE, why) != 0)
+                next_candidate(r, AG_VERIFY, why);
+            return;
+        }
+        r->verified_any = 1;
+        transition(r, AG_VERIFY, AG_MEASURE, -1, "verified");
+        return;
+    case AG_MEASURE: {
+        if (!s->ok) {
+            next_candidate(r, AG_MEASURE, why);
+            return;
+        }
+        double sp = dt_json_num(s->artifact, "speedup", 0);
+        if (sp > 0 && sp < r->o.goal_speedup && !r->tune_requested) {
+            char msg[1400];
+            snprintf(msg, sizeof msg, "%.2fx is below the goal of %.2fx: %s", sp,
+                     r->o.goal_speedup, dt_json_str(s->artifact, "diagnosis", ""));
+            int n = cJSON_GetArraySize(r->candidates);
+            if (r->cand_index + 1 < n && r->edge_count[EDGE_MEASURE_PLAN] < r->o.max_edge) {
+                r->edge_count[EDGE_MEASURE_PLAN]++;
+                r->cand_index++;
+                r->plan_generates = 0;
+                dt_buf_reset(&r->feedback[AG_PLAN]);
+                dt_buf_printf(&r->feedback[AG_PLAN], "%s\n", msg);
+                transition(r, AG_MEASURE, AG_PLAN, EDGE_MEASURE_PLAN, msg);
+                return;
+            }
+        }
+        transition(r, AG_MEASURE, AG_TUNE, -1, "measured: tune the best verified version");
+        return;
+    }
+    case AG_TUNE:
+        transition(r, AG_TUNE, AG_LEARN, -1, "tuned");
+        return;
+    case AG_LEARN: {
+        if (r->best == NULL)
+            finish(r, r->verified_any ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED, "finished");
+        else
+            finish(r, AG_EXIT_OK, "a verified kernel: v%d, %.2f us, %.2fx the best cuSPARSE",
+                   (int)dt_json_num(r->best, "version", 0), dt_json_num(r->best, "us", 0),
+                   dt_json_num(r->best, "speedup", 0));
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+/* Apply the approved artifact to the run's state. */
+static void adopt(ag_run *r, ag_step *s)
+{
+    switch (s->kind) {
+    case AG_PROFILE: {
+        cJSON_Delete(r->report);
+        r->report = cJSON_Duplicate(cJSON_GetObjectItem(s->artifact, "report"), 1);
+        break;
+    }
+    case AG_PLAN:
+        if (s->ok) {
+            cJSON_Delete(r->plan);
+            r->plan = cJSON_Duplicate(s->artifact, 1);
+            r->plan_generates = 0;
+            dt_buf_reset(&r->feedback[AG_PLAN]);
+        }
+        break;
+    case AG_GENERATE:
+        if (s->ok) {
+            free(r->source);
+            r->source = dt_xstrdup(dt_json_str(s->artifact, "source", ""));
+            r->kernel_version = s->version;
+        }
+        break;
+    case AG_TUNE: {
+        const cJSON *b = cJSON_GetObjectItem(s->artifact, "best");
+        if (b && dt_json_num(b, "us", 0) > 0 &&
+            (r->best == NULL || dt_json_num(b, "us", 0) < dt_json_num(r->best, "us", 1e300))) {
+            cJSON_Delete(r->best);
+            r->best = cJSON_Duplicate(b, 1);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON *artifact,
+                           const char *reason)
+{
+    ag_step *s = r->cur;
+    if (s == NULL)
+        return;
+    r->awaiting = 0;
+    cJSON *e = event("decision", s);
+    dt_json_set_str(e, "decision", ag_decision_name(d));
+    dt_json_set_str(e, "by", by);
+    dt_json_set_str(e, "reason", reason);
+    ag_emit(r, e);
+    switch (d) {
+    case AG_APPROVE:
+        s->status = AG_APPROVED;
+        break;
+    case AG_EDIT:
+        s->status = AG_EDITED;
+        if (s->kind == AG_GENERATE) {
+            dt_json_set_str(s->artifact, "source", artifact->valuestring);
+            dt_json_set_bool(s->artifact, "edited", 1);
+        } else {
+            cJSON_Delete(s->artifact);
+            s->artifact = cJSON_Duplicate(artifact, 1);
+            dt_json_set_bool(s->artifact, "ok", 1);
+            dt_json_set_bool(s->artifact, "edited", 1);
+        }
+        s->ok = 1;
+        emit_artifact(r, s);
+        break;
+    case AG_REJECT:
+    case AG_RETRY:
+        s->status = AG_REJECTED;
+        break;
+    case AG_STOP:
+        s->status = AG_REJECTED;
+        break;
+    }
+    if (reason && d == AG_REJECT) {
+        free(s->reason);
+        s->reason = dt_xstrdup(reason);
+    }
+    cJSON *f = event("step_finished", s);
+    dt_json_set_str(f, "status", s->status == AG_APPROVED ? "approved"
+                                 : s->status == AG_EDITED ? "edited"
+                                                          : "rejected");
+    dt_json_set_bool(f, "ok", s->ok);
+    dt_json_set_num(f, "seconds", (s->t1 > 0 ? s->t1 : dt_now()) - s->t0);
+    dt_json_set_int(f, "tokens_in", s->tokens_in);
+    dt_json_set_int(f, "tokens_out", s->tokens_out);
+    dt_json_set_num(f, "cost", s->cost);
+    ag_emit(r, f);
+    r->cur = NULL;
+    if (d == AG_STOP) {
+        finish(r, AG_EXIT_STOPPED, "stopped by %s at %s", by, ag_kind_name(s->kind));
+        return;
+    }
+    if (d == AG_REJECT || d == AG_RETRY) {
+        if (d == AG_REJECT && reason) {
+            dt_buf_reset(&r->feedback[s->kind]);
+            dt_buf_printf(&r->feedback[s->kind], "A reviewer rejected the previous attempt: %s\n",
+                          reason);
+        }
+        if (s->kind == AG_PLAN && d == AG_REJECT)
+            r->cand_index++; /* the expert tries the next candidate */
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: %s", d == AG_REJECT ? "rejected" : "retry",
+                 reason ? reason : "");
+        transition(r, s->kind, s->kind, -1, msg);
+        return;
+    }
+    adopt(r, s);
+    if (r->tune_requested && s->kind == AG_MEASURE && r->best) {
+        r->tune_requested = 0;
+        transition(r, AG_MEASURE, AG_TUNE, -1, "tune requested");
+        return;
+    }
+    advance(r, s);
+}
+
+int ag_decide(ag_run *r, ag_decision d, const cJSON *artifact, const char *reason, dt_err *e)
+{
+    ag_step *s = r->cur;
+    if (s == NULL || !r->awaiting)
+        return dt_err_set(e, "no step is awaiting review");
+    if (d == AG_EDIT) {
+        if (s->kind == AG_GENERATE) {
+            if (!cJSON_IsString(artifact))
+                return dt_err_set(e, "an edit of the kernel needs the new source text");
+            gpu_contract c;
+            if (gpu_contract_from_source(artifact->valuestring, &c, e) != 0)
+                return -1;
+            gpu_contract_clear(&c);
+        } else if (s->kind == AG_PLAN) {
+            dt_buf probs = DT_BUF_INIT;
+            if (ag_plan_validate(r, artifact, &probs) != 0) {
+                dt_err_set(e, "the edited plan is invalid: %s", dt_buf_str(&probs));
+                dt_buf_free(&probs);
+                return -1;
+            }
+            dt_buf_free(&probs);
+        } else {
+            return dt_err_set(e, "only the plan and the kernel source can be edited (this is the "
+                                 "%s step)",
+                              ag_kind_name(s->kind));
+        }
+    }
+    if (d == AG_REJECT && (reason == NULL || *reason == '\0'))
+        return dt_err_set(e, "a rejection needs a reason (it goes back to the agent)");
+    apply_decision(r, d, "person", artifact, reason);
+    return 0;
+}
+
+const ag_step *ag_awaiting(const ag_run *r)
+{
+    return r->awaiting ? r->cur : NULL;
+}
+
+void ag_approve_rest(ag_run *r)
+{
+    r->approve_rest = 1;
+    if (r->awaiting)
+        apply_decision(r, AG_APPROVE, "person", NULL, NULL);
+}
+
+void ag_request_tune(ag_run *r)
+{
+    r->tune_requested = 1;
+}
+
+void ag_stop(ag_run *r)
+{
+    if (r->done)
+        return;
+    r->stop_requested = 1;
+    if (r->awaiting)
+        apply_decision(r, AG_STOP, "person", NULL, NULL);
+}
+
+/* ---- finishing ------------------------------------------------------------------------------------- */
+
+static char *write_best(ag_run *r)
+{
+    if (r->best == NULL)
+        return NULL;
+    const char *dir = r->o.out_dir ? r->o.out_dir : r->o.session_dir ? r->o.session_dir : ".";
+    dt_err e = {0};
+    if (dt_mkdir_p(dir, &e) != 0) {
+        ag_log(r, "error", "cannot write the best kernel: %s", e.msg);
+        return NULL;
+    }
+    char *path = dt_xasprintf("%s/best_kernel.cu", dir);
+    const char *src = dt_json_str(r->best, "source", "");
+    if (dt_write_file_atomic(path, src, strlen(src), &e) != 0) {
+        ag_log(r, "error", "cannot write the best kernel: %s", e.msg);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static void finish(ag_run *r, int code, const char *fmt, ...)
+{
+    if (r->done)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->finish_reason, sizeof r->finish_reason, fmt, ap);
+    va_end(ap);
+    r->done = 1;
+    r->exit_code = code;
+    char *path = write_best(r);
+    cJSON *e = event("session_finished", NULL);
+    cJSON *res = dt_json_obj();
+    dt_json_set_bool(res, "verified", r->verified_any);
+    if (r->best) {
+        cJSON *b = cJSON_Duplicate(r->best, 1);
+        cJSON_DeleteItemFromObject(b, "source");
+        dt_json_set_str(b, "path", path);
+        dt_json_set_take(res, "best", b);
+    }
+    dt_json_set_int(res, "exit", code);
+    dt_json_set_str(res, "reason", r->finish_reason);
+    dt_json_set_take(e, "result", res);
+    ag_emit(r, e);
+    free(path);
+}
+
+/* ---- start and resume --------------------------------------------------------------------------------- */
+
+static void on_hello_ready(ag_run *r)
+{
+    const cJSON *h = gpu_pool_hello(r->o.pool, 0);
+    const cJSON *d = cJSON_GetObjectItem(h, "device");
+    r->have_gpu = dt_json_bool(d, "present", 0);
+    snprintf(r->cc, sizeof r->cc, "%s", dt_json_str(d, "cc", ""));
+    snprintf(r->gpu_name, sizeof r->gpu_name, "%s", dt_json_str(d, "name", ""));
+}
+
+static cJSON *fingerprint(ag_run *r)
+{
+    const cJSON *h = gpu_pool_hello(r->o.pool, 0);
+    cJSON *f = dt_json_obj();
+    dt_json_set_str(f, "ditto", DT_VERSION);
+    const cJSON *d = cJSON_GetObjectItem(h, "device");
+    dt_json_set_str(f, "gpu", dt_json_bool(d, "present", 0) ? dt_json_str(d, "name", "") : "none");
+    dt_json_set_str(f, "cc", dt_json_str(d, "cc", ""));
+    dt_json_set_num(f, "driver", dt_json_num(h, "driver_version", 0));
+    dt_json_set_str(f, "cuda", dt_json_str(h, "cuda_version", ""));
+    const cJSON *libs = cJSON_GetObjectItem(h, "libs");
+    dt_json_set_str(f, "nvrtc", dt_json_str(cJSON_GetObjectItem(libs, "nvrtc"), "version", ""));
+    dt_json_set_str(f, "cusparse", dt_json_str(cJSON_GetObjectItem(libs, "cusparse"), "version", ""));
+    dt_json_set_str(f, "seeds", "verify seed 12345, sets seeded seed*1000003+set");
+    dt_json_set_str(f, "timing", "CUDA events around the launch; median of >= 20 runs and >= 50 "
+                                 "ms; cold: L2 flushed; graph replay of 50 launches when "
+                                 "L2-resident; same method for cuSPARSE");
+    return f;
+}
+
+/* Restore the state a previous run reached from its events: steps whose
+ * step_finished says approved or edited are adopted in order; the run then
+ * continues after the last of them (a step that was running re-runs). */
+static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
+{
+    ag_step *last = NULL;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        long seq = (long)dt_json_num(ev, "seq", 0);
+        if (seq > r->seq)
+            r->seq = seq;
+        int sid = (int)dt_json_num(ev, "step", 0);
+        if (strcmp(type, "step_started") == 0) {
+            ag_kind k;
+            if (ag_kind_parse(dt_json_str(ev, "kind", ""), &k) != 0)
+                continue;
+            ag_step *s = new_step(r, k);
+            s->id = sid;
+            s->version = (int)dt_json_num(ev, "version", s->version);
+            s->inputs = cJSON_Duplicate(cJSON_GetObjectItem(ev, "inputs"), 1);
+            if (k == AG_GENERATE) {
+                r->generate_count++;
+                r->plan_generates++;
+            }
+        } else if (strcmp(type, "text") == 0) {
+            ag_step *s = step_by_id(r, sid);
+            if (s)
+                dt_buf_puts(&s->reasoning, dt_json_str(ev, "text", ""));
+        } else if (strcmp(type, "artifact") == 0) {
+            ag_step *s = step_by_id(r, sid);
+            if (s) {
+                cJSON_Delete(s->artifact);
+                s->artifact = cJSON_Duplicate(cJSON_GetObjectItem(ev, "json"), 1);
+                s->ok = dt_json_bool(s->artifact, "ok", 0);
+            }
+        } else if (strcmp(type, "step_finished") == 0) {
+            ag_step *s = step_by_id(r, sid);
+            if (s == NULL)
+                continue;
+            const char *st = dt_json_str(ev, "status", "");
+            if (strcmp(st, "approved") == 0 || strcmp(st, "edited") == 0) {
+                s->status = strcmp(st, "approved") == 0 ? AG_APPROVED : AG_EDITED;
+                s->ok = dt_json_bool(ev, "ok", s->ok);
+                adopt(r, s);
+                if (s->kind == AG_MEASURE && s->ok) {
+                    /* best so far, as measure_done recorded it */
+                    double us = dt_json_num(s->artifact, "us", 0);
+                    if (us > 0 && (r->best == NULL || us < dt_json_num(r->best, "us", 1e300))) {
+                        cJSON_Delete(r->best);
+                        r->best = dt_json_obj();
+                        dt_json_set_int(r->best, "version", r->kernel_version);
+                        dt_json_set_str(r->best, "source", r->source ? r->source : "");
+                        dt_json_set_num(r->best, "us", us);
+                        dt_json_set_num(r->best, "speedup", dt_json_num(s->artifact, "speedup", 0));
+                        dt_json_set_str(r->best, "strategy", dt_json_str(r->plan, "strategy", ""));
+                        dt_json_set_take(r->best, "params",
+                                         cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
+                    }
+                }
+                if (s->kind == AG_VERIFY && s->ok)
+                    r->verified_any = 1;
+                last = s;
+            } else {
+                s->status = AG_REJECTED;
+                last = s;
+            }
+        } else if (strcmp(type, "transition") == 0) {
+            const char *edge = dt_json_str(ev, "edge", NULL);
+            for (int i = 0; edge && i < EDGE_NEDGES; i++)
+                if (strcmp(edge, edge_names[i]) == 0)
+                    r->edge_count[i] = (int)dt_json_num(ev, "iteration", r->edge_count[i]);
+        } else if (strcmp(type, "session_finished") == 0) {
+            r->done = 1;
+        }
+    }
+    /* A step that started but never finished is dropped: it re-runs. */
+    while (r->nsteps > 0 && r->steps[r->nsteps - 1]->status == AG_RUNNING) {
+        step_free(r->steps[r->nsteps - 1]);
+        r->nsteps--;
+    }
+    *last_out = last;
+    return 0;
+}
+
+typedef struct resume_ctx {
+    ag_run *r;
+    ag_step *last;
+} resume_ctx;
+
+static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
+{
+    (void)s;
+    char buf[1200];
+    if (!dt_json_bool(reply, "ok", 0)) {
+        finish(r, AG_EXIT_ERROR, "resume: the matrix could not be reloaded: %s",
+               reply_error(reply, buf, sizeof buf));
+        return;
+    }
+    /* Continue after the last finished step. */
+    ag_step *last = NULL;
+    for (int i = r->nsteps - 1; i >= 0 && last == NULL; i--)
+        if (r->steps[i]->status != AG_RUNNING && r->steps[i] != s)
+            last = r->steps[i];
+    /* The reload step itself is not part of the pipeline. */
+    for (int i = 0; i < r->nsteps; i++) {
+        if (r->steps[i] == s) {
+            step_free(s);
+            memmove(&r->steps[i], &r->steps[i + 1], (size_t)(r->nsteps - i - 1) * sizeof *r->steps);
+            r->nsteps--;
+            break;
+        }
+    }
+    r->cur = NULL;
+    if (last == NULL) {
+        start_step(r, AG_PROFILE);
+    } else if (last->status == AG_REJECTED) {
+        transition(r, last->kind, last->kind, -1, "resumed: re-running the rejected step");
+    } else {
+        ag_log(r, "info", "resumed after step %d (%s v%d)", last->id, ag_kind_name(last->kind),
+               last->version);
+        advance(r, last);
+    }
+}
+
+int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
+{
+    if (r->o.pool == NULL)
+        return dt_err_set(e, "no worker pool");
+    if (gpu_pool_wait_ready(r->o.pool, 60) < 1)
+        return dt_err_set(e, "the GPU worker did not start");
+    on_hello_ready(r);
+    if (resume_events != NULL) {
+        ag_step *last = NULL;
+        restore(r, resume_events, &last);
+        if (r->done)
+            return dt_err_set(e, "that session already finished (ditto replay shows it)");
+        /* rank again (deterministic) so that next candidates exist */
+        if (r->report) {
+            cJSON_Delete(r->candidates);
+            r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, e);
+            /* cand_index: the candidate of the current plan */
+            const char *strat = dt_json_str(r->plan, "strategy", "");
+            int i = 0;
+            const cJSON *c;
+            cJSON_ArrayForEach(c, r->candidates)
+            {
+                if (dt_streq(dt_json_str(c, "strategy", ""), strat))
+                    r->cand_index = i;
+                i++;
+            }
+        }
+        ag_log(r, "info", "resuming: %d steps restored from the session log", r->nsteps);
+        /* Reload the matrix in the worker before anything else. */
+        ag_step *s = new_step(r, AG_PROFILE);
+        s->id = 1000000 + r->nsteps;
+        r->cur = s;
+        cJSON *req = dt_json_obj();
+        dt_json_set_str(req, "req", "load_matrix");
+        dt_json_set_str(req, "matrix", r->spec.matrix);
+        dt_json_set_str(req, "handle", "m");
+        dt_json_set_int(req, "n", r->spec.n);
+        dt_json_set_int(req, "k", r->spec.n);
+        ag_worker_call(r, s, req, 900, resume_loaded);
+        return 0;
+    }
+    cJSON *ev = event("session_started", NULL);
+    dt_json_set_str(ev, "session", r->session);
+    dt_json_set_take(ev, "spec", sp_spec_json(&r->spec));
+    dt_json_set_take(ev, "fingerprint", fingerprint(r));
+    dt_json_set_str(ev, "backend", r->o.backend);
+    ag_emit(r, ev);
+    if (!r->have_gpu)
+        ag_log(r, "warning", "no GPU (%s): compile-only; verification and measurement need one",
+               dt_json_str(cJSON_GetObjectItem(gpu_pool_hello(r->o.pool, 0), "device"), "reason", "?"));
+    start_step(r, AG_PROFILE);
+    return 0;
+}
+
+/* ---- read access ------------------------------------------------------------------------------------ */
+
+int ag_step_count(const ag_run *r)
+{
+    return r->nsteps;
+}
+
+const ag_step *ag_step_at(const ag_run *r, int i)
+{
+    return i >= 0 && i < r->nsteps ? r->steps[i] : NULL;
+}
+
+int ag_step_id(const ag_step *s)
+{
+    return s->id;
+}
+
+ag_kind ag_step_kind(const ag_step *s)
+{
+    return s->kind;
+}
+
+int ag_step_version(const ag_step *s)
+{
+    return s->version;
+}
+
+ag_status ag_step_status(const ag_step *s)
+{
+    return s->status;
+}
+
+const char *ag_step_reasoning(const ag_step *s)
+{
+    return dt_buf_str(&s->reasoning);
+}
+
+const cJSON *ag_step_artifact(const ag_step *s)
+{
+    return s->artifact;
+}
+
+cJSON *ag_step_view(const ag_step *s)
+{
+    cJSON *v = dt_json_obj();
+    dt_json_set_int(v, "id", s->id);
+    dt_json_set_str(v, "kind", ag_kind_name(s->kind));
+    dt_json_set_int(v, "version", s->version);
+    dt_json_set_str(v, "status", ag_status_name(s->status));
+    dt_json_set_bool(v, "ok", s->ok);
+    if (s->artifact)
+        dt_json_set_take(v, "artifact", cJSON_Duplicate(s->artifact, 1));
+    if (s->kind == AG_VERIFY && s->artifact)
+        dt_json_set_take(v, "verify", cJSON_Duplicate(s->artifact, 1));
+    if (s->kind == AG_MEASURE && s->artifact)
+        dt_json_set_take(v, "measurement", cJSON_Duplicate(s->artifact, 1));
+    if (s->kind == AG_GENERATE && s->artifact)
+        dt_json_set_str(v, "source", dt_json_str(s->artifact, "source", ""));
+    return v;
+}

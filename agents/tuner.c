@@ -1,0 +1,585 @@
+/* tuner.c -- successive halving over kernel parameter spaces through the
+ * worker pool: cheap timings for every variant, the full verification
+ * battery and a full measurement next to cuSPARSE for the survivors, and a
+ * cache of results by matrix, problem, GPU and template. */
+#include "agents/internal.h"
+#include "gpu/contract.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct variant {
+    int strategy;     /* index into strategies */
+    cJSON *params;
+    char *source;
+    double quick_us;  /* stage 1; <= 0 when it failed */
+    char *error;
+    int finalist;
+    int s2;           /* stage 2: 0 to verify, 1 verifying, 2 to measure, 3 measuring, 4 done */
+    int verified;     /* -1 not run */
+    cJSON *measure;   /* stage 2 reply */
+} variant;
+
+typedef struct strat {
+    cJSON *cand;      /* borrowed from the candidates copy */
+    int first, count; /* variants[first .. first+count) */
+} strat;
+
+struct ag_tuner {
+    ag_tune_opts o;
+    cJSON *cands;     /* owned copy */
+    strat *st;
+    int nst;
+    variant *v;
+    int nv, capv;
+    int stage;        /* 1 quick, 2 finalists, 3 done */
+    int inflight;
+    int next;         /* next variant to submit in the stage */
+    double t0;
+    int done;
+    int freeing;
+    long ids[256];
+    int nids;
+    char cache_path[4096];
+    int cached;
+};
+
+static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
+
+static void progress(ag_tuner *t, const char *fmt, ...)
+{
+    if (t->o.progress == NULL)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    t->o.progress(line, t->o.ud);
+}
+
+static void add_variant(ag_tuner *t, int si, cJSON *params, dt_err *e)
+{
+    char *src = ag_instantiate(dt_json_str(t->st[si].cand, "template", ""), params, e);
+    if (src == NULL) {
+        cJSON_Delete(params);
+        return;
+    }
+    if (t->nv == t->capv) {
+        t->capv = t->capv ? 2 * t->capv : 32;
+        t->v = dt_xrealloc(t->v, (size_t)t->capv * sizeof *t->v);
+    }
+    variant *v = &t->v[t->nv++];
+    memset(v, 0, sizeof *v);
+    v->strategy = si;
+    v->params = params;
+    v->source = src;
+    v->verified = -1;
+}
+
+/* Every point of the space in mixed-radix order that satisfies the
+ * manifest's constraints; at most budget points, spread evenly, the
+ * candidate's own params first. */
+static void enumerate(ag_tuner *t, int si, dt_err *e)
+{
+    const cJSON *c = t->st[si].cand;
+    const cJSON *space = cJSON_GetObjectItem(c, "space");
+    char *path = dt_share_path(dt_json_str(c, "template", ""));
+    char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
+    free(path);
+    gpu_manifest m;
+    int have_m = src && gpu_manifest_from_source(src, &m, e) == 0;
+    free(src);
+    int np = cJSON_GetArraySize(space);
+    long total = 1;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, space)
+        total *= cJSON_GetArraySize(p) > 0 ? cJSON_GetArraySize(p) : 1;
+    cJSON *all = dt_json_arr();
+    int idx[GPU_MAX_MPARAMS] = {0};
+    for (long k = 0; k < total && np > 0; k++) {
+        cJSON *pt = dt_json_obj();
+        int i = 0;
+        cJSON_ArrayForEach(p, space)
+        {
+            dt_json_set_num(pt, p->string, cJSON_GetArrayItem(p, idx[i])->valuedouble);
+            i++;
+        }
+        dt_err ce = {0};
+        if (!have_m || gpu_manifest_check(&m, pt, NULL, &ce) == 0)
+            cJSON_AddItemToArray(all, pt);
+        else
+            cJSON_Delete(pt);
+        i = 0;
+        cJSON_ArrayForEach(p, space)
+        {
+            if (++idx[i] < cJSON_GetArraySize(p))
+                break;
+            idx[i] = 0;
+            i++;
+        }
+    }
+    if (have_m)
+        gpu_manifest_clear(&m);
+    t->st[si].first = t->nv;
+    const cJSON *own = cJSON_GetObjectItem(c, "params");
+    add_variant(t, si, cJSON_Duplicate(own, 1), e);
+    int n = cJSON_GetArraySize(all);
+    int want = t->o.budget_variants - 1;
+    for (int k = 0; k < n && want > 0; k++) {
+        /* Even spread when the space is larger than the budget. */
+        int pick = n <= want ? k : (int)((double)k * n / want);
+        if (n > want && k >= want)
+            break;
+        const cJSON *pt = cJSON_GetArrayItem(all, pick);
+        int same = 1;
+        cJSON_ArrayForEach(p, pt)
+            same &= dt_json_num(own, p->string, -1) == p->valuedouble;
+        if (!same)
+            add_variant(t, si, cJSON_Duplicate(pt, 1), e);
+    }
+    t->st[si].count = t->nv - t->st[si].first;
+    cJSON_Delete(all);
+}
+
+static cJSON *request(ag_tuner *t, const char *name, const variant *v)
+{
+    cJSON *r = dt_json_obj();
+    dt_json_set_str(r, "req", name);
+    dt_json_set_str(r, "matrix", t->o.matrix);
+    const sp_spec *s = t->o.spec;
+    dt_json_set_str(r, "op", sp_op_name(s->op));
+    dt_json_set_str(r, "dtype", sp_dtype_name(s->dtype));
+    dt_json_set_int(r, "n", s->n);
+    dt_json_set_num(r, "alpha", s->alpha);
+    dt_json_set_num(r, "beta", s->beta);
+    dt_json_set_str(r, "epilogue", sp_epilogue_name(s->epilogue));
+    cJSON *k = dt_json_obj();
+    dt_json_set_str(k, "source", v->source);
+    dt_json_set_str(k, "name", "variant.cu");
+    dt_json_set_take(k, "params", cJSON_Duplicate(v->params, 1));
+    dt_json_set_take(r, "kernel", k);
+    return r;
+}
+
+static void pump(ag_tuner *t);
+
+typedef struct job {
+    ag_tuner *t;
+    int vi;
+    int kind; /* 0 quick, 1 verify, 2 measure */
+} job;
+
+static void finish(ag_tuner *t);
+
+static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    (void)p;
+    job *j = ud;
+    ag_tuner *t = j->t;
+    int vi = j->vi, kind = j->kind;
+    free(j);
+    if (t->freeing)
+        return;
+    t->inflight--;
+    variant *v = &t->v[vi];
+    char buf[1200];
+    const char *strat = dt_json_str(t->st[v->strategy].cand, "strategy", "");
+    char *ps = dt_json_print(v->params, 0);
+    if (kind == 0) {
+        if (dt_json_bool(reply, "ok", 0)) {
+            v->quick_us = dt_json_num(reply, "us", 0);
+            progress(t, "  %-16s %-40s %9.2f us (quick)", strat, ps, v->quick_us);
+        } else {
+            v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
+            progress(t, "  %-16s %-40s failed: %s", strat, ps, v->error);
+        }
+    } else if (kind == 1) {
+        v->verified = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "passed", 0);
+        if (!v->verified) {
+            free(v->error);
+            v->error = dt_xstrdup(dt_json_bool(reply, "ok", 0)
+                                      ? "failed the verification battery"
+                                      : gpu_reply_error(reply, buf, sizeof buf));
+        }
+        v->s2 = v->verified ? 2 : 4;
+        progress(t, "  %-16s %-40s verify: %s", strat, ps, v->verified ? "passed" : v->error);
+    } else {
+        v->s2 = 4;
+        if (dt_json_bool(reply, "ok", 0)) {
+            cJSON_Delete(v->measure);
+            v->measure = cJSON_Duplicate(reply, 1);
+            progress(t, "  %-16s %-40s %9.2f us, %.2fx cuSPARSE (full)", strat, ps,
+                     dt_json_num(reply, "us", 0), dt_json_num(reply, "speedup", 0));
+        } else {
+            free(v->error);
+            v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
+            progress(t, "  %-16s %-40s measure failed: %s", strat, ps, v->error);
+        }
+    }
+    free(ps);
+    pump(t);
+}
+
+static void submit(ag_tuner *t, int vi, int kind)
+{
+    static const char *names[] = {"measure", "verify", "measure"};
+    cJSON *r = request(t, names[kind], &t->v[vi]);
+    if (kind == 0) {
+        dt_json_set_int(r, "min_runs", 5);
+        dt_json_set_num(r, "min_seconds", 0.005);
+        dt_json_set_bool(r, "baseline", 0);
+    }
+    job *j = dt_xmalloc(sizeof *j);
+    j->t = t;
+    j->vi = vi;
+    j->kind = kind;
+    t->inflight++;
+    long id = gpu_pool_submit(t->o.pool, r, -1, 600, on_job, j);
+    if (t->nids < (int)DT_ARRAY_LEN(t->ids))
+        t->ids[t->nids++] = id;
+}
+
+static int cmp_quick(const void *a, const void *b)
+{
+    const variant *x = *(variant *const *)a, *y = *(variant *const *)b;
+    double ux = x->quick_us > 0 ? x->quick_us : 1e300, uy = y->quick_us > 0 ? y->quick_us : 1e300;
+    return ux < uy ? -1 : ux > uy;
+}
+
+static void pick_finalists(ag_tuner *t)
+{
+    for (int si = 0; si < t->nst; si++) {
+        strat *s = &t->st[si];
+        variant **sorted = dt_xcalloc((size_t)(s->count ? s->count : 1), sizeof *sorted);
+        int ok = 0;
+        for (int k = 0; k < s->count; k++) {
+            sorted[k] = &t->v[s->first + k];
+            ok += sorted[k]->quick_us > 0;
+        }
+        qsort(sorted, (size_t)s->count, sizeof *sorted, cmp_quick);
+        int keep = (ok + 2) / 3;
+        if (keep < 2)
+            keep = ok < 2 ? ok : 2;
+        for (int k = 0; k < keep; k++)
+            sorted[k]->finalist = 1;
+        free(sorted);
+    }
+}
+
+static void pump(ag_tuner *t)
+{
+    if (t->done)
+        return;
+    int parallel = gpu_pool_size(t->o.pool);
+    if (parallel < 1)
+        parallel = 1;
+    double elapsed = dt_now() - t->t0;
+    if (t->stage == 1) {
+        /* The quick stage stops taking new variants at half the budget. */
+        while (t->inflight < parallel && t->next < t->nv && elapsed < 0.5 * t->o.budget_s)
+            submit(t, t->next++, 0);
+        if (t->inflight > 0)
+            return;
+        if (t->next < t->nv)
+            progress(t, "time budget: %d of %d variants not timed", t->nv - t->next, t->nv);
+        pick_finalists(t);
+        t->stage = 2;
+        t->next = 0;
+        progress(t, "finalists: full verification battery and measurement next to cuSPARSE");
+    }
+    if (t->stage == 2) {
+        /* Each finalist is verified first; only a verified one is measured. */
+        while (t->inflight < parallel) {
+            int pick = -1, kind = 0;
+            for (int i = 0; i < t->nv && pick < 0; i++)
+                if (t->v[i].finalist && t->v[i].s2 == 2) {
+                    pick = i;
+                    kind = 2;
+                }
+            for (int i = 0; i < t->nv && pick < 0; i++)
+                if (t->v[i].finalist && t->v[i].s2 == 0) {
+                    pick = i;
+                    kind = 1;
+                }
+            if (pick < 0)
+                break;
+            t->v[pick].s2 = kind == 1 ? 1 : 3;
+            submit(t, pick, kind);
+        }
+        if (t->inflight > 0)
+            return;
+        finish(t);
+    }
+}
+
+static cJSON *variant_json(const ag_tuner *t, const variant *v)
+{
+    cJSON *o = dt_json_obj();
+    dt_json_set_str(o, "strategy", dt_json_str(t->st[v->strategy].cand, "strategy", ""));
+    dt_json_set_take(o, "params", cJSON_Duplicate(v->params, 1));
+    if (v->quick_us > 0)
+        dt_json_set_num(o, "quick_us", v->quick_us);
+    dt_json_set_bool(o, "finalist", v->finalist);
+    if (v->verified >= 0)
+        dt_json_set_bool(o, "verified", v->verified);
+    if (v->measure) {
+        dt_json_set_num(o, "us", dt_json_num(v->measure, "us", 0));
+        dt_json_set_num(o, "speedup", dt_json_num(v->measure, "speedup", 0));
+        dt_json_set_num(o, "gbps", dt_json_num(v->measure, "gbps", 0));
+        dt_json_set_num(o, "gflops", dt_json_num(v->measure, "gflops", 0));
+        dt_json_set_str(o, "method", dt_json_str(v->measure, "method", ""));
+        dt_json_set_str(o, "baseline", dt_json_str(cJSON_GetObjectItem(v->measure, "baseline"),
+                                                   "best", ""));
+        dt_json_set_num(o, "baseline_us",
+                        dt_json_num(cJSON_GetObjectItem(v->measure, "baseline"), "us", 0));
+        dt_json_set_num(o, "preprocess_us", dt_json_num(v->measure, "preprocess_us", 0));
+    }
+    if (v->error)
+        dt_json_set_str(o, "error", v->error);
+    return o;
+}
+
+static void finish(ag_tuner *t)
+{
+    t->stage = 3;
+    t->done = 1;
+    cJSON *res = dt_json_obj();
+    cJSON *strats = dt_json_arr();
+    const variant *best = NULL;
+    for (int si = 0; si < t->nst; si++) {
+        strat *s = &t->st[si];
+        cJSON *so = dt_json_obj();
+        dt_json_set_str(so, "strategy", dt_json_str(s->cand, "strategy", ""));
+        dt_json_set_str(so, "template", dt_json_str(s->cand, "template", ""));
+        cJSON *vs = dt_json_arr();
+        const variant *sbest = NULL;
+        for (int k = 0; k < s->count; k++) {
+            const variant *v = &t->v[s->first + k];
+            cJSON_AddItemToArray(vs, variant_json(t, v));
+            if (v->verified == 1 && v->measure &&
+                (sbest == NULL ||
+                 dt_json_num(v->measure, "us", 1e300) < dt_json_num(sbest->measure, "us", 1e300)))
+                sbest = v;
+        }
+        dt_json_set_take(so, "variants", vs);
+        if (sbest) {
+            cJSON *b = variant_json(t, sbest);
+            dt_json_set_str(b, "source", sbest->source);
+            dt_json_set_take(so, "best", b);
+            if (best == NULL ||
+                dt_json_num(sbest->measure, "us", 1e300) < dt_json_num(best->measure, "us", 1e300))
+                best = sbest;
+        } else {
+            int failed_all = 1;
+            for (int k = 0; k < s->count; k++)
+                failed_all &= t->v[s->first + k].verified != 1;
+            dt_json_set_str(so, "status", failed_all ? "no variant passed verification"
+                                                     : "not measured");
+        }
+        cJSON_AddItemToArray(strats, so);
+    }
+    dt_json_set_take(res, "strategies", strats);
+    if (best) {
+        cJSON *b = variant_json(t, best);
+        dt_json_set_str(b, "source", best->source);
+        dt_json_set_str(b, "template", dt_json_str(t->st[best->strategy].cand, "template", ""));
+        dt_json_set_take(res, "best", b);
+    }
+    dt_json_set_num(res, "seconds", dt_now() - t->t0);
+    dt_json_set_int(res, "variants", t->nv);
+    dt_json_set_bool(res, "cached", t->cached);
+    /* Cache the winners' params (not their timings, which are re-measured). */
+    if (t->o.use_cache && t->cache_path[0] && best) {
+        cJSON *c = dt_json_obj();
+        cJSON *w = dt_json_obj();
+        for (int si = 0; si < t->nst; si++) {
+            const cJSON *sb = cJSON_GetObjectItem(cJSON_GetArrayItem(strats, si), "best");
+            if (sb)
+                dt_json_set_take(w, dt_json_str(t->st[si].cand, "strategy", ""),
+                                 cJSON_Duplicate(cJSON_GetObjectItem(sb, "params"), 1));
+        }
+        dt_json_set_take(c, "winners", w);
+        char *text = dt_json_print(c, 1);
+        dt_err e = {0};
+        if (dt_write_file_atomic(t->cache_path, text, strlen(text), &e) != 0)
+            dt_debug("tune cache: %s", e.msg);
+        free(text);
+        cJSON_Delete(c);
+    }
+    if (t->o.done)
+        t->o.done(res, t->o.ud);
+    else
+        cJSON_Delete(res);
+}
+
+static void cache_key(ag_tuner *t)
+{
+    char *dir = dt_cache_dir();
+    if (dir == NULL || !t->o.use_cache) {
+        free(dir);
+        return;
+    }
+    uint64_t h = DT_HASH_SEED;
+    h = dt_hash_str(t->o.fingerprint ? t->o.fingerprint : "", h);
+    h = dt_hash_str(sp_op_name(t->o.spec->op), h);
+    h = dt_hash_str(sp_dtype_name(t->o.spec->dtype), h);
+    h = dt_hash64(&t->o.spec->n, sizeof t->o.spec->n, h);
+    h = dt_hash_str(t->o.gpu ? t->o.gpu : "", h);
+    for (int si = 0; si < t->nst; si++) {
+        char *path = dt_share_path(dt_json_str(t->st[si].cand, "template", ""));
+        char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
+        h = dt_hash_str(src ? src : "", h);
+        char *sp = dt_json_print(cJSON_GetObjectItem(t->st[si].cand, "space"), 0);
+        h = dt_hash_str(sp, h);
+        free(sp);
+        free(src);
+        free(path);
+    }
+    char hex[17];
+    dt_hash_hex(h, hex);
+    char *tdir = dt_xasprintf("%s/tune", dir);
+    dt_err e = {0};
+    if (dt_mkdir_p(tdir, &e) == 0)
+        snprintf(t->cache_path, sizeof t->cache_path, "%s/%s.json", tdir, hex);
+    free(tdir);
+    free(dir);
+}
+
+ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
+{
+    if (o->pool == NULL || o->spec == NULL || !cJSON_IsArray(o->candidates)) {
+        dt_err_set(e, "tuner: a pool, a spec and candidates are needed");
+        return NULL;
+    }
+    ag_tuner *t = dt_xcalloc(1, sizeof *t);
+    t->o = *o;
+    if (t->o.budget_variants <= 0)
+        t->o.budget_variants = 24;
+    if (t->o.budget_s <= 0)
+        t->o.budget_s = 120;
+    t->cands = cJSON_Duplicate(o->candidates, 1);
+    t->nst = cJSON_GetArraySize(t->cands);
+    t->st = dt_xcalloc((size_t)(t->nst ? t->nst : 1), sizeof *t->st);
+    int i = 0;
+    cJSON *c;
+    cJSON_ArrayForEach(c, t->cands)
+        t->st[i++].cand = c;
+    t->t0 = dt_now();
+    cache_key(t);
+    cJSON *cached = t->cache_path[0] ? dt_json_read_file(t->cache_path, NULL) : NULL;
+    const cJSON *winners = cJSON_GetObjectItem(cached, "winners");
+    for (int si = 0; si < t->nst; si++) {
+        const cJSON *w = cJSON_GetObjectItem(winners, dt_json_str(t->st[si].cand, "strategy", ""));
+        if (w != NULL) {
+            /* A cached winner: verify and measure it again, skip the search. */
+            t->st[si].first = t->nv;
+            add_variant(t, si, cJSON_Duplicate(w, 1), e);
+            t->st[si].count = t->nv - t->st[si].first;
+            t->cached = 1;
+        } else {
+            enumerate(t, si, e);
+        }
+    }
+    cJSON_Delete(cached);
+    progress(t, "tuning %d strateg%s, %d variants%s (budget %d per strategy, %.0f s)", t->nst,
+             t->nst == 1 ? "y" : "ies", t->nv, t->cached ? ", some from the cache" : "",
+             t->o.budget_variants, t->o.budget_s);
+    t->stage = 1;
+    pump(t);
+    return t;
+}
+
+int ag_tuner_done(const ag_tuner *t)
+{
+    return t->done;
+}
+
+void ag_tuner_free(ag_tuner *t)
+{
+    if (t == NULL)
+        return;
+    t->freeing = 1;
+    for (int i = 0; i < t->nids; i++)
+        gpu_pool_cancel(t->o.pool, t->ids[i]);
+    for (int i = 0; i < t->nv; i++) {
+        cJSON_Delete(t->v[i].params);
+        free(t->v[i].source);
+        free(t->v[i].error);
+        cJSON_Delete(t->v[i].measure);
+    }
+    free(t->v);
+    free(t->st);
+    cJSON_Delete(t->cands);
+    free(t);
+}
+
+/* ---- the orchestrator's tune step ------------------------------------------------- */
+
+static void tune_progress(const char *line, void *ud)
+{
+    ag_run *r = ud;
+    if (r->cur && r->cur->kind == AG_TUNE)
+        ag_text(r, r->cur, "%s\n", line);
+}
+
+static void tune_done(cJSON *res, void *ud)
+{
+    ag_run *r = ud;
+    ag_step *s = r->cur;
+    if (s == NULL || s->kind != AG_TUNE) {
+        cJSON_Delete(res);
+        return;
+    }
+    const cJSON *b = cJSON_GetObjectItem(res, "best");
+    if (b) {
+        char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
+        ag_text(r, s, "Best variant: %s %s: %.2f us, %.2fx the best cuSPARSE (%s).\n",
+                dt_json_str(b, "strategy", ""), ps, dt_json_num(b, "us", 0),
+                dt_json_num(b, "speedup", 0), dt_json_str(b, "baseline", ""));
+        free(ps);
+    }
+    /* The tuned best must beat the untuned best to replace it (adopt()). */
+    ag_complete(r, s, res, b != NULL, b ? NULL : "no tuned variant passed verification");
+}
+
+void ag_tune(ag_run *r, ag_step *s)
+{
+    if (!r->have_gpu || r->plan == NULL) {
+        ag_text(r, s, "Nothing to tune.\n");
+        ag_complete(r, s, dt_json_obj(), 1, NULL);
+        return;
+    }
+    cJSON *cands = dt_json_arr();
+    cJSON *c = dt_json_obj();
+    dt_json_set_str(c, "strategy", dt_json_str(r->plan, "strategy", ""));
+    dt_json_set_str(c, "template", dt_json_str(r->plan, "template", ""));
+    dt_json_set_take(c, "params", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
+    dt_json_set_take(c, "space", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "space"), 1));
+    cJSON_AddItemToArray(cands, c);
+    ag_tune_opts o = {.pool = r->o.pool,
+                      .spec = &r->spec,
+                      .matrix = "m",
+                      .fingerprint = r->fingerprint,
+                      .gpu = r->gpu_name,
+                      .candidates = cands,
+                      .budget_variants = r->o.tune_budget_variants,
+                      .budget_s = r->o.tune_budget_s,
+                      .use_cache = 1,
+                      .progress = tune_progress,
+                      .done = tune_done,
+                      .ud = r};
+    dt_err e = {0};
+    ag_tuner_free(r->tuner);
+    r->tuner = ag_tuner_start(&o, &e);
+    cJSON_Delete(cands);
+    if (r->tuner == NULL)
+        ag_complete(r, s, NULL, 0, e.msg);
+}
+
+void ag_tune_free(ag_run *r)
+{
+    ag_tuner_free(r->tuner);
+    r->tuner = NULL;
+}

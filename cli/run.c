@@ -1,0 +1,749 @@
+/* run.c -- `ditto run` and `ditto resume`: the pipeline headless, with a
+ * printer of one line per step, reviews answered on stdin, the session log,
+ * Lua hooks and the knowledge base wired in; and `ditto tune`. */
+#include "agents/agents.h"
+#include "agents/llm.h"
+#include "cli/cli.h"
+#include "gpu/gpu.h"
+#include "knowledge/knowledge.h"
+#include "scripting/scripting.h"
+#include "sessions/sessions.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- the session sink ------------------------------------------------------------------ */
+
+typedef struct session_sink {
+    sess *s;
+    char *root;
+    int failed;
+    const sess_log *resume; /* when resuming: the session is already open */
+} session_sink;
+
+static void artifact_files(session_sink *ss, const cJSON *ev)
+{
+    const char *name = dt_json_str(ev, "name", "");
+    int v = (int)dt_json_num(ev, "version", 0);
+    const cJSON *j = cJSON_GetObjectItem(ev, "json");
+    char file[128];
+    dt_err e = {0};
+    if (strcmp(name, "kernel") == 0) {
+        snprintf(file, sizeof file, "kernel_v%d.cu", v);
+        const char *src = dt_json_str(ev, "content", "");
+        sess_write_artifact(ss->s, file, src, strlen(src), &e);
+        return;
+    }
+    if (strcmp(name, "compile") == 0) {
+        snprintf(file, sizeof file, "compile_v%d.log", v);
+        const char *log = dt_json_str(cJSON_GetObjectItem(j, "nvrtc"), "log", "");
+        sess_write_artifact(ss->s, file, log, strlen(log), &e);
+    }
+    if (strcmp(name, "report") == 0 || strcmp(name, "tune") == 0 || strcmp(name, "kb_entry") == 0)
+        snprintf(file, sizeof file, "%s.json", name);
+    else
+        snprintf(file, sizeof file, "%s_v%d.json", name, v);
+    char *text = dt_json_print(j, 1);
+    sess_write_artifact(ss->s, file, text, strlen(text), &e);
+    free(text);
+    if (e.msg[0])
+        fprintf(stderr, "ditto: session: %s\n", e.msg);
+}
+
+static void session_event(ag_run *r, const cJSON *ev, void *ud)
+{
+    (void)r;
+    session_sink *ss = ud;
+    if (ss->failed)
+        return;
+    dt_err e = {0};
+    if (ss->s == NULL && dt_streq(dt_json_str(ev, "type", ""), "session_started")) {
+        ss->s = sess_create(ss->root, cJSON_GetObjectItem(ev, "spec"),
+                            cJSON_GetObjectItem(ev, "fingerprint"), &e);
+        if (ss->s == NULL) {
+            fprintf(stderr, "ditto: cannot record the session: %s (the run goes on)\n", e.msg);
+            ss->failed = 1;
+            return;
+        }
+    }
+    if (ss->s == NULL)
+        return;
+    /* Artifacts first: the event that names them then never points at a
+     * file a crash did not write. */
+    if (dt_streq(dt_json_str(ev, "type", ""), "artifact"))
+        artifact_files(ss, ev);
+    cJSON *copy = cJSON_Duplicate(ev, 1);
+    if (dt_streq(dt_json_str(ev, "type", ""), "session_started"))
+        dt_json_set_str(copy, "session", sess_id(ss->s));
+    if (sess_append(ss->s, copy, &e) != 0) {
+        fprintf(stderr, "ditto: session: %s (recording stops; the run goes on)\n", e.msg);
+        ss->failed = 1;
+    }
+    cJSON_Delete(copy);
+}
+
+/* ---- the printer -------------------------------------------------------------------------- */
+
+typedef struct printer {
+    int verbose;
+    int json;
+    int tty_in;
+    ag_run *run;
+    dt_loop *loop;
+    dt_buf line;       /* stdin being read */
+    int waiting;       /* a review prompt is shown */
+    int eof;
+    int policy_auto_if_eof;
+    const char *session_id;
+    int steps;
+} printer;
+
+static const char *glyph(const char *status)
+{
+    if (dt_streq(status, "approved"))
+        return "ok  ";
+    if (dt_streq(status, "edited"))
+        return "edit";
+    if (dt_streq(status, "rejected"))
+        return "rej ";
+    return "fail";
+}
+
+static void summary_line(const cJSON *art, const char *kind, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (art == NULL)
+        return;
+    if (!dt_json_bool(art, "ok", 1)) {
+        snprintf(out, len, "%s", dt_json_str(art, "why", "failed"));
+        return;
+    }
+    if (strcmp(kind, "profile") == 0) {
+        const cJSON *rep = cJSON_GetObjectItem(art, "report");
+        snprintf(out, len, "%.0f x %.0f, %.0f nnz, %s", dt_json_num(rep, "rows", 0),
+                 dt_json_num(rep, "cols", 0), dt_json_num(rep, "nnz", 0),
+                 dt_json_str(rep, "class", ""));
+    } else if (strcmp(kind, "plan") == 0) {
+        char *ps = dt_json_print(cJSON_GetObjectItem(art, "params"), 0);
+        snprintf(out, len, "%s %s (score %.1f)", dt_json_str(art, "strategy", ""), ps,
+                 dt_json_num(art, "score", 0));
+        free(ps);
+    } else if (strcmp(kind, "check") == 0) {
+        const cJSON *o = cJSON_GetObjectItem(art, "occupancy");
+        snprintf(out, len, "no violation; predicted occupancy %.0f%% (%s)",
+                 dt_json_num(o, "occupancy_pct", 0), dt_json_str(o, "limiter", "?"));
+    } else if (strcmp(kind, "generate") == 0) {
+        snprintf(out, len, "%zu bytes of CUDA from %s", strlen(dt_json_str(art, "source", "")),
+                 dt_json_str(art, "template", "?"));
+    } else if (strcmp(kind, "compile") == 0) {
+        const cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(art, "nvrtc"),
+                                                                "kernels"),
+                                            0);
+        snprintf(out, len, "%.0f registers, %.0f B smem, %.0f rule finding(s)",
+                 dt_json_num(k, "registers", 0), dt_json_num(k, "smem", 0),
+                 (double)cJSON_GetArraySize(cJSON_GetObjectItem(art, "rules")));
+    } else if (strcmp(kind, "verify") == 0) {
+        snprintf(out, len, "%.0f checks passed", dt_json_num(art, "checks_run", 0));
+    } else if (strcmp(kind, "measure") == 0) {
+        snprintf(out, len, "%.2f us (%s), %.0f GB/s, %.2fx cuSPARSE %s",
+                 dt_json_num(art, "us", 0), dt_json_str(art, "method", ""),
+                 dt_json_num(art, "gbps", 0), dt_json_num(art, "speedup", 0),
+                 dt_json_str(cJSON_GetObjectItem(art, "baseline"), "best", ""));
+    } else if (strcmp(kind, "tune") == 0) {
+        const cJSON *b = cJSON_GetObjectItem(art, "best");
+        char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
+        snprintf(out, len, "best %s %s: %.2f us, %.2fx cuSPARSE", dt_json_str(b, "strategy", ""),
+                 ps, dt_json_num(b, "us", 0), dt_json_num(b, "speedup", 0));
+        free(ps);
+    } else if (strcmp(kind, "learn") == 0) {
+        snprintf(out, len, "proposed %s",
+                 dt_json_str(cJSON_GetObjectItem(art, "entry"), "id", "nothing"));
+    }
+}
+
+static void prompt_review(printer *p)
+{
+    const ag_step *s = ag_awaiting(p->run);
+    if (s == NULL)
+        return;
+    p->waiting = 1;
+    if (p->tty_in) {
+        printf("review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  "
+               "[s]top > ",
+               ag_kind_name(ag_step_kind(s)), ag_step_version(s));
+        fflush(stdout);
+    }
+}
+
+static void print_event(ag_run *r, const cJSON *ev, void *ud)
+{
+    printer *p = ud;
+    if (p->json) {
+        char *s = dt_json_print(ev, 0);
+        puts(s);
+        free(s);
+        fflush(stdout);
+        if (dt_streq(dt_json_str(ev, "type", ""), "awaiting_review"))
+            prompt_review(p);
+        return;
+    }
+    const char *type = dt_json_str(ev, "type", "");
+    int sid = (int)dt_json_num(ev, "step", 0);
+    if (strcmp(type, "text") == 0) {
+        if (p->verbose) {
+            fputs(dt_json_str(ev, "text", ""), stdout);
+            fflush(stdout);
+        }
+    } else if (strcmp(type, "diagnostic") == 0) {
+        if (p->verbose || dt_streq(dt_json_str(ev, "severity", ""), "error")) {
+            const cJSON *ln = cJSON_GetObjectItem(ev, "line");
+            if (cJSON_IsNumber(ln))
+                printf("      %s %s line %d: %s\n", dt_json_str(ev, "source", ""),
+                       dt_json_str(ev, "severity", ""), (int)ln->valuedouble,
+                       dt_json_str(ev, "message", ""));
+            else
+                printf("      %s %s: %s\n", dt_json_str(ev, "source", ""),
+                       dt_json_str(ev, "severity", ""), dt_json_str(ev, "message", ""));
+        }
+    } else if (strcmp(type, "step_finished") == 0) {
+        const ag_step *s = NULL;
+        for (int i = 0; i < ag_step_count(r); i++)
+            if (ag_step_id(ag_step_at(r, i)) == sid)
+                s = ag_step_at(r, i);
+        if (s == NULL)
+            return;
+        char sum[600];
+        const char *kind = ag_kind_name(ag_step_kind(s));
+        summary_line(ag_step_artifact(s), kind, sum, sizeof sum);
+        const char *st = dt_json_str(ev, "status", "");
+        if (!dt_json_bool(ev, "ok", 1) && dt_streq(st, "approved"))
+            st = "failed";
+        printf("[%2d] %-4s %-8s v%-2d %-22s %6.2fs  %s\n", sid, glyph(st), kind,
+               ag_step_version(s), ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0),
+               sum);
+        fflush(stdout);
+        p->steps++;
+    } else if (strcmp(type, "transition") == 0) {
+        if (dt_json_str(ev, "edge", NULL))
+            printf("     -> %s again (%s, %s): %s\n", dt_json_str(ev, "to", ""),
+                   dt_json_str(ev, "edge", ""),
+                   dt_json_num(ev, "iteration", 0) > 0 ? "feedback" : "", dt_json_str(ev, "reason", ""));
+    } else if (strcmp(type, "log") == 0) {
+        printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_json_str(ev, "message", ""));
+    } else if (strcmp(type, "awaiting_review") == 0) {
+        prompt_review(p);
+    } else if (strcmp(type, "session_finished") == 0) {
+        const cJSON *res = cJSON_GetObjectItem(ev, "result");
+        const cJSON *b = cJSON_GetObjectItem(res, "best");
+        printf("\n%s\n", dt_json_str(res, "reason", ""));
+        if (b)
+            printf("best kernel: v%.0f %s, %.2f us (%s timing), %.2fx the best cuSPARSE algorithm "
+                   "(%s)\nwritten to: %s\n",
+                   dt_json_num(b, "version", 0), dt_json_str(b, "strategy", ""),
+                   dt_json_num(b, "us", 0), dt_json_str(b, "method", ""),
+                   dt_json_num(b, "speedup", 0), dt_json_str(b, "baseline", "?"),
+                   dt_json_str(b, "path", "(not written)"));
+        fflush(stdout);
+    }
+}
+
+/* Open $VISUAL/$EDITOR on text; returns the edited text or NULL. */
+static char *edit_text(const char *text, const char *suffix)
+{
+    char path[] = "/tmp/ditto-edit-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    size_t len = strlen(text);
+    if (write(fd, text, len) != (ssize_t)len) {
+        close(fd);
+        unlink(path);
+        return NULL;
+    }
+    close(fd);
+    char *named = dt_xasprintf("%s%s", path, suffix);
+    rename(path, named);
+    const char *ed = getenv("VISUAL");
+    if (ed == NULL || *ed == '\0')
+        ed = getenv("EDITOR");
+    if (ed == NULL || *ed == '\0')
+        ed = "vi";
+    char *cmd = dt_xasprintf("%s '%s'", ed, named);
+    int rc = system(cmd);
+    free(cmd);
+    char *out = NULL;
+    if (rc == 0)
+        out = dt_read_file(named, NULL, NULL);
+    unlink(named);
+    free(named);
+    return out;
+}
+
+static void decide_line(printer *p, const char *line)
+{
+    const ag_step *s = ag_awaiting(p->run);
+    if (s == NULL)
+        return;
+    while (*line == ' ')
+        line++;
+    dt_err e = {0};
+    int rc = 0;
+    switch (line[0]) {
+    case 'a':
+    case '\0':
+        rc = ag_decide(p->run, AG_APPROVE, NULL, NULL, &e);
+        break;
+    case 'A':
+        ag_approve_rest(p->run);
+        break;
+    case 's':
+    case 'q':
+        ag_stop(p->run);
+        break;
+    case 'r': {
+        const char *reason = line + 1;
+        while (*reason == ' ')
+            reason++;
+        if (*reason == '\0') {
+            if (p->tty_in)
+                printf("reason (it goes back to the agent): ");
+            fflush(stdout);
+            p->waiting = 2; /* the next line is the reason */
+            return;
+        }
+        rc = ag_decide(p->run, AG_REJECT, NULL, reason, &e);
+        break;
+    }
+    case 'e': {
+        const cJSON *art = ag_step_artifact(s);
+        char *edited = NULL;
+        if (ag_step_kind(s) == AG_GENERATE) {
+            edited = edit_text(dt_json_str(art, "source", ""), ".cu");
+            if (edited) {
+                cJSON *v = cJSON_CreateString(edited);
+                rc = ag_decide(p->run, AG_EDIT, v, NULL, &e);
+                cJSON_Delete(v);
+            }
+        } else {
+            char *text = dt_json_print(art, 1);
+            edited = edit_text(text, ".json");
+            free(text);
+            if (edited) {
+                dt_err je = {0};
+                cJSON *v = dt_json_parse(edited, strlen(edited), "edited plan", &je);
+                if (v == NULL) {
+                    e = je;
+                    rc = -1;
+                } else {
+                    rc = ag_decide(p->run, AG_EDIT, v, NULL, &e);
+                    cJSON_Delete(v);
+                }
+            }
+        }
+        if (edited == NULL) {
+            rc = -1;
+            dt_err_set(&e, "the editor failed or the file could not be read back");
+        }
+        free(edited);
+        break;
+    }
+    default:
+        rc = -1;
+        dt_err_set(&e, "answer a, e, r REASON, A or s");
+    }
+    if (rc != 0) {
+        printf("%s\n", e.msg);
+        prompt_review(p);
+        return;
+    }
+    p->waiting = 0;
+}
+
+static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
+{
+    (void)l;
+    (void)mask;
+    printer *p = ud;
+    char chunk[4096];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) {
+        dt_loop_del_fd(p->loop, fd, 0);
+        p->eof = 1;
+        /* stdin closed with a gate open: nobody can answer it. */
+        if (ag_awaiting(p->run)) {
+            printf("\nstdin closed while a review was pending: stopping\n");
+            ag_stop(p->run);
+        }
+        return;
+    }
+    dt_buf_append(&p->line, chunk, (size_t)n);
+    char *nl;
+    while ((nl = memchr(p->line.data, '\n', p->line.len)) != NULL) {
+        *nl = '\0';
+        char *line = dt_xstrdup(p->line.data);
+        size_t used = (size_t)(nl - p->line.data) + 1;
+        memmove(p->line.data, p->line.data + used, p->line.len - used);
+        p->line.len -= used;
+        p->line.data[p->line.len] = '\0';
+        if (p->waiting == 2) {
+            dt_err e = {0};
+            p->waiting = 0;
+            if (ag_decide(p->run, AG_REJECT, NULL, line, &e) != 0) {
+                printf("%s\n", e.msg);
+                prompt_review(p);
+            }
+        } else if (ag_awaiting(p->run)) {
+            decide_line(p, line);
+        }
+        free(line);
+    }
+}
+
+/* ---- Lua adapters ---------------------------------------------------------------------------- */
+
+static int lua_review(ag_run *r, const ag_step *s, dt_buf *reason, void *ud)
+{
+    (void)r;
+    lx_state *L = ud;
+    cJSON *view = ag_step_view(s);
+    dt_buf errs = DT_BUF_INIT;
+    lx_decision d = lx_review(L, view, reason, &errs);
+    if (errs.len)
+        fprintf(stderr, "ditto: lua review: %s", errs.data);
+    dt_buf_free(&errs);
+    cJSON_Delete(view);
+    return d == LX_APPROVE ? AG_APPROVE : d == LX_REJECT ? AG_REJECT : -1;
+}
+
+static void lua_hook(ag_run *r, ag_kind kind, const char *phase, cJSON **data, dt_buf *log,
+                     dt_buf *errors, void *ud)
+{
+    (void)r;
+    lx_run_hooks(ud, ag_kind_name(kind), phase, data, log, errors);
+}
+
+/* ---- run / resume ---------------------------------------------------------------------------- */
+
+const char cli_run_usage[] =
+    "usage: ditto run SPEC.json [--backend expert|llm] [--review ask|auto] [--json] [-v]\n"
+    "                 [--session-dir DIR] [--no-session] [--out DIR] [--hook FILE]\n"
+    "                 [--lua-unsafe] [--workers N] [--launcher CMD] [--deadline S]\n"
+    "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
+    "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
+    "       ditto resume SESSION [same options]\n"
+    "\n"
+    "Run the pipeline headless: profile, plan, check, generate, compile, verify, measure,\n"
+    "tune, learn -- one line per step (-v streams each agent's reasoning). With --review ask\n"
+    "every step waits for a decision typed on stdin: a (approve), e (edit the plan or the\n"
+    "kernel in $VISUAL/$EDITOR), r REASON (reject: the reason goes back to the agent),\n"
+    "A (approve the rest), s (stop). --json prints the events (agents/EVENTS.md).\n"
+    "The session is recorded under $XDG_DATA_HOME/ditto/sessions (or --session-dir);\n"
+    "`ditto resume ID` continues one after a crash from its last finished step.\n"
+    "\n"
+    "Exit status: 0 a verified kernel was produced, 1 none passed verification, 2 usage,\n"
+    "3 no GPU (stopped after compiling), 4 stopped by a person, 5 an error (matrix,\n"
+    "worker, LLM).\n";
+
+typedef struct run_args {
+    const char *spec_or_session;
+    const char *backend, *review, *session_dir, *out, *launcher;
+    const char *api, *endpoint, *model, *key_env;
+    const char *hooks[16];
+    int nhooks;
+    int lua_unsafe, json, verbose, workers, no_session, tune_variants;
+    double goal, deadline;
+} run_args;
+
+static int parse_run_args(const char *cmd, int argc, char **argv, run_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name, field)                                                                         \
+    if (strcmp(s, name) == 0) {                                                                  \
+        if (v == NULL)                                                                           \
+            return cli_usage_error(cmd, "%s needs a value", name);                               \
+        a->field = v;                                                                            \
+        i++;                                                                                     \
+        continue;                                                                                \
+    }
+        OPT("--backend", backend)
+        OPT("--review", review)
+        OPT("--session-dir", session_dir)
+        OPT("--out", out)
+        OPT("--launcher", launcher)
+        OPT("--api", api)
+        OPT("--endpoint", endpoint)
+        OPT("--model", model)
+        OPT("--api-key-env", key_env)
+#undef OPT
+        if (strcmp(s, "--hook") == 0 && v) {
+            if (a->nhooks < 16)
+                a->hooks[a->nhooks++] = v;
+            i++;
+        } else if (strcmp(s, "--workers") == 0 && v) {
+            a->workers = atoi(v);
+            if (a->workers < 1 || a->workers > 64)
+                return cli_usage_error(cmd, "--workers: expected 1 to 64");
+            i++;
+        } else if (strcmp(s, "--tune-variants") == 0 && v) {
+            a->tune_variants = atoi(v);
+            i++;
+        } else if ((strcmp(s, "--goal") == 0 || strcmp(s, "--deadline") == 0) && v) {
+            double x;
+            if (dt_parse_double(v, &x) != 0 || x <= 0)
+                return cli_usage_error(cmd, "%s: expected a positive number", s);
+            if (s[2] == 'g')
+                a->goal = x;
+            else
+                a->deadline = x;
+            i++;
+        } else if (strcmp(s, "--lua-unsafe") == 0) {
+            a->lua_unsafe = 1;
+        } else if (strcmp(s, "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(s, "-v") == 0 || strcmp(s, "--verbose") == 0) {
+            a->verbose = 1;
+        } else if (strcmp(s, "--no-session") == 0) {
+            a->no_session = 1;
+        } else if (s[0] == '-' && s[1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", s);
+        } else if (a->spec_or_session == NULL) {
+            a->spec_or_session = s;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", s);
+        }
+    }
+    if (a->spec_or_session == NULL)
+        return cli_usage_error(cmd, strcmp(cmd, "run") == 0 ? "give a problem spec (JSON)"
+                                                             : "give a session id");
+    if (a->backend && !dt_streq(a->backend, "expert") && !dt_streq(a->backend, "llm"))
+        return cli_usage_error(cmd, "--backend: expected expert or llm");
+    if (a->review && !dt_streq(a->review, "ask") && !dt_streq(a->review, "auto"))
+        return cli_usage_error(cmd, "--review: expected ask or auto");
+    return CLI_OK;
+}
+
+static void apply_policy(ag_opts *o, const sp_spec *spec, const char *override)
+{
+    const char *rv = override ? override : spec->review;
+    for (int k = 0; k < AG_NKINDS; k++) {
+        if (dt_streq(rv, "auto"))
+            o->policy[k] = AG_POLICY_AUTO;
+        else if (dt_streq(rv, "map") && spec->review_map)
+            o->policy[k] = dt_streq(dt_json_str(spec->review_map, ag_kind_name((ag_kind)k), "auto"),
+                                    "ask")
+                               ? AG_POLICY_ASK
+                               : AG_POLICY_AUTO;
+        else
+            o->policy[k] = AG_POLICY_ASK;
+    }
+}
+
+static void quiet_worker_log(int w, const char *line, void *ud)
+{
+    (void)ud;
+    /* Workers log to stderr; keep it visible but marked. */
+    fprintf(stderr, "worker %d: %s\n", w, line);
+}
+
+static int run_common(const char *cmd, int argc, char **argv, int resume)
+{
+    run_args a;
+    int rc = parse_run_args(cmd, argc, argv, &a);
+    if (rc != CLI_OK)
+        return rc;
+    dt_buf probs = DT_BUF_INIT;
+    cJSON *cfg = cli_config_load(&probs);
+    if (probs.len) {
+        fputs(probs.data, stderr);
+        dt_buf_free(&probs);
+        cJSON_Delete(cfg);
+        return CLI_USAGE;
+    }
+    sp_spec spec;
+    sp_spec_init(&spec);
+    sess_log *log = NULL;
+    char *root = sess_root(a.session_dir);
+    dt_err e = {0};
+    int status = AG_EXIT_ERROR;
+    if (resume) {
+        log = sess_log_read(root, a.spec_or_session, &e);
+        if (log == NULL) {
+            fprintf(stderr, "ditto resume: %s\n", e.msg);
+            goto out;
+        }
+        if (log->warnings.len)
+            fprintf(stderr, "ditto resume: %s", log->warnings.data);
+        if (log->spec == NULL || sp_spec_from_json(&spec, log->spec, "spec.json", &probs) != 0) {
+            fprintf(stderr, "ditto resume: the session's spec.json is missing or invalid: %s\n",
+                    dt_buf_str(&probs));
+            goto out;
+        }
+    } else if (sp_spec_load(&spec, a.spec_or_session, &probs) != 0) {
+        fputs(dt_buf_str(&probs), stderr);
+        status = AG_EXIT_USAGE;
+        goto out;
+    }
+    const char *backend = a.backend ? a.backend
+                                    : dt_json_str(cfg, "backend", spec.backend);
+    llm_config lc;
+    llm_config_init(&lc);
+    int have_llm = 0;
+    if (dt_streq(backend, "llm")) {
+        const cJSON *lj = cJSON_GetObjectItem(cfg, "llm");
+        if (lj && llm_config_from_json(&lc, lj, &probs) != 0) {
+            fprintf(stderr, "ditto %s: config llm: %s", cmd, dt_buf_str(&probs));
+            llm_config_clear(&lc);
+            status = AG_EXIT_USAGE;
+            goto out;
+        }
+        if (a.api)
+            lc.api = dt_streq(a.api, "anthropic") ? LLM_ANTHROPIC : LLM_OPENAI;
+        if (a.endpoint) {
+            free(lc.endpoint);
+            lc.endpoint = dt_xstrdup(a.endpoint);
+        }
+        if (a.model) {
+            free(lc.model);
+            lc.model = dt_xstrdup(a.model);
+        }
+        if (a.key_env) {
+            free(lc.api_key_env);
+            lc.api_key_env = dt_xstrdup(a.key_env);
+        }
+        if (lc.endpoint == NULL || lc.model == NULL) {
+            fprintf(stderr, "ditto %s: the llm backend needs an endpoint and a model (--endpoint, "
+                            "--model or \"llm\" in %s)\n",
+                    cmd, "config.json");
+            llm_config_clear(&lc);
+            status = AG_EXIT_USAGE;
+            goto out;
+        }
+        have_llm = 1;
+    }
+    dt_loop *loop = dt_loop_new();
+    const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
+    gpu_pool_opts po = {.workers = a.workers ? a.workers : (int)dt_json_num(wj, "count", 1),
+                        .launcher = a.launcher ? a.launcher : dt_json_str(wj, "launcher", NULL),
+                        .deadline_s = a.deadline > 0 ? a.deadline : dt_json_num(wj, "deadline_s", 600),
+                        .log = quiet_worker_log};
+    gpu_pool *pool = gpu_pool_new(loop, &po, &e);
+    if (pool == NULL) {
+        fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
+        dt_loop_free(loop);
+        llm_config_clear(&lc);
+        goto out;
+    }
+    kb *k = kb_open(NULL, NULL, &probs, &e);
+    if (probs.len)
+        fprintf(stderr, "ditto: knowledge base: %s", probs.data);
+    dt_buf_reset(&probs);
+    lx_state *L = NULL;
+    lx_opts lo = {.unsafe = a.lua_unsafe};
+    L = lx_new(&lo, &e);
+    if (L) {
+        char *cdir = dt_config_dir();
+        if (cdir) {
+            char *hdir = dt_xasprintf("%s/hooks", cdir);
+            lx_load_dir(L, hdir, &probs);
+            free(hdir);
+            free(cdir);
+        }
+        for (int i = 0; i < a.nhooks; i++) {
+            dt_err he = {0};
+            if (lx_load_file(L, a.hooks[i], &he) != 0)
+                dt_buf_printf(&probs, "%s\n", he.msg);
+        }
+        if (probs.len)
+            fprintf(stderr, "ditto: hooks: %s", probs.data);
+    }
+    ag_opts o = {.spec = &spec,
+                 .pool = pool,
+                 .backend = backend,
+                 .out_dir = a.out,
+                 .llm_config = have_llm ? &lc : NULL,
+                 .kb = k,
+                 .verbose = a.verbose,
+                 .goal_speedup = a.goal > 0 ? a.goal : dt_json_num(cfg, "goal_speedup", 1.0),
+                 .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
+                 .tune_budget_variants =
+                     a.tune_variants ? a.tune_variants
+                                     : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
+                 .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
+    apply_policy(&o, &spec, a.review);
+    if (L && lx_hook_count(L) > 0) {
+        o.reviewer = lua_review;
+        o.reviewer_ud = L;
+        o.hook = lua_hook;
+        o.hook_ud = L;
+    }
+    session_sink ss = {.root = root};
+    if (resume) {
+        ss.s = sess_open(root, a.spec_or_session, &e);
+        if (ss.s == NULL) {
+            fprintf(stderr, "ditto resume: %s\n", e.msg);
+            ss.failed = 1;
+        }
+    }
+    o.session_dir = ss.s ? sess_dir(ss.s) : NULL;
+    ag_run *run = ag_run_new(loop, &o, &e);
+    printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
+    if (run == NULL) {
+        fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
+    } else {
+        pr.run = run;
+        ag_add_sink(run, print_event, &pr);
+        if (!a.no_session)
+            ag_add_sink(run, session_event, &ss);
+        dt_loop_add_fd(loop, 0, DT_READABLE, on_stdin, &pr);
+        if (ag_run_start(run, log ? log->events : NULL, &e) != 0) {
+            fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
+        } else {
+            while (!ag_run_done(run))
+                if (dt_loop_run_once(loop, 500) < 0)
+                    break;
+            status = ag_run_exit_code(run);
+            if (ss.s)
+                printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
+        }
+    }
+    dt_loop_del_fd(loop, 0, 0);
+    ag_run_free(run);
+    if (ss.s) {
+        sess_sync(ss.s, &e);
+        sess_close(ss.s);
+    }
+    dt_buf_free(&pr.line);
+    lx_free(L);
+    kb_close(k);
+    gpu_pool_free(pool);
+    dt_loop_free(loop);
+    llm_config_clear(&lc);
+out:
+    sess_log_free(log);
+    free(root);
+    dt_buf_free(&probs);
+    sp_spec_clear(&spec);
+    cJSON_Delete(cfg);
+    return status;
+}
+
+int cli_run(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return cli_print_usage("run");
+    return run_common("run", argc, argv, 0);
+}
+
+int cli_resume(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return cli_print_usage("resume");
+    return run_common("resume", argc, argv, 1);
+}

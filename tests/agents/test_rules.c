@@ -1,0 +1,151 @@
+/* test_rules.c -- each static rule fires on the mistake it names, at the
+ * right line, and stays quiet on the correct version. */
+#include "tests/common/testutil.h"
+
+#include "agents/agents.h"
+
+#include <string.h>
+
+static int count(const cJSON *f, const char *id, int line)
+{
+    int n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, f)
+    {
+        if (strcmp(dt_json_str(x, "id", ""), id) == 0 &&
+            (line == 0 || (int)dt_json_num(x, "line", 0) == line))
+            n++;
+    }
+    return n;
+}
+
+static cJSON *run(const char *src)
+{
+    return ag_static_rules(src, NULL);
+}
+
+Test(rules, barrier_inside_a_thread_branch_should_be_flagged)
+{
+    cJSON *f = run("__global__ void k(float *y) {\n"
+                   "  if (threadIdx.x < 16) {\n"
+                   "    __syncthreads();\n"
+                   "  }\n"
+                   "}\n");
+    cr_assert_eq(count(f, "barrier-divergent", 3), 1);
+    cJSON_Delete(f);
+    f = run("__global__ void k(float *y) {\n"
+            "  int row = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (row >= 100) return;\n"
+            "  __syncthreads();\n"
+            "}\n");
+    cr_assert_eq(count(f, "barrier-divergent", 4), 1);
+    cJSON_Delete(f);
+    f = run("__global__ void k(float *y) {\n"
+            "  __shared__ float s[32];\n"
+            "  s[threadIdx.x] = 1;\n"
+            "  __syncthreads();\n"
+            "  if (threadIdx.x < 16) y[threadIdx.x] = s[threadIdx.x + 1];\n"
+            "}\n");
+    cr_assert_eq(count(f, "barrier-divergent", 0), 0);
+    cr_assert_eq(count(f, "smem-raw-no-barrier", 0), 0);
+    cJSON_Delete(f);
+}
+
+Test(rules, shared_read_before_a_barrier_should_be_flagged)
+{
+    cJSON *f = run("__global__ void k(float *y) {\n"
+                   "  __shared__ float s[32];\n"
+                   "  s[threadIdx.x] = 1;\n"
+                   "  y[threadIdx.x] = s[31 - threadIdx.x];\n"
+                   "}\n");
+    cr_assert_eq(count(f, "smem-raw-no-barrier", 4), 1);
+    cJSON_Delete(f);
+}
+
+Test(rules, deprecated_shuffles_and_full_masks_under_divergence_should_be_flagged)
+{
+    cJSON *f = run("__global__ void k(float *y) {\n"
+                   "  float v = y[threadIdx.x];\n"
+                   "  v += __shfl_down(v, 1);\n"
+                   "  if (threadIdx.x % 32 < 8) {\n"
+                   "    v += __shfl_down_sync(0xffffffff, v, 1);\n"
+                   "  }\n"
+                   "  v += __shfl_down_sync(0xffffffff, v, 2);\n"
+                   "}\n");
+    cr_assert_eq(count(f, "shfl-no-sync", 3), 1);
+    cr_assert_eq(count(f, "full-mask-divergent", 5), 1);
+    cr_assert_eq(count(f, "full-mask-divergent", 7), 0);
+    cJSON_Delete(f);
+}
+
+Test(rules, a_row_index_without_a_bound_should_be_flagged)
+{
+    cJSON *f = run("__global__ void k(const int *rowptr, float *y) {\n"
+                   "  int row = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                   "  y[row] = rowptr[row + 1] - rowptr[row];\n"
+                   "}\n");
+    cr_assert_eq(count(f, "missing-row-bound", 3), 1);
+    cJSON_Delete(f);
+    f = run("__global__ void k(int rows, const int *rowptr, float *y) {\n"
+            "  int row = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "  if (row < rows) y[row] = rowptr[row + 1] - rowptr[row];\n"
+            "}\n");
+    cr_assert_eq(count(f, "missing-row-bound", 0), 0);
+    cJSON_Delete(f);
+}
+
+Test(rules, products_of_dimensions_and_host_calls_should_be_flagged)
+{
+    cJSON *f = run("__global__ void k(float *C, int n, int row, int j) {\n"
+                   "  C[row * n + j] = 0;\n"
+                   "  cudaMalloc(0, 4);\n"
+                   "  // cudaMemcpy in a comment is fine\n"
+                   "  C[(size_t)row * n + j] = 1;\n"
+                   "}\n");
+    cr_assert_eq(count(f, "index-overflow", 2), 1);
+    cr_assert_eq(count(f, "index-overflow", 5), 0);
+    cr_assert_eq(count(f, "host-api-in-device", 3), 1);
+    cr_assert_eq(count(f, "host-api-in-device", 4), 0);
+    cJSON_Delete(f);
+}
+
+Test(rules, a_changed_contract_should_be_flagged)
+{
+    const char *src = "/*@contract {\"entry\": \"k\", \"params\": [\"rows\", \"y\"], \"block\": [32],"
+                      " \"grid\": [1]} @*/\n"
+                      "extern \"C\" __global__ void k(int rows, float *y) {}\n";
+    cJSON *same = cJSON_Parse("{\"entry\": \"k\", \"params\": [\"rows\", \"y\"], \"block\": [32],"
+                              " \"grid\": [1]}");
+    cJSON *other = cJSON_Parse("{\"entry\": \"k\", \"params\": [\"rows\", \"x\", \"y\"], "
+                               "\"block\": [32], \"grid\": [1]}");
+    cJSON *f = ag_static_rules(src, same);
+    cr_assert_eq(count(f, "contract-changed", 0), 0);
+    cJSON_Delete(f);
+    f = ag_static_rules(src, other);
+    cr_assert_eq(count(f, "contract-changed", 1), 1);
+    const cJSON *x = cJSON_GetArrayItem(f, 0);
+    cr_assert(strstr(dt_json_str(x, "message", ""), "2 parameters"), "%s",
+              dt_json_str(x, "message", ""));
+    cr_assert(strlen(dt_json_str(x, "explanation", "")) > 20);
+    cJSON_Delete(f);
+    cJSON_Delete(same);
+    cJSON_Delete(other);
+}
+
+Test(rules, the_shipped_templates_should_be_clean)
+{
+    const char *names[] = {"spmv_csr_thread.cu"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(names); i++) {
+        char *p = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[i]);
+        dt_err e = {0};
+        char *src = dt_read_file(p, NULL, &e);
+        cr_assert_not_null(src, "%s", e.msg);
+        cJSON *f = ag_static_rules(src, NULL);
+        char *s = cJSON_Print(f);
+        cr_assert_eq(cJSON_GetArraySize(f), 0, "%s: %s", names[i], s);
+        free(s);
+        cJSON_Delete(f);
+        free(src);
+        free(p);
+    }
+}
