@@ -126,7 +126,7 @@ static int list_sessions(const char *root, int json)
         free(rows);
         return CLI_OK;
     }
-    printf("%-22s %-19s %-6s %-40s %5s  %-18s %s\n", "ID", "STARTED", "OP", "MATRIX", "STEPS",
+    printf("%-22s %-19s %-6s %-40s %5s  %-19s %s\n", "ID", "STARTED", "OP", "MATRIX", "STEPS",
            "STATE", "BEST");
     for (int i = 0; i < n; i++) {
         const sess_info *r = &rows[i];
@@ -135,7 +135,7 @@ static int list_sessions(const char *root, int json)
             snprintf(best, sizeof best, "%.2fx", r->best_speedup);
         else
             snprintf(best, sizeof best, "-");
-        printf("%-22s %-19s %-6s %-40s %5d  %-18s %s\n", r->id,
+        printf("%-22s %-19s %-6s %-40s %5d  %-19s %s\n", r->id,
                local_time(r->started, when, sizeof when), r->op[0] ? r->op : "-",
                clip(r->matrix[0] ? r->matrix : "-", mat, 40), r->steps, r->state, best);
     }
@@ -390,7 +390,8 @@ static int show_session(const char *root, const char *id, int json, int events)
     dt_err e = {0};
     sess_log *l = sess_log_read(root, id, &e);
     if (l == NULL) {
-        if (e.code == SESS_ENOTFOUND && strchr(id, '/') == NULL && !dt_startswith(e.msg, "no session folder"))
+        /* an unknown id: point at the listing */
+        if (e.code == SESS_ENOTFOUND && dt_startswith(e.msg, "no session '"))
             fprintf(stderr, "ditto " CMD ": %s (ditto sessions lists them)\n", e.msg);
         else
             fprintf(stderr, "ditto " CMD ": %s\n", e.msg);

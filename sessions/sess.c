@@ -248,8 +248,7 @@ static cJSON *parse_line(const char *p, size_t n, char *why, size_t whylen)
 }
 
 /* Check one parsed event against the log's rules; 0 or -1 with e set. */
-static int check_event(const cJSON *ev, const char *path, int line, long prev, long *seq,
-                       dt_err *e)
+static int check_event(const cJSON *ev, const char *path, int line, long prev, long *seq, dt_err *e)
 {
     if (!cJSON_IsObject(ev)) {
         dt_err_set(e, "%s:%d: not a JSON object", path, line);
@@ -306,8 +305,8 @@ static int parse_log(const char *path, const char *text, size_t len, cJSON *even
             break;
         }
         if (ev == NULL && last) {
-            dt_buf_printf(warnings, "%s:%d: partial last line dropped (not JSON: %s)\n", path,
-                          line, why);
+            dt_buf_printf(warnings, "%s:%d: partial last line dropped (not JSON: %s)\n", path, line,
+                          why);
             out->truncated = 1;
             break;
         }
@@ -421,8 +420,7 @@ static int open_log(sess *s, dt_err *e)
     }
     if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
-            dt_err_set(e, "session %s is open in another process (one writer at a time)",
-                       s->id);
+            dt_err_set(e, "session %s is open in another process (one writer at a time)", s->id);
             return err_code(e, SESS_EBUSY);
         }
         dt_err_set(e, "%s: flock: %s", s->log_path, strerror(errno));
@@ -669,8 +667,8 @@ int sess_append(sess *s, const cJSON *event, dt_err *e)
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(event, "type");
     const cJSON *seqv = cJSON_GetObjectItemCaseSensitive(event, "seq");
     if (!cJSON_IsObject(event) || !cJSON_IsString(type)) {
-        dt_err_set(e, "event refused: %s", cJSON_IsObject(event) ? "no string \"type\""
-                                                                 : "not a JSON object");
+        dt_err_set(e, "event refused: %s",
+                   cJSON_IsObject(event) ? "no string \"type\"" : "not a JSON object");
         return err_code(e, SESS_EINVAL);
     }
     double d = cJSON_IsNumber(seqv) ? seqv->valuedouble : 0;

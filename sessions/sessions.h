@@ -36,19 +36,22 @@
 typedef struct sess sess;
 
 #define SESS_ENOTFOUND 1 /* no such session folder, or no events.jsonl in it */
-#define SESS_ECORRUPT 2  /* events.jsonl has a bad line (the message names FILE:LINE) */
-#define SESS_EBUSY 3     /* another process holds the session open */
-#define SESS_EINVAL 4    /* a bad argument: artifact name, event without type or seq */
-#define SESS_EIO 5       /* a system call failed (the message names the file) */
+#define SESS_ECORRUPT  2 /* events.jsonl has a bad line (the message names FILE:LINE) */
+#define SESS_EBUSY     3 /* another process holds the session open */
+#define SESS_EINVAL    4 /* a bad argument: artifact name, event without type or seq */
+#define SESS_EIO       5 /* a system call failed (the message names the file) */
 
 /* The folder holding sessions: dir when non-NULL, else
- * $XDG_DATA_HOME/ditto/sessions. Caller frees; NULL when neither is known. */
+ * $XDG_DATA_HOME/ditto/sessions (~/.local/share/ditto/sessions without it).
+ * Caller frees; NULL when neither is known. */
 char *sess_root(const char *dir);
 
-/* Create a new session folder under root (created if missing) named by local
- * time and a short random suffix ("20261129-101530-k3f9"), write spec.json
- * and fingerprint.json (both must be JSON objects) and an empty events.jsonl.
- * Returns NULL with e set on failure (nothing half-created is left). */
+/* Create a new session folder under root (NULL: sess_root(NULL); created if
+ * missing) named by local time and a short random suffix
+ * ("20261129-101530-k3f9"), write spec.json and fingerprint.json (both must
+ * be JSON objects) and an empty events.jsonl. Returns NULL with e set on
+ * failure (nothing half-created is left; a process killed inside this call
+ * can leave a hidden ".new-ID" folder, which sess_list ignores). */
 sess *sess_create(const char *root, const cJSON *spec, const cJSON *fingerprint, dt_err *e);
 /* Open an existing session (by id under root, or by path: anything with a
  * '/') for appending, as resume does. root NULL means sess_root(NULL). The
@@ -108,8 +111,9 @@ typedef struct sess_log {
  * Any other bad line is an error "DIR/events.jsonl:LINE: what is wrong"
  * (SESS_ECORRUPT, NULL returned): "not JSON: ...", "not a JSON object",
  * "missing \"type\"", "missing \"seq\"" (or not a positive integer), or
- * "seq 7 after 9" (seq must increase; gaps are allowed). A missing folder
- * or events.jsonl is SESS_ENOTFOUND: "no session 'ID' under ROOT". */
+ * "seq 7 after 9" (seq must increase; gaps are allowed). SESS_ENOTFOUND
+ * for a missing folder ("no session 'ID' under ROOT", by path "no session
+ * at PATH") or one without events.jsonl ("DIR: not a session folder ..."). */
 sess_log *sess_log_read(const char *root, const char *id_or_path, dt_err *e);
 void sess_log_free(sess_log *l);
 
@@ -117,11 +121,11 @@ void sess_log_free(sess_log *l);
 typedef struct sess_info {
     char id[64];
     char dir[4096];
-    double started;     /* epoch seconds from the first event, 0 if unknown */
-    char matrix[256];   /* spec.matrix */
+    double started;   /* epoch seconds from the first event, 0 if unknown */
+    char matrix[256]; /* spec.matrix */
     char op[16];
-    char state[32];     /* "finished", "running or crashed", "empty", "corrupted" */
-    int steps;          /* step_started events */
+    char state[32];      /* "finished", "running or crashed", "empty", "corrupted" */
+    int steps;           /* step_started events */
     double best_speedup; /* from session_finished, 0 when none */
 } sess_info;
 

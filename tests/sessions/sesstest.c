@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *kinds[] = {"profile", "plan", "check", "generate", "compile", "verify",
-                              "measure", "tune", "learn"};
+static const char *kinds[] = {"profile", "plan",    "check", "generate", "compile",
+                              "verify",  "measure", "tune",  "learn"};
 
 cJSON *st_spec(void)
 {

@@ -68,8 +68,8 @@ static char *only_session(const char *root)
     cr_assert(n <= 1);
     char *dir = n ? dt_xstrdup(rows[0].dir) : NULL;
     if (n)
-        cr_assert_str_eq(rows[0].state, rows[0].steps || rows[0].started ? "running or crashed"
-                                                                            : "empty");
+        cr_assert_str_eq(rows[0].state,
+                         rows[0].steps || rows[0].started ? "running or crashed" : "empty");
     free(rows);
     dt_buf_free(&warn);
     return dir;
@@ -158,8 +158,7 @@ static void kill_at(long k, int half)
     cr_assert_eq(l->truncated, half);
     if (half) {
         char *want = dt_xasprintf("%s/events.jsonl:%ld: partial last line dropped", dir, k + 1);
-        cr_assert(dt_startswith(dt_buf_str(&l->warnings), want), "%s",
-                  dt_buf_str(&l->warnings));
+        cr_assert(dt_startswith(dt_buf_str(&l->warnings), want), "%s", dt_buf_str(&l->warnings));
         free(want);
     } else {
         cr_assert_str_eq(dt_buf_str(&l->warnings), "");

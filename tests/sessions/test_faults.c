@@ -108,7 +108,9 @@ Test(durability, the_log_should_be_fsynced_exactly_at_step_boundaries)
     for (long i = 1; i <= 6; i++) {
         append(s, i);
         cr_assert_eq(w.fsyncs, after[i - 1], "after event %ld (%s)", i,
-                     i == 5 ? "decision" : i == 6 ? "step_finished" : "within the step");
+                     i == 5   ? "decision"
+                     : i == 6 ? "step_finished"
+                              : "within the step");
     }
     /* events outside steps only when they end the session */
     cJSON *ev = cJSON_Parse("{\"seq\":7,\"type\":\"log\",\"level\":\"info\",\"message\":\"x\"}");
@@ -203,8 +205,7 @@ Test(faults, a_failed_fsync_should_report_but_keep_the_event)
     cr_assert_eq(sess_append(s, ev, &e), -1);
     cJSON_Delete(ev);
     cr_assert_eq(e.code, SESS_EIO);
-    cr_assert(strstr(e.msg, "fsync after decision") && strstr(e.msg, "events.jsonl"), "%s",
-              e.msg);
+    cr_assert(strstr(e.msg, "fsync after decision") && strstr(e.msg, "events.jsonl"), "%s", e.msg);
     cr_assert_eq(sess_next_seq(s), 6, "the event is in the file: its seq is used");
     cr_assert_eq(sess_sync(s, &e), -1);
     cr_assert(strstr(e.msg, "fsync"), "%s", e.msg);

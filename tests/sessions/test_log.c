@@ -150,8 +150,9 @@ Test(log, a_partial_last_line_should_be_tolerated_and_reported)
     cr_assert_not_null(l, "%s", e.msg);
     cr_assert_eq(cJSON_GetArraySize(l->events), 2);
     cr_assert_eq(l->truncated, 1);
-    cr_assert(strstr(dt_buf_str(&l->warnings), "events.jsonl:3: partial last line dropped (not JSON"),
-              "%s", dt_buf_str(&l->warnings));
+    cr_assert(
+        strstr(dt_buf_str(&l->warnings), "events.jsonl:3: partial last line dropped (not JSON"),
+        "%s", dt_buf_str(&l->warnings));
     sess_log_free(l);
     free(raw);
     free(head);
@@ -258,14 +259,15 @@ Test(list, sessions_should_come_newest_first_with_their_states)
     double now = dt_wall_now();
     char buf[1024];
     /* A: finished long ago, with a best speedup */
-    snprintf(buf, sizeof buf,
-             "{\"seq\":1,\"t\":%.3f,\"type\":\"session_started\"}\n"
-             "{\"seq\":2,\"t\":%.3f,\"type\":\"step_started\",\"step\":1,\"kind\":\"profile\"}\n"
-             "{\"seq\":3,\"t\":%.3f,\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\"}\n"
-             "{\"seq\":4,\"t\":%.3f,\"type\":\"step_started\",\"step\":2,\"kind\":\"plan\"}\n"
-             "{\"seq\":5,\"t\":%.3f,\"type\":\"session_finished\",\"result\":{\"verified\":true,"
-             "\"best\":{\"version\":2,\"speedup\":1.83}}}\n",
-             now - 300, now - 299, now - 298, now - 297, now - 296);
+    snprintf(
+        buf, sizeof buf,
+        "{\"seq\":1,\"t\":%.3f,\"type\":\"session_started\"}\n"
+        "{\"seq\":2,\"t\":%.3f,\"type\":\"step_started\",\"step\":1,\"kind\":\"profile\"}\n"
+        "{\"seq\":3,\"t\":%.3f,\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\"}\n"
+        "{\"seq\":4,\"t\":%.3f,\"type\":\"step_started\",\"step\":2,\"kind\":\"plan\"}\n"
+        "{\"seq\":5,\"t\":%.3f,\"type\":\"session_finished\",\"result\":{\"verified\":true,"
+        "\"best\":{\"version\":2,\"speedup\":1.83}}}\n",
+        now - 300, now - 299, now - 298, now - 297, now - 296);
     char *a = make_session(root, buf);
     /* B: cut off mid-step, its spec.json lost but kept in the first event */
     snprintf(buf, sizeof buf,

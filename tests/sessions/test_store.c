@@ -126,14 +126,14 @@ Test(store, appends_that_would_make_a_bad_log_should_be_refused_and_write_nothin
     cr_assert_eq(st_run(s, 1, 5, base, &e), 0, "%s", e.msg);
     char *before = st_log_text(sess_dir(s));
     const char *bad[] = {
-        "{\"seq\": 6, \"t\": 1}",                         /* no type */
-        "{\"seq\": 6, \"type\": 7}",                      /* type not a string */
-        "{\"type\": \"text\", \"text\": \"x\"}",          /* no seq */
-        "{\"seq\": \"6\", \"type\": \"text\"}",           /* seq not a number */
-        "{\"seq\": 5, \"type\": \"text\"}",               /* repeats the last seq */
-        "{\"seq\": 2, \"type\": \"text\"}",               /* goes backwards */
-        "{\"seq\": 6.5, \"type\": \"text\"}",             /* not an integer */
-        "[{\"seq\": 6, \"type\": \"text\"}]",             /* not an object */
+        "{\"seq\": 6, \"t\": 1}",                /* no type */
+        "{\"seq\": 6, \"type\": 7}",             /* type not a string */
+        "{\"type\": \"text\", \"text\": \"x\"}", /* no seq */
+        "{\"seq\": \"6\", \"type\": \"text\"}",  /* seq not a number */
+        "{\"seq\": 5, \"type\": \"text\"}",      /* repeats the last seq */
+        "{\"seq\": 2, \"type\": \"text\"}",      /* goes backwards */
+        "{\"seq\": 6.5, \"type\": \"text\"}",    /* not an integer */
+        "[{\"seq\": 6, \"type\": \"text\"}]",    /* not an object */
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
         cJSON *ev = cJSON_Parse(bad[i]);
@@ -202,8 +202,19 @@ Test(store, artifact_names_that_leave_the_folder_or_hit_the_store_should_be_refu
     char *root = tu_tmpdir();
     sess *s = st_create(root);
     char *log_before = st_log_text(sess_dir(s));
-    const char *bad[] = {"../x", "a/b", "..", ".", "", "/etc/passwd", "x/../../y", "..x",
-                         ".hidden", "events.jsonl", "spec.json", "fingerprint.json"};
+    const char *bad[] = {"../x",
+                         "a/b",
+                         "..",
+                         ".",
+                         "",
+                         "/etc/passwd",
+                         "x/../../y",
+                         "..x",
+                         "kernel..cu",
+                         ".hidden",
+                         "events.jsonl",
+                         "spec.json",
+                         "fingerprint.json"};
     for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
         dt_err e = {0};
         cr_assert_eq(sess_write_artifact(s, bad[i], "evil", 4, &e), -1, "'%s' accepted", bad[i]);
