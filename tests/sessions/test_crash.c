@@ -245,8 +245,12 @@ static long kill_at_random(const char *root, int steps, dt_rng *r)
 
 Test(crash, kill_at_random_moments_should_keep_a_readable_resumable_log)
 {
+    /* a new seed each run, named in every failure; DITTO_TEST_SEED replays one
+     * (the kill timing still varies) */
+    const char *env = getenv("DITTO_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
     dt_rng r;
-    dt_rng_seed(&r, (uint64_t)time(NULL));
+    dt_rng_seed(&r, seed);
     for (int round = 0; round < 12; round++) {
         char *root = tu_tmpdir();
         /* a third of the rounds may die before or inside sess_create */
@@ -254,17 +258,18 @@ Test(crash, kill_at_random_moments_should_keep_a_readable_resumable_log)
         long boundary = kill_at_random(root, steps, &r);
         char *dir = only_session(root);
         if (dir == NULL) {
-            cr_assert_eq(steps, 0, "round %d: the session vanished", round);
+            cr_assert_eq(steps, 0, "seed %llu round %d: the session vanished",
+                         (unsigned long long)seed, round);
             tu_rmtree(root);
             free(root);
             continue;
         }
         dt_err e = {0};
         sess_log *l = sess_log_read(NULL, dir, &e);
-        cr_assert_not_null(l, "round %d: %s", round, e.msg);
+        cr_assert_not_null(l, "seed %llu round %d: %s", (unsigned long long)seed, round, e.msg);
         long n = check_prefix(l);
-        cr_assert_geq(n, boundary, "round %d: step boundary %ld reported, %ld events read", round,
-                      boundary, n);
+        cr_assert_geq(n, boundary, "seed %llu round %d: step boundary %ld reported, %ld read",
+                      (unsigned long long)seed, round, boundary, n);
         int truncated = l->truncated;
         if (truncated)
             cr_assert(strstr(dt_buf_str(&l->warnings), "partial last line"));
