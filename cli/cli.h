@@ -48,5 +48,8 @@ int cli_calibrate(int argc, char **argv);
 extern const char cli_check_usage[];
 extern const char cli_baseline_usage[];
 extern const char cli_calibrate_usage[];
+/* `ditto sessions` (cli/sessions.c): list the session store and show one. */
+int cli_sessions(int argc, char **argv);
+extern const char cli_sessions_usage[];
 
 #endif /* DITTO_CLI_H */
