@@ -118,6 +118,23 @@ void ag_diagnostic(ag_run *r, ag_step *s, const char *severity, const char *sour
     ag_emit(r, e);
 }
 
+typedef struct call_ctx {
+    ag_run *r;
+    int step_id;
+    ag_reply_fn *cb;
+    long id;
+} call_ctx;
+
+static void forget_call(ag_run *r, void *c)
+{
+    for (int i = 0; i < r->npending; i++) {
+        if (r->pending[i] == c) {
+            r->pending[i] = r->pending[--r->npending];
+            return;
+        }
+    }
+}
+
 /* ---- run lifecycle ---------------------------------------------------------------- */
 
 ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e)
@@ -210,22 +227,7 @@ int ag_run_exit_code(const ag_run *r)
 
 /* ---- worker calls ------------------------------------------------------------------- */
 
-typedef struct call_ctx {
-    ag_run *r;
-    int step_id;
-    ag_reply_fn *cb;
-    long id;
-} call_ctx;
 
-static void forget_call(ag_run *r, void *c)
-{
-    for (int i = 0; i < r->npending; i++) {
-        if (r->pending[i] == c) {
-            r->pending[i] = r->pending[--r->npending];
-            return;
-        }
-    }
-}
 
 static ag_step *step_by_id(ag_run *r, int id)
 {

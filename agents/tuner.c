@@ -185,15 +185,15 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
     t->inflight--;
     variant *v = &t->v[vi];
     char buf[1200];
-    const char *strat = dt_json_str(t->st[v->strategy].cand, "strategy", "");
+    const char *sname = dt_json_str(t->st[v->strategy].cand, "strategy", "");
     char *ps = dt_json_print(v->params, 0);
     if (kind == 0) {
         if (dt_json_bool(reply, "ok", 0)) {
             v->quick_us = dt_json_num(reply, "us", 0);
-            progress(t, "  %-16s %-40s %9.2f us (quick)", strat, ps, v->quick_us);
+            progress(t, "  %-16s %-40s %9.2f us (quick)", sname, ps, v->quick_us);
         } else {
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s failed: %s", strat, ps, v->error);
+            progress(t, "  %-16s %-40s failed: %s", sname, ps, v->error);
         }
     } else if (kind == 1) {
         v->verified = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "passed", 0);
@@ -204,18 +204,18 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
                                       : gpu_reply_error(reply, buf, sizeof buf));
         }
         v->s2 = v->verified ? 2 : 4;
-        progress(t, "  %-16s %-40s verify: %s", strat, ps, v->verified ? "passed" : v->error);
+        progress(t, "  %-16s %-40s verify: %s", sname, ps, v->verified ? "passed" : v->error);
     } else {
         v->s2 = 4;
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->measure);
             v->measure = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us, %.2fx cuSPARSE (full)", strat, ps,
+            progress(t, "  %-16s %-40s %9.2f us, %.2fx cuSPARSE (full)", sname, ps,
                      dt_json_num(reply, "us", 0), dt_json_num(reply, "speedup", 0));
         } else {
             free(v->error);
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s measure failed: %s", strat, ps, v->error);
+            progress(t, "  %-16s %-40s measure failed: %s", sname, ps, v->error);
         }
     }
     free(ps);

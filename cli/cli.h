@@ -52,4 +52,17 @@ extern const char cli_calibrate_usage[];
 int cli_sessions(int argc, char **argv);
 extern const char cli_sessions_usage[];
 
+/* The pipeline (run.c) and the tuner (tune.c). */
+int cli_run(int argc, char **argv);
+int cli_resume(int argc, char **argv);
+int cli_tune(int argc, char **argv);
+extern const char cli_run_usage[];
+extern const char cli_tune_usage[];
+
+/* config.c: $XDG_CONFIG_HOME/ditto/config.json ($DITTO_CONFIG overrides the
+ * path). Missing file: an empty object. Problems are appended one per line
+ * ("FILE: $.key: ..."). Caller frees the result. */
+char *cli_config_path(void);
+cJSON *cli_config_load(dt_buf *problems);
+
 #endif /* DITTO_CLI_H */

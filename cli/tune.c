@@ -1,0 +1,236 @@
+/* tune.c -- `ditto tune SPEC`: tune every fitting template on a problem
+ * through the worker pool and print each strategy's best verified variant
+ * next to the best cuSPARSE algorithm. */
+#include "agents/agents.h"
+#include "cli/cli.h"
+#include "gpu/gpu.h"
+#include "knowledge/knowledge.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char cli_tune_usage[] =
+    "usage: ditto tune SPEC.json [--strategies N] [--variants N] [--seconds S] [--out DIR]\n"
+    "                  [--workers N] [--launcher CMD] [--json]\n"
+    "\n"
+    "Rank the kernel templates for the problem by the approved rules, then tune the first N\n"
+    "(default: all that fit) by successive halving: a cheap timing of every legal variant\n"
+    "(--variants per strategy, default 24), then the full verification battery and a full\n"
+    "measurement next to cuSPARSE for the best third. Prints each strategy's best variant\n"
+    "(time, GB/s, GFLOP/s, speedup, verification) and writes the best kernel and its\n"
+    "launch contract to DIR (default: the current folder). Needs a GPU.\n";
+
+typedef struct tune_ctx {
+    cJSON *result;
+    int done;
+    int json;
+} tune_ctx;
+
+static void on_progress(const char *line, void *ud)
+{
+    tune_ctx *c = ud;
+    if (!c->json) {
+        puts(line);
+        fflush(stdout);
+    }
+}
+
+static void on_done(cJSON *res, void *ud)
+{
+    tune_ctx *c = ud;
+    c->result = res;
+    c->done = 1;
+}
+
+int cli_tune(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return cli_print_usage("tune");
+    const char *specf = NULL, *out = ".", *launcher = NULL;
+    int nstrat = 0, variants = 24, json = 0, workers = 1;
+    double seconds = 300;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--strategies") == 0 && v) {
+            nstrat = atoi(v);
+            i++;
+        } else if (strcmp(a, "--variants") == 0 && v) {
+            variants = atoi(v);
+            i++;
+        } else if (strcmp(a, "--seconds") == 0 && v) {
+            if (dt_parse_double(v, &seconds) != 0 || seconds <= 0)
+                return cli_usage_error("tune", "--seconds: expected a positive number");
+            i++;
+        } else if (strcmp(a, "--workers") == 0 && v) {
+            workers = atoi(v);
+            i++;
+        } else if (strcmp(a, "--out") == 0 && v) {
+            out = v;
+            i++;
+        } else if (strcmp(a, "--launcher") == 0 && v) {
+            launcher = v;
+            i++;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("tune", "unknown option '%s'", a);
+        } else if (specf == NULL) {
+            specf = a;
+        } else {
+            return cli_usage_error("tune", "unexpected argument '%s'", a);
+        }
+    }
+    if (specf == NULL)
+        return cli_usage_error("tune", "give a problem spec (JSON)");
+    if (variants < 1 || workers < 1)
+        return cli_usage_error("tune", "--variants and --workers must be at least 1");
+    sp_spec spec;
+    sp_spec_init(&spec);
+    dt_buf probs = DT_BUF_INIT;
+    if (sp_spec_load(&spec, specf, &probs) != 0) {
+        fputs(dt_buf_str(&probs), stderr);
+        dt_buf_free(&probs);
+        sp_spec_clear(&spec);
+        return CLI_USAGE;
+    }
+    int status = CLI_FAIL;
+    dt_loop *loop = dt_loop_new();
+    gpu_pool_opts po = {.workers = workers, .launcher = launcher, .deadline_s = 600};
+    dt_err e = {0};
+    gpu_pool *pool = gpu_pool_new(loop, &po, &e);
+    cJSON *lrep = NULL, *cands = NULL;
+    kb *k = NULL;
+    tune_ctx c = {.json = json};
+    ag_tuner *t = NULL;
+    if (pool == NULL || gpu_pool_wait_ready(pool, 60) < 1) {
+        fprintf(stderr, "ditto tune: the GPU worker did not start%s%s\n", e.msg[0] ? ": " : "",
+                e.msg);
+        status = 3;
+        goto out;
+    }
+    const cJSON *dev = cJSON_GetObjectItem(gpu_pool_hello(pool, 0), "device");
+    if (!dt_json_bool(dev, "present", 0)) {
+        fprintf(stderr, "ditto tune: tuning needs a GPU: %s\n", dt_json_str(dev, "reason", "?"));
+        status = 3;
+        goto out;
+    }
+    cJSON *lr = dt_json_obj();
+    dt_json_set_str(lr, "matrix", spec.matrix);
+    dt_json_set_int(lr, "n", spec.n);
+    dt_json_set_int(lr, "k", spec.n);
+    lrep = gpu_pool_load(pool, "m", lr, 900);
+    if (!dt_json_bool(lrep, "ok", 0)) {
+        char buf[1200];
+        fprintf(stderr, "ditto tune: %s\n", gpu_reply_error(lrep, buf, sizeof buf));
+        goto out;
+    }
+    k = kb_open(NULL, NULL, &probs, &e);
+    cands = ag_rank_templates(cJSON_GetObjectItem(lrep, "report"), &spec,
+                              dt_json_str(dev, "cc", ""), k, &e);
+    if (cands == NULL || cJSON_GetArraySize(cands) == 0) {
+        fprintf(stderr, "ditto tune: no template fits %s %s%s%s\n", sp_op_name(spec.op),
+                sp_dtype_name(spec.dtype), e.msg[0] ? ": " : "", e.msg);
+        goto out;
+    }
+    while (nstrat > 0 && cJSON_GetArraySize(cands) > nstrat)
+        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    if (!json) {
+        printf("%s on %s %s (%s): %d strategies\n", sp_op_name(spec.op), dt_json_str(dev, "name", ""),
+               spec.matrix, sp_dtype_name(spec.dtype), cJSON_GetArraySize(cands));
+        const cJSON *cd;
+        cJSON_ArrayForEach(cd, cands)
+            printf("  %-16s score %.1f\n", dt_json_str(cd, "strategy", ""),
+                   dt_json_num(cd, "score", 0));
+    }
+    ag_tune_opts to = {.pool = pool,
+                       .spec = &spec,
+                       .matrix = "m",
+                       .fingerprint = dt_json_str(lrep, "fingerprint", ""),
+                       .gpu = dt_json_str(dev, "name", ""),
+                       .candidates = cands,
+                       .budget_variants = variants,
+                       .budget_s = seconds,
+                       .use_cache = 1,
+                       .progress = on_progress,
+                       .done = on_done,
+                       .ud = &c};
+    t = ag_tuner_start(&to, &e);
+    if (t == NULL) {
+        fprintf(stderr, "ditto tune: %s\n", e.msg);
+        goto out;
+    }
+    while (!c.done)
+        if (dt_loop_run_once(loop, 500) < 0)
+            break;
+    if (c.result == NULL)
+        goto out;
+    if (json) {
+        char *s = dt_json_print(c.result, 1);
+        puts(s);
+        free(s);
+    } else {
+        printf("\n%-16s %-34s %10s %9s %9s %8s  %s\n", "strategy", "best variant", "us", "GB/s",
+               "GFLOP/s", "speedup", "verification");
+        const cJSON *so;
+        cJSON_ArrayForEach(so, cJSON_GetObjectItem(c.result, "strategies"))
+        {
+            const cJSON *b = cJSON_GetObjectItem(so, "best");
+            if (b == NULL) {
+                printf("%-16s %-34s %10s %9s %9s %8s  %s\n", dt_json_str(so, "strategy", ""), "-",
+                       "-", "-", "-", "-", dt_json_str(so, "status", "failed"));
+                continue;
+            }
+            char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
+            printf("%-16s %-34.34s %10.2f %9.1f %9.1f %7.2fx  passed\n",
+                   dt_json_str(so, "strategy", ""), ps, dt_json_num(b, "us", 0),
+                   dt_json_num(b, "gbps", 0), dt_json_num(b, "gflops", 0),
+                   dt_json_num(b, "speedup", 0));
+            free(ps);
+        }
+        const cJSON *b = cJSON_GetObjectItem(c.result, "best");
+        if (b)
+            printf("\nbest cuSPARSE: %s, %.2f us (%s timing)\n", dt_json_str(b, "baseline", ""),
+                   dt_json_num(b, "baseline_us", 0), dt_json_str(b, "method", ""));
+    }
+    const cJSON *b = cJSON_GetObjectItem(c.result, "best");
+    if (b) {
+        if (dt_mkdir_p(out, &e) != 0) {
+            fprintf(stderr, "ditto tune: %s\n", e.msg);
+            goto out;
+        }
+        char *kp = dt_xasprintf("%s/best_kernel.cu", out);
+        char *cp = dt_xasprintf("%s/best_kernel.contract.json", out);
+        const char *src = dt_json_str(b, "source", "");
+        gpu_contract ct;
+        cJSON *cj = NULL;
+        if (gpu_contract_from_source(src, &ct, &e) == 0) {
+            cj = gpu_contract_json(&ct);
+            dt_json_set_take(cj, "params", cJSON_Duplicate(cJSON_GetObjectItem(b, "params"), 1));
+            gpu_contract_clear(&ct);
+        }
+        char *ctext = cj ? dt_json_print(cj, 1) : dt_xstrdup("{}");
+        if (dt_write_file_atomic(kp, src, strlen(src), &e) != 0 ||
+            dt_write_file_atomic(cp, ctext, strlen(ctext), &e) != 0)
+            fprintf(stderr, "ditto tune: %s\n", e.msg);
+        else if (!json)
+            printf("wrote %s and %s\n", kp, cp);
+        cJSON_Delete(cj);
+        free(ctext);
+        free(kp);
+        free(cp);
+        status = CLI_OK;
+    } else {
+        fprintf(stderr, "ditto tune: no variant passed verification\n");
+    }
+out:
+    ag_tuner_free(t);
+    cJSON_Delete(c.result);
+    cJSON_Delete(cands);
+    cJSON_Delete(lrep);
+    kb_close(k);
+    gpu_pool_free(pool);
+    dt_loop_free(loop);
+    dt_buf_free(&probs);
+    sp_spec_clear(&spec);
+    return status;
+}
