@@ -1,0 +1,40 @@
+/* lx_int.h -- what the scripting module's files share: JSON <-> Lua value conversion.
+ *
+ * Internal to scripting/: it includes lua.h, which nothing outside this
+ * folder may see. */
+#ifndef DITTO_LX_INT_H
+#define DITTO_LX_INT_H
+
+#include "core/core.h"
+
+#include <lua.h>
+
+/* Deepest nesting converted either way; the same as cJSON's parse limit, so
+ * anything cJSON parsed can be converted, and C recursion stays bounded. */
+#define LX_JSON_MAX_DEPTH 1000
+
+/* Creates the metatable that marks tables made from JSON arrays (kept in the
+ * registry). Call once per state, in protected mode: raises on memory
+ * errors. */
+void lx_json_open(lua_State *L);
+
+/* Pushes v as a Lua value: objects become tables with string keys (null
+ * members left out), arrays become sequences marked as arrays (null members
+ * left as holes), integral numbers within 2^53 become integers, other
+ * numbers floats. NULL pushes nil. Raises on memory errors and on nesting
+ * deeper than LX_JSON_MAX_DEPTH. */
+void lx_json_push(lua_State *L, const cJSON *v);
+
+/* Converts the Lua value at idx to JSON. Object keys come out in the order
+ * they have in like (an earlier JSON version of the same value, may be
+ * NULL), then any new keys sorted bytewise, so output does not depend on
+ * Lua's hash order. root names the value in messages ("data" gives
+ * "data.params.BLOCK[2] is a function ..."). Never raises and leaves the
+ * stack as it found it; on error returns NULL and sets e. */
+cJSON *lx_json_from_lua(lua_State *L, int idx, const cJSON *like, const char *root, dt_err *e);
+
+/* ditto.array([t]): marks t (or a new table) as a JSON array, so that it is
+ * written as [] while empty; returns it. */
+int lx_json_array(lua_State *L);
+
+#endif /* DITTO_LX_INT_H */
