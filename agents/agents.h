@@ -135,9 +135,11 @@ int ag_step_version(const ag_step *s);
 ag_status ag_step_status(const ag_step *s);
 const char *ag_step_reasoning(const ag_step *s);
 const cJSON *ag_step_artifact(const ag_step *s);
-/* A summary object (kind, version, status, artifact, measurement, verify)
- * for review functions and Lua. Caller frees. */
-cJSON *ag_step_view(const ag_step *s);
+/* A summary object for review functions and Lua: {id, kind, version,
+ * status, ok, artifact {name, version, content | json}, verify (the latest
+ * verification of the kernel under review, {passed, ...}), measurement (the
+ * latest measurement, {us, speedup, gbps, ...}), source}. Caller frees. */
+cJSON *ag_step_view(const ag_run *r, const ag_step *s);
 
 /* ---- expert backend pieces (exposed for tests and `ditto plan`) ---------- */
 

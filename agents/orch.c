@@ -1603,21 +1603,51 @@ const cJSON *ag_step_artifact(const ag_step *s)
     return s->artifact;
 }
 
-cJSON *ag_step_view(const ag_step *s)
+cJSON *ag_step_view(const ag_run *r, const ag_step *s)
 {
+    static const char *names[] = {"report", "plan", "constraints", "kernel", "compile",
+                                  "verify", "measure", "tune", "kb_entry"};
     cJSON *v = dt_json_obj();
     dt_json_set_int(v, "id", s->id);
     dt_json_set_str(v, "kind", ag_kind_name(s->kind));
     dt_json_set_int(v, "version", s->version);
     dt_json_set_str(v, "status", ag_status_name(s->status));
     dt_json_set_bool(v, "ok", s->ok);
+    cJSON *art = dt_json_obj();
+    dt_json_set_str(art, "name", names[s->kind]);
+    dt_json_set_int(art, "version", s->version);
+    if (s->kind == AG_GENERATE)
+        dt_json_set_str(art, "content", dt_json_str(s->artifact, "source", ""));
     if (s->artifact)
-        dt_json_set_take(v, "artifact", cJSON_Duplicate(s->artifact, 1));
-    if (s->kind == AG_VERIFY && s->artifact)
-        dt_json_set_take(v, "verify", cJSON_Duplicate(s->artifact, 1));
-    if (s->kind == AG_MEASURE && s->artifact)
-        dt_json_set_take(v, "measurement", cJSON_Duplicate(s->artifact, 1));
+        dt_json_set_take(art, "json", cJSON_Duplicate(s->artifact, 1));
+    dt_json_set_take(v, "artifact", art);
+    /* The latest verification and measurement up to this step: what a
+     * reviewer of a measure or tune step judges. */
+    const ag_step *ver = NULL, *mea = NULL;
+    for (int i = 0; i < r->nsteps && r->steps[i] != s; i++) {
+        if (r->steps[i]->kind == AG_VERIFY)
+            ver = r->steps[i];
+        if (r->steps[i]->kind == AG_MEASURE)
+            mea = r->steps[i];
+    }
+    if (s->kind == AG_VERIFY)
+        ver = s;
+    if (s->kind == AG_MEASURE)
+        mea = s;
+    if (ver && ver->artifact) {
+        cJSON *vj = cJSON_Duplicate(ver->artifact, 1);
+        dt_json_set_bool(vj, "passed", dt_json_bool(ver->artifact, "passed", 0) && ver->ok);
+        dt_json_set_take(v, "verify", vj);
+    }
+    if (s->kind == AG_TUNE && s->artifact && cJSON_GetObjectItem(s->artifact, "best"))
+        dt_json_set_take(v, "measurement",
+                         cJSON_Duplicate(cJSON_GetObjectItem(s->artifact, "best"), 1));
+    else if (mea && mea->artifact)
+        dt_json_set_take(v, "measurement", cJSON_Duplicate(mea->artifact, 1));
+    const char *src = r->source;
     if (s->kind == AG_GENERATE && s->artifact)
-        dt_json_set_str(v, "source", dt_json_str(s->artifact, "source", ""));
+        src = dt_json_str(s->artifact, "source", "");
+    if (src)
+        dt_json_set_str(v, "source", src);
     return v;
 }

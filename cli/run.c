@@ -407,9 +407,8 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
 
 static int lua_review(ag_run *r, const ag_step *s, dt_buf *reason, void *ud)
 {
-    (void)r;
     lx_state *L = ud;
-    cJSON *view = ag_step_view(s);
+    cJSON *view = ag_step_view(r, s);
     dt_buf errs = DT_BUF_INIT;
     lx_decision d = lx_review(L, view, reason, &errs);
     if (errs.len)
