@@ -48,5 +48,8 @@ int cli_calibrate(int argc, char **argv);
 extern const char cli_check_usage[];
 extern const char cli_baseline_usage[];
 extern const char cli_calibrate_usage[];
+/* `ditto kb` (cli/kb.c): review and query the knowledge base. */
+int cli_kb(int argc, char **argv);
+extern const char cli_kb_usage[];
 
 #endif /* DITTO_CLI_H */

@@ -37,6 +37,7 @@ const cli_command cli_commands[] = {
     {"baseline", cli_baseline, "time every cuSPARSE algorithm on matrices", cli_baseline_usage},
     {"calibrate", cli_calibrate, "measure copy bandwidth and FMA peaks into the GPU's spec",
      cli_calibrate_usage},
+    {"kb", cli_kb, "list, review, import, export and query the knowledge base", cli_kb_usage},
     {"worker", cli_worker, "serve the GPU worker protocol on stdin/stdout (started by ditto)",
      "usage: ditto worker [--device N] [--once]\n"},
     {NULL, NULL, NULL, NULL},
