@@ -30,7 +30,9 @@ cJSON *ag_features(const cJSON *rep, const sp_spec *spec)
     dt_json_set_num(f, "row_max_over_mean", mean > 0 ? mx / mean : 0);
     dt_json_set_num(f, "row_gini", dt_json_num(rl, "gini", 0));
     dt_json_set_num(f, "empty_rows_frac", rows > 0 ? dt_json_num(rep, "empty_rows", 0) / rows : 0);
-    dt_json_set_num(f, "bandwidth_frac", rows > 0 ? dt_json_num(rep, "bandwidth", 0) / rows : 0);
+    double cols = dt_json_num(rep, "cols", 0);
+    double wide = rows > cols ? rows : cols;
+    dt_json_set_num(f, "bandwidth_frac", wide > 0 ? dt_json_num(rep, "bandwidth", 0) / wide : 0);
     dt_json_set_num(f, "diagonals", dt_json_num(rep, "diagonals", 0));
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItem(rep, "block_fill"))
@@ -523,7 +525,8 @@ const char *ag_explain_diagnostic(void *kbv, const char *message)
         {
             const cJSON *p = cJSON_GetObjectItem(en, "parameters");
             const char *pat = dt_json_str(p, "pattern", NULL);
-            if (pat && *pat && strstr(message, pat)) {
+            const char *unless = dt_json_str(p, "unless", NULL);
+            if (pat && *pat && strstr(message, pat) && !(unless && *unless && strstr(message, unless))) {
                 snprintf(hint, sizeof hint, "%s", dt_json_str(p, "hint", ""));
                 cJSON_Delete(list);
                 return hint;

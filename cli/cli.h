@@ -65,4 +65,8 @@ extern const char cli_tune_usage[];
 char *cli_config_path(void);
 cJSON *cli_config_load(dt_buf *problems);
 
+/* `ditto kb` (cli/kb.c): review and query the knowledge base. */
+int cli_kb(int argc, char **argv);
+extern const char cli_kb_usage[];
+
 #endif /* DITTO_CLI_H */

@@ -1,0 +1,733 @@
+/* test_store.c -- loading shipped and user entries, overrides, proposals and
+ * reviews persisted to the user folder, all-or-nothing import, export. */
+#include "tests/knowledge/kbtest.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+TestSuite(store, .init = kbt_setup, .fini = kbt_teardown);
+
+#define HAS(out, s) cr_assert(strstr((out), (s)) != NULL, "missing [%s] in:\n%s", (s), (out))
+
+/* A shipped folder in the scratch area holding the given entries, one file
+ * each (NAME.json). Returns the folder (caller frees). */
+static char *shipped_with(cJSON **entries, int n)
+{
+    char *dir = dt_xasprintf("%s/shipped", kbt_scratch());
+    dt_err e = {0};
+    cr_assert_eq(dt_mkdir_p(dir, &e), 0, "%s", e.msg);
+    for (int i = 0; i < n; i++) {
+        char *name = dt_xasprintf("%s.json", dt_json_str(entries[i], "id", "x"));
+        free(kbt_write_doc(dir, name, entries[i]));
+        free(name);
+        cJSON_Delete(entries[i]);
+    }
+    return dir;
+}
+
+static char *user_file(const char *id)
+{
+    return dt_xasprintf("%s/%s.json", kbt_user_dir(), id);
+}
+
+static cJSON *read_json(const char *path)
+{
+    dt_err e = {0};
+    cJSON *j = dt_json_read_file(path, &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    return j;
+}
+
+/* ---- the shipped knowledge base --------------------------------------------------- */
+
+Test(store, shipped_kb_should_load_every_entry_without_problems)
+{
+    dt_buf p = DT_BUF_INIT;
+    kb *k = kbt_open(NULL, &p);
+    cr_assert_eq(p.len, 0, "problems in the shipped knowledge base:\n%s", dt_buf_str(&p));
+    /* Count the entries in the files directly: none may have been skipped. */
+    char *dir = dt_share_path("knowledge");
+    cr_assert_not_null(dir);
+    tu_proc ls = tu_run("ls '%s'/*.json", dir);
+    int files = 0, entries = 0;
+    char *save = NULL;
+    for (char *f = strtok_r(ls.out, "\n", &save); f != NULL; f = strtok_r(NULL, "\n", &save)) {
+        cJSON *doc = read_json(f);
+        entries += cJSON_IsArray(doc) ? cJSON_GetArraySize(doc) : 1;
+        files++;
+        cJSON_Delete(doc);
+    }
+    tu_proc_free(&ls);
+    cr_assert_geq(files, 7);
+    cr_assert_eq(kb_count(k), entries);
+    cr_assert_geq(entries, 60);
+    /* And each validates on its own, through the public validator. */
+    cJSON *all = kb_export(k, NULL);
+    for (const cJSON *e = all->child; e != NULL; e = e->next) {
+        dt_buf q = DT_BUF_INIT;
+        cr_assert_eq(kb_validate(e, dt_json_str(e, "id", "?"), &q), 0, "%s", dt_buf_str(&q));
+        cr_assert_str_eq(kb_origin(k, dt_json_str(e, "id", ""), NULL), "shipped");
+        dt_buf_free(&q);
+    }
+    cJSON_Delete(all);
+    free(dir);
+    dt_buf_free(&p);
+    kb_close(k);
+}
+
+static int count_kind(const kb *k, const char *kind, const char *status)
+{
+    cJSON *l = kb_list(k, kind, status);
+    int n = cJSON_GetArraySize(l);
+    cJSON_Delete(l);
+    return n;
+}
+
+Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
+{
+    kb *k = kbt_open(NULL, NULL);
+    cr_assert_geq(count_kind(k, "error-explanation", "approved"), 12);
+    cr_assert_geq(count_kind(k, "hardware-fact", "approved"), 3);
+    cr_assert_geq(count_kind(k, "strategy", "approved"), 3);
+    cr_assert_geq(count_kind(k, "rule", "approved"), 15);
+    cr_assert_geq(count_kind(k, "rule", "proposed"), 1); /* the unsure ones wait for review */
+    cr_assert_eq(count_kind(k, NULL, "rejected"), 0);
+
+    /* Every static rule the checker implements has its entry. */
+    static const char *rule_ids[] = {
+        "barrier-divergent",   "smem-raw-no-barrier", "missing-row-bound",  "shfl-no-sync",
+        "full-mask-divergent", "index-overflow-64",   "host-api-in-device", "contract-changed"};
+    cJSON *pits = kb_list(k, "pitfall", "approved");
+    for (size_t i = 0; i < DT_ARRAY_LEN(rule_ids); i++) {
+        int found = 0;
+        for (const cJSON *e = pits->child; e != NULL; e = e->next) {
+            const cJSON *pr = cJSON_GetObjectItem(e, "parameters");
+            if (dt_streq(dt_json_str(pr, "rule_id", ""), rule_ids[i])) {
+                found = 1;
+                cr_assert(strlen(dt_json_str(pr, "explanation", "")) > 40, "%s", rule_ids[i]);
+            }
+        }
+        cr_assert(found, "no pitfall for static rule %s", rule_ids[i]);
+    }
+    cJSON_Delete(pits);
+
+    /* Rules name one op and a strategy of that op, with features to match. */
+    static const char *spmv[] = {"csr-thread", "csr-vector", "csr-adaptive", "merge-path",
+                                 "sell",       "bsr",        "csr16"};
+    static const char *spmm[] = {"spmm-csr-warp", "spmm-csr-smem", "spmm-csr-tiled",
+                                 "spmm-bsr-mma"};
+    static const char *sddmm[] = {"sddmm-warp", "sddmm-rowgroup"};
+    cJSON *rules = kb_list(k, "rule", NULL);
+    int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
+    for (const cJSON *e = rules->child; e != NULL; e = e->next) {
+        const char *id = dt_json_str(e, "id", "");
+        const cJSON *a = cJSON_GetObjectItem(e, "applies_to");
+        const cJSON *op = cJSON_GetObjectItem(a, "op");
+        cr_assert_eq(cJSON_GetArraySize(op), 1, "%s", id);
+        cr_assert_not_null(cJSON_GetObjectItem(a, "features"), "%s", id);
+        const char *o = cJSON_GetArrayItem(op, 0)->valuestring;
+        const char *s = dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", "");
+        int ok = 0;
+        if (dt_streq(o, "spmv")) {
+            for (size_t i = 0; i < DT_ARRAY_LEN(spmv); i++) {
+                if (dt_streq(s, spmv[i])) {
+                    ok = 1;
+                    seen_spmv[i] = 1;
+                }
+            }
+        } else if (dt_streq(o, "spmm")) {
+            for (size_t i = 0; i < DT_ARRAY_LEN(spmm); i++)
+                ok |= dt_streq(s, spmm[i]);
+        } else {
+            for (size_t i = 0; i < DT_ARRAY_LEN(sddmm); i++)
+                ok |= dt_streq(s, sddmm[i]);
+        }
+        cr_assert(ok, "%s: strategy '%s' is not a %s template", id, s, o);
+        cr_assert(dt_startswith(id, "rule."), "%s", id);
+    }
+    for (size_t i = 0; i < DT_ARRAY_LEN(spmv); i++)
+        cr_assert(seen_spmv[i], "no rule chooses %s", spmv[i]);
+    cJSON_Delete(rules);
+    kb_close(k);
+}
+
+/* The shipped rules pick what the brief of each strategy says, for the
+ * features `ditto profile` reports on typical patterns. Queries carry the
+ * block fills: ranges on features a query lacks are not checked. */
+#define FILLS                                                                                      \
+    "\"block_fill_2\": 0.26, \"block_fill_4\": 0.07, \"block_fill_8\": 0.02, "                     \
+    "\"block_fill_16\": 0.01"
+static const char *best_rule(const kb *k, const char *op, const char *features)
+{
+    static char strategy[64];
+    cJSON *f = kbt_parse(features);
+    cJSON *hits = kb_retrieve(k, "rule", op, "fp32", "9.0", f, 0);
+    double best = -1;
+    strategy[0] = '\0';
+    for (const cJSON *e = hits->child; e != NULL; e = e->next) {
+        if (dt_json_num(e, "distance", -1) != 0)
+            break; /* ranked: the rest are near misses */
+        const cJSON *p = cJSON_GetObjectItem(e, "parameters");
+        if (dt_json_num(p, "score", 0) > best) {
+            best = dt_json_num(p, "score", 0);
+            snprintf(strategy, sizeof strategy, "%s", dt_json_str(p, "strategy", ""));
+        }
+    }
+    cJSON_Delete(hits);
+    cJSON_Delete(f);
+    return strategy;
+}
+
+Test(store, shipped_rules_should_choose_the_expected_strategies)
+{
+    kb *k = kbt_open(NULL, NULL);
+    /* gen:rmat:rows=100000,nnz=1600000 */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 100000, \"nnz\": 1600000, \"row_mean\": 16, "
+                               "\"row_cv\": 6.86, \"row_max\": 15611, \"row_max_over_mean\": "
+                               "975.7, \"row_gini\": 0.89, \"empty_rows_frac\": 0.38, "
+                               "\"block_fill_2\": 0.27, \"block_fill_4\": 0.08, "
+                               "\"block_fill_8\": 0.02, \"block_fill_16\": 0.01, "
+                               "\"col_span_max\": 99990}"),
+                     "merge-path");
+    /* gen:stencil5:rows=100000: short, regular rows */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 99856, \"nnz\": 498000, \"row_mean\": 4.99, "
+                               "\"row_cv\": 0.02, \"row_max\": 5, \"row_max_over_mean\": 1.0, "
+                               "\"row_gini\": 0.0, \"empty_rows_frac\": 0, \"block_fill_2\": "
+                               "0.5, \"block_fill_4\": 0.25, \"block_fill_8\": 0.09, "
+                               "\"block_fill_16\": 0.04, \"col_span_max\": 632}"),
+                     "sell");
+    /* gen:block:rows=100000,nnz=1600000,b=4 */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 100000, \"nnz\": 1600000, \"row_mean\": 16, "
+                               "\"row_cv\": 0.5, \"row_max_over_mean\": 3.5, \"row_gini\": "
+                               "0.28, \"block_fill_2\": 1, \"block_fill_4\": 1, "
+                               "\"block_fill_8\": 0.25, \"block_fill_16\": 0.06, "
+                               "\"col_span_max\": 99891}"),
+                     "bsr");
+    /* Skewed, no extreme tail */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 50000, \"nnz\": 1000000, \"row_mean\": 20, "
+                               "\"row_cv\": 1.4, \"row_max_over_mean\": 12, \"row_gini\": "
+                               "0.4, " FILLS ", \"col_span_max\": 49000}"),
+                     "csr-adaptive");
+    /* Long regular rows, wide column span */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 20000, \"nnz\": 2000000, \"row_mean\": 100, "
+                               "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
+                               "\"col_span_max\": 19990}"),
+                     "csr16");
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 20000, \"nnz\": 2000000, \"row_mean\": 100, "
+                               "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
+                               "\"col_span_max\": 900000}"),
+                     "csr-vector");
+    cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
+                     "spmm-csr-tiled");
+    cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 64}"),
+                     "sddmm-rowgroup");
+    /* Tensor cores only for half precision: fp32 never gets spmm-bsr-mma. */
+    cJSON *f = kbt_parse("{\"block_fill_16\": 0.9, \"n\": 64, \"row_mean\": 4, \"row_cv\": 0.2}");
+    cJSON *h = kb_retrieve(k, "rule", "spmm", "fp16", "9.0", f, 1);
+    cr_assert_str_eq(
+        dt_json_str(cJSON_GetObjectItem(cJSON_GetArrayItem(h, 0), "parameters"), "strategy", ""),
+        "spmm-bsr-mma");
+    cJSON_Delete(h);
+    h = kb_retrieve(k, "rule", "spmm", "fp32", "9.0", f, 0);
+    for (const cJSON *e = h->child; e != NULL; e = e->next)
+        cr_assert_str_neq(dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", ""),
+                          "spmm-bsr-mma");
+    cJSON_Delete(h);
+    h = kb_retrieve(k, "rule", "spmm", "fp16", "7.0", f, 0);
+    for (const cJSON *e = h->child; e != NULL; e = e->next)
+        cr_assert_str_neq(dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", ""),
+                          "spmm-bsr-mma");
+    cJSON_Delete(h);
+    cJSON_Delete(f);
+    kb_close(k);
+}
+
+/* ---- loading ---------------------------------------------------------------------- */
+
+Test(store, shipped_files_may_hold_one_entry_or_an_array_and_bad_ones_are_skipped)
+{
+    char *dir = dt_xasprintf("%s/shipped", kbt_scratch());
+    dt_err e = {0};
+    cr_assert_eq(dt_mkdir_p(dir, &e), 0);
+    cJSON *one = kbt_entry("a.one", "strategy", "approved");
+    free(kbt_write_doc(dir, "a.json", one));
+    cJSON *arr = dt_json_arr();
+    cJSON_AddItemToArray(arr, kbt_entry("b.two", "rule", "approved"));
+    cJSON_AddItemToArray(arr, kbt_entry("b.three", "pitfall", "proposed"));
+    free(kbt_write_doc(dir, "b.json", arr));
+    cJSON_Delete(arr);
+    arr = dt_json_arr();
+    cJSON *badkind = kbt_entry("c.bad", "recipe", "approved");
+    cJSON_AddItemToArray(arr, badkind);
+    cJSON_AddItemToArray(arr, cJSON_CreateString("not an entry"));
+    cJSON_AddItemToArray(arr, kbt_entry("c.good", "strategy", "approved"));
+    cJSON_AddItemToArray(arr, one); /* a.one again: a duplicate */
+    free(kbt_write_doc(dir, "c.json", arr));
+    cJSON_Delete(arr);
+    free(tu_write(dir, "d.json", "{\"id\": \"d\",\n \"kind\": }"));
+    free(tu_write(dir, "e.json", "42"));
+    free(tu_write(dir, "notes.txt", "not JSON, not loaded"));
+    free(tu_write(dir, "README.md", "# not loaded"));
+
+    dt_buf p = DT_BUF_INIT;
+    kb *k = kbt_open(dir, &p);
+    const char *out = dt_buf_str(&p);
+    cr_assert_eq(kb_count(k), 4, "%s", out);
+    cr_assert_not_null(kb_get(k, "a.one"));
+    cr_assert_not_null(kb_get(k, "b.two"));
+    cr_assert_not_null(kb_get(k, "b.three"));
+    cr_assert_not_null(kb_get(k, "c.good"));
+    cr_assert_null(kb_get(k, "c.bad"));
+    HAS(out, "/c.json: $[0].kind: expected one of rule, strategy, pitfall, error-explanation, "
+             "hardware-fact, got \"recipe\"");
+    HAS(out, "/c.json: $[1]: expected an entry object, got a string");
+    HAS(out, "/c.json: $[3].id: duplicate id \"a.one\" (first in ");
+    HAS(out, "/d.json:2:");
+    HAS(out, "/e.json: $: expected an entry object or an array of entries, got a number");
+    cr_assert_eq(kbt_lines(out), 5, "%s", out);
+    const char *file = NULL;
+    cr_assert_str_eq(kb_origin(k, "b.two", &file), "shipped");
+    cr_assert(dt_endswith(file, "/b.json"), "%s", file);
+    cr_assert_null(kb_origin(k, "zzz", NULL));
+    cr_assert_null(kb_get(k, "zzz"));
+    dt_buf_free(&p);
+    kb_close(k);
+    free(dir);
+}
+
+Test(store, missing_folders_should_be_empty_not_errors)
+{
+    char *dir = dt_xasprintf("%s/none", kbt_scratch());
+    dt_buf p = DT_BUF_INIT;
+    kb *k = kbt_open(dir, &p);
+    cr_assert_eq(kb_count(k), 0);
+    cr_assert_eq(p.len, 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(kb_user_dir(k), kbt_user_dir());
+    cJSON *l = kb_list(k, NULL, NULL);
+    cr_assert_eq(cJSON_GetArraySize(l), 0);
+    cJSON_Delete(l);
+    dt_buf_free(&p);
+    kb_close(k);
+    free(dir);
+    kb_close(NULL);
+}
+
+Test(store, without_a_data_folder_open_should_say_how_to_fix_it)
+{
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    dt_err e = {0};
+    cr_assert_null(kb_open(kbt_scratch(), NULL, NULL, &e));
+    HAS(e.msg, "set XDG_DATA_HOME or HOME");
+    /* An explicit user folder needs neither. */
+    kb *k = kb_open(kbt_scratch(), kbt_scratch(), NULL, &e);
+    cr_assert_not_null(k);
+    kb_close(k);
+}
+
+Test(store, user_entry_should_override_the_shipped_one)
+{
+    cJSON *s[] = {kbt_entry("rule.x", "rule", "approved"), kbt_entry("rule.y", "rule", "approved")};
+    char *dir = shipped_with(s, 2);
+    cJSON *mine = kbt_entry("rule.x", "rule", "rejected");
+    dt_json_set_str(mine, "content", "mine");
+    dt_err e = {0};
+    cr_assert_eq(dt_mkdir_p(kbt_user_dir(), &e), 0);
+    free(kbt_write_doc(kbt_user_dir(), "rule.x.json", mine));
+    cJSON *other = kbt_entry("user.only", "strategy", "proposed");
+    free(kbt_write_doc(kbt_user_dir(), "user.only.json", other));
+    /* A user file must be named by its id and hold one entry. */
+    free(kbt_write_doc(kbt_user_dir(), "wrong-name.json", other));
+    free(tu_write(kbt_user_dir(), "list.json", "[]"));
+
+    dt_buf p = DT_BUF_INIT;
+    kb *k = kbt_open(dir, &p);
+    cr_assert_eq(kb_count(k), 3, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.x"), "content", ""), "mine");
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.x"), "status", ""), "rejected");
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.y"), "content", ""), "what the entry says");
+    cr_assert_str_eq(kb_origin(k, "rule.x", NULL), "user (overrides shipped)");
+    cr_assert_str_eq(kb_origin(k, "rule.y", NULL), "shipped");
+    cr_assert_str_eq(kb_origin(k, "user.only", NULL), "user");
+    HAS(dt_buf_str(&p), "/wrong-name.json: $.id: \"user.only\" does not match the file name "
+                        "(rename the file to user.only.json)");
+    HAS(dt_buf_str(&p), "/list.json: $: expected one entry object");
+    cr_assert_eq(kbt_lines(dt_buf_str(&p)), 2, "%s", dt_buf_str(&p));
+    /* The override is what retrieval sees: rejected, so not retrieved. */
+    cJSON *hits = kb_retrieve(k, NULL, NULL, NULL, NULL, NULL, 0);
+    cr_assert_eq(cJSON_GetArraySize(hits), 1);
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(hits, 0), "id", ""), "rule.y");
+    cJSON_Delete(hits);
+    cJSON_Delete(mine);
+    cJSON_Delete(other);
+    dt_buf_free(&p);
+    kb_close(k);
+    free(dir);
+}
+
+/* ---- proposals and reviews -------------------------------------------------------- */
+
+Test(store, propose_then_review_should_persist_across_opens)
+{
+    cJSON *s[] = {kbt_entry("rule.shipped", "rule", "approved")};
+    char *dir = shipped_with(s, 1);
+    kb *k = kbt_open(dir, NULL);
+    cJSON *prop = kbt_entry("rule.learned", "rule", "approved"); /* status is overwritten */
+    dt_json_set_str(prop, "created", "1999-01-01T00:00:00Z");
+    dt_err e = {0};
+    cr_assert_eq(kb_propose(k, prop, &e), 0, "%s", e.msg);
+    cJSON_Delete(prop);
+    const cJSON *got = kb_get(k, "rule.learned");
+    cr_assert_str_eq(dt_json_str(got, "status", ""), "proposed");
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(got, "review")));
+    cr_assert(dt_startswith(dt_json_str(got, "created", ""), "20"));
+    cr_assert_str_neq(dt_json_str(got, "created", ""), "1999-01-01T00:00:00Z");
+    cr_assert_str_eq(kb_origin(k, "rule.learned", NULL), "user");
+    char *path = user_file("rule.learned");
+    cr_assert(dt_file_exists(path), "%s not written", path);
+    kb_close(k);
+
+    /* Reopen: the proposal is there; approve it. */
+    k = kbt_open(dir, NULL);
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.learned"), "status", ""), "proposed");
+    cr_assert_eq(kb_review(k, "rule.learned", "approved", "alice", "matches the data", &e), 0, "%s",
+                 e.msg);
+    kb_close(k);
+
+    k = kbt_open(dir, NULL);
+    got = kb_get(k, "rule.learned");
+    cr_assert_str_eq(dt_json_str(got, "status", ""), "approved");
+    const cJSON *rv = cJSON_GetObjectItem(got, "review");
+    cr_assert_str_eq(dt_json_str(rv, "reviewer", ""), "alice");
+    cr_assert_str_eq(dt_json_str(rv, "note", ""), "matches the data");
+    cr_assert_str_eq(dt_json_str(rv, "at", ""), dt_json_str(got, "updated", "?"));
+    cr_assert_geq(strcmp(dt_json_str(got, "updated", ""), dt_json_str(got, "created", "")), 0);
+    /* On disk it is exactly the entry in memory. */
+    cJSON *disk = read_json(path);
+    cr_assert(cJSON_Compare(disk, got, 1));
+    cJSON_Delete(disk);
+
+    /* Rejecting needs a note; the failed call changes nothing. */
+    cr_assert_eq(kb_review(k, "rule.learned", "rejected", "bob", NULL, &e), -1);
+    HAS(e.msg, "rejecting needs a note");
+    cr_assert_eq(kb_review(k, "rule.learned", "rejected", "bob", "", &e), -1);
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.learned"), "status", ""), "approved");
+    cr_assert_eq(kb_review(k, "rule.learned", "rejected", "bob", "slower on A100", &e), 0, "%s",
+                 e.msg);
+    kb_close(k);
+    k = kbt_open(dir, NULL);
+    got = kb_get(k, "rule.learned");
+    cr_assert_str_eq(dt_json_str(got, "status", ""), "rejected");
+    cr_assert_str_eq(dt_json_str(cJSON_GetObjectItem(got, "review"), "note", ""), "slower on A100");
+    kb_close(k);
+    free(path);
+    free(dir);
+}
+
+Test(store, reviewing_a_shipped_entry_should_write_a_user_copy_and_leave_the_shipped_file)
+{
+    cJSON *s[] = {kbt_entry("rule.s", "rule", "proposed")};
+    char *dir = shipped_with(s, 1);
+    char *sfile = dt_xasprintf("%s/rule.s.json", dir);
+    dt_err e = {0};
+    char *before = dt_read_file(sfile, NULL, &e);
+    kb *k = kbt_open(dir, NULL);
+    cr_assert_eq(kb_review(k, "rule.s", "approved", "carol", NULL, &e), 0, "%s", e.msg);
+    cr_assert(cJSON_IsNull(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(kb_get(k, "rule.s"), "review"), "note")));
+    cr_assert_str_eq(kb_origin(k, "rule.s", NULL), "user (overrides shipped)");
+    kb_close(k);
+    char *after = dt_read_file(sfile, NULL, &e);
+    cr_assert_str_eq(before, after);
+    char *ufile = user_file("rule.s");
+    cr_assert(dt_file_exists(ufile));
+    k = kbt_open(dir, NULL);
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.s"), "status", ""), "approved");
+    cr_assert_eq(kb_count(k), 1);
+    kb_close(k);
+    free(ufile);
+    free(before);
+    free(after);
+    free(sfile);
+    free(dir);
+}
+
+Test(store, bad_reviews_and_proposals_should_be_refused_without_writing)
+{
+    cJSON *s[] = {kbt_entry("rule.s", "rule", "proposed")};
+    char *dir = shipped_with(s, 1);
+    kb *k = kbt_open(dir, NULL);
+    dt_err e = {0};
+    cr_assert_eq(kb_review(k, "rule.none", "approved", "a", NULL, &e), -1);
+    HAS(e.msg, "no entry \"rule.none\"");
+    cr_assert_eq(kb_review(k, "rule.s", "maybe", "a", NULL, &e), -1);
+    HAS(e.msg, "approved or rejected, got \"maybe\"");
+    cr_assert_eq(kb_review(k, "rule.s", "approved", "", NULL, &e), -1);
+    HAS(e.msg, "needs the reviewer's name");
+    cr_assert_eq(kb_review(k, "rule.s", "approved", NULL, NULL, &e), -1);
+
+    cJSON *dup = kbt_entry("rule.s", "rule", "proposed");
+    cr_assert_eq(kb_propose(k, dup, &e), -1);
+    HAS(e.msg, "an entry with id \"rule.s\" exists already (shipped)");
+    cJSON_Delete(dup);
+    cJSON *bad = kbt_entry("rule.bad", "rule", "proposed");
+    dt_json_set_str(bad, "kind", "recipe");
+    dt_json_set_str(bad, "title", "");
+    cr_assert_eq(kb_propose(k, bad, &e), -1);
+    HAS(e.msg, "invalid entry: $.kind: expected one of");
+    HAS(e.msg, "(and 1 more)");
+    cJSON_Delete(bad);
+    cJSON *arr = dt_json_arr();
+    cr_assert_eq(kb_propose(k, arr, &e), -1);
+    cJSON_Delete(arr);
+    /* Nothing reached the user folder. */
+    struct stat st;
+    cr_assert_neq(stat(kbt_user_dir(), &st), 0, "the user folder was created");
+    cr_assert_str_eq(dt_json_str(kb_get(k, "rule.s"), "status", ""), "proposed");
+    cr_assert_eq(kb_count(k), 1);
+    kb_close(k);
+    free(dir);
+}
+
+Test(store, proposing_over_an_unreadable_user_file_should_be_refused)
+{
+    dt_err e = {0};
+    cr_assert_eq(dt_mkdir_p(kbt_user_dir(), &e), 0);
+    free(tu_write(kbt_user_dir(), "rule.broken.json", "{ not json"));
+    dt_buf p = DT_BUF_INIT;
+    kb *k = kbt_open(kbt_no_shipped(), &p);
+    HAS(dt_buf_str(&p), "rule.broken.json:1:");
+    cJSON *prop = kbt_entry("rule.broken", "rule", "proposed");
+    cr_assert_eq(kb_propose(k, prop, &e), -1);
+    HAS(e.msg, "rule.broken.json exists but is not a valid entry: fix or remove it first");
+    char *f = user_file("rule.broken");
+    char *text = dt_read_file(f, NULL, &e);
+    cr_assert_str_eq(text, "{ not json");
+    free(text);
+    free(f);
+    cJSON_Delete(prop);
+    dt_buf_free(&p);
+    kb_close(k);
+}
+
+/* ---- import and export ------------------------------------------------------------ */
+
+Test(store, import_should_be_all_or_nothing_and_report_every_problem)
+{
+    kb *k = kbt_open(kbt_no_shipped(), NULL);
+    cJSON *arr = dt_json_arr();
+    cJSON_AddItemToArray(arr, kbt_entry("imp.a", "strategy", "approved"));
+    cJSON_AddItemToArray(arr, kbt_entry("imp.b", "rule", "proposed"));
+    cJSON *bad = kbt_entry("imp.c", "rule", "approved");
+    dt_json_set_str(bad, "status", "fine");
+    dt_json_set_take(bad, "applies_to", kbt_parse("{\"features\": {\"row_cv\": [2, 1]}}"));
+    cJSON_AddItemToArray(arr, bad);
+    char *file = kbt_write_doc(kbt_scratch(), "in.json", arr);
+
+    dt_buf p = DT_BUF_INIT;
+    dt_err e = {0};
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(e.msg, "nothing imported: 2 problems");
+    HAS(dt_buf_str(&p), "in.json: $[2].status: expected one of proposed, approved, rejected, got "
+                        "\"fine\"");
+    HAS(dt_buf_str(&p), "in.json: $[2].applies_to.features.row_cv: min 2 is greater than max 1");
+    cr_assert_eq(kbt_lines(dt_buf_str(&p)), 2, "%s", dt_buf_str(&p));
+    cr_assert_eq(kb_count(k), 0);
+    struct stat st;
+    cr_assert_neq(stat(kbt_user_dir(), &st), 0, "something was written");
+
+    /* Fixed, it imports whole. */
+    cJSON *c = cJSON_GetArrayItem(arr, 2);
+    dt_json_set_str(c, "status", "approved");
+    cJSON_DeleteItemFromObject(c, "applies_to");
+    free(file);
+    file = kbt_write_doc(kbt_scratch(), "in.json", arr);
+    dt_buf_reset(&p);
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), 3, "%s %s", e.msg, dt_buf_str(&p));
+    cr_assert_eq(p.len, 0);
+    cr_assert_str_eq(dt_json_str(kb_get(k, "imp.a"), "status", ""), "approved");
+    cr_assert_str_eq(dt_json_str(kb_get(k, "imp.b"), "status", ""), "proposed");
+    kb_close(k);
+    k = kbt_open(kbt_no_shipped(), NULL);
+    cr_assert_eq(kb_count(k), 3);
+    cr_assert(cJSON_Compare(kb_get(k, "imp.c"), c, 1));
+
+    /* Again: identical entries are skipped, not errors, and so are entries
+     * that differ only in their times (a re-import as proposed stamps them). */
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), 0, "%s", e.msg);
+    dt_json_set_str(c, "updated", "2030-01-01T00:00:00Z");
+    free(file);
+    file = kbt_write_doc(kbt_scratch(), "in.json", arr);
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), 0, "%s %s", e.msg, dt_buf_str(&p));
+    cr_assert_str_eq(dt_json_str(kb_get(k, "imp.c"), "updated", ""), "2026-01-02T03:04:05Z");
+    /* A different version of a user entry is refused, whole. */
+    dt_json_set_str(c, "content", "changed");
+    cJSON_AddItemToArray(arr, kbt_entry("imp.d", "strategy", "approved"));
+    free(file);
+    file = kbt_write_doc(kbt_scratch(), "in.json", arr);
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(dt_buf_str(&p), "$[2].id: \"imp.c\" is already in your knowledge base with other content");
+    cr_assert_null(kb_get(k, "imp.d"));
+    cr_assert_str_eq(dt_json_str(kb_get(k, "imp.c"), "content", ""), "what the entry says");
+    cJSON_Delete(arr);
+    free(file);
+    dt_buf_free(&p);
+    kb_close(k);
+}
+
+Test(store, import_should_refuse_repeated_ids_and_bad_files)
+{
+    kb *k = kbt_open(kbt_no_shipped(), NULL);
+    cJSON *arr = dt_json_arr();
+    cJSON_AddItemToArray(arr, kbt_entry("imp.a", "strategy", "approved"));
+    cJSON_AddItemToArray(arr, kbt_entry("imp.a", "strategy", "approved"));
+    char *file = kbt_write_doc(kbt_scratch(), "twice.json", arr);
+    dt_buf p = DT_BUF_INIT;
+    dt_err e = {0};
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(dt_buf_str(&p), "twice.json: $[1].id: \"imp.a\" appears twice in the file");
+    cr_assert_eq(kb_count(k), 0);
+    free(file);
+    cJSON_Delete(arr);
+
+    dt_buf_reset(&p);
+    cr_assert_eq(kb_import(k, "/nonexistent/kb.json", 0, &p, &e), -1);
+    HAS(e.msg, "/nonexistent/kb.json");
+    file = tu_write(kbt_scratch(), "num.json", "3");
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(e.msg, "$: expected an entry object or an array of entries, got a number");
+    free(file);
+    file = tu_write(kbt_scratch(), "syntax.json", "[{]");
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(e.msg, "syntax.json:1:");
+    free(file);
+    dt_buf_free(&p);
+    kb_close(k);
+}
+
+Test(store, import_as_proposed_should_reset_the_review)
+{
+    cJSON *s[] = {kbt_entry("rule.s", "rule", "approved")};
+    char *dir = shipped_with(s, 1);
+    kb *k = kbt_open(dir, NULL);
+    cJSON *theirs = kbt_entry("rule.s", "rule", "approved");
+    dt_json_set_str(theirs, "content", "their version");
+    cJSON *one = kbt_entry("their.one", "strategy", "rejected");
+    cJSON_DeleteItemFromObject(one, "created");
+    cJSON *arr = dt_json_arr();
+    cJSON_AddItemToArray(arr, theirs);
+    cJSON_AddItemToArray(arr, one);
+    char *file = kbt_write_doc(kbt_scratch(), "theirs.json", arr);
+    dt_buf p = DT_BUF_INIT;
+    dt_err e = {0};
+    cr_assert_eq(kb_import(k, file, 1, &p, &e), 2, "%s %s", e.msg, dt_buf_str(&p));
+    const cJSON *got = kb_get(k, "rule.s");
+    cr_assert_str_eq(dt_json_str(got, "status", ""), "proposed");
+    cr_assert_str_eq(dt_json_str(got, "content", ""), "their version");
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(got, "review")));
+    cr_assert_str_eq(dt_json_str(got, "created", ""), "2026-01-01T00:00:00Z"); /* kept */
+    cr_assert_str_eq(kb_origin(k, "rule.s", NULL), "user (overrides shipped)");
+    got = kb_get(k, "their.one");
+    cr_assert_str_eq(dt_json_str(got, "status", ""), "proposed");
+    cr_assert_str_eq(dt_json_str(got, "created", ""), dt_json_str(got, "updated", "?"));
+    /* Proposed entries are not retrieved until reviewed. */
+    cJSON *hits = kb_retrieve(k, NULL, NULL, NULL, NULL, NULL, 0);
+    cr_assert_eq(cJSON_GetArraySize(hits), 0);
+    cJSON_Delete(hits);
+    cJSON_Delete(arr);
+    free(file);
+    dt_buf_free(&p);
+    kb_close(k);
+    free(dir);
+}
+
+Test(store, failed_import_write_should_remove_what_it_wrote)
+{
+    kb *k = kbt_open(kbt_no_shipped(), NULL);
+    /* A folder where imp.b's file would go makes its rename fail after
+     * imp.a's file was written. */
+    char *blocker = user_file("imp.b");
+    dt_err e = {0};
+    cr_assert_eq(dt_mkdir_p(blocker, &e), 0, "%s", e.msg);
+    cJSON *arr = dt_json_arr();
+    cJSON_AddItemToArray(arr, kbt_entry("imp.a", "strategy", "approved"));
+    cJSON_AddItemToArray(arr, kbt_entry("imp.b", "strategy", "approved"));
+    char *file = kbt_write_doc(kbt_scratch(), "in.json", arr);
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(kb_import(k, file, 0, &p, &e), -1);
+    HAS(e.msg, "nothing imported");
+    char *a = user_file("imp.a");
+    cr_assert(!dt_file_exists(a), "imp.a was left behind");
+    cr_assert_null(kb_get(k, "imp.a"));
+    cr_assert_eq(kb_count(k), 0);
+    free(a);
+    free(file);
+    free(blocker);
+    cJSON_Delete(arr);
+    dt_buf_free(&p);
+    kb_close(k);
+}
+
+Test(store, export_and_list_should_filter_and_keep_id_order)
+{
+    cJSON *s[] = {kbt_entry("c.rule", "rule", "approved"), kbt_entry("a.rule", "rule", "proposed"),
+                  kbt_entry("b.pit", "pitfall", "approved")};
+    char *dir = shipped_with(s, 3);
+    kb *k = kbt_open(dir, NULL);
+    cJSON *all = kb_export(k, NULL);
+    cr_assert_eq(cJSON_GetArraySize(all), 3);
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(all, 0), "id", ""), "a.rule");
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(all, 1), "id", ""), "b.pit");
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(all, 2), "id", ""), "c.rule");
+    /* Copies: changing them leaves the base alone. */
+    dt_json_set_str(cJSON_GetArrayItem(all, 0), "title", "changed");
+    cr_assert_str_eq(dt_json_str(kb_get(k, "a.rule"), "title", ""), "a test entry");
+    cJSON_Delete(all);
+    all = kb_export(k, "approved");
+    cr_assert_eq(cJSON_GetArraySize(all), 2);
+    cJSON_Delete(all);
+    all = kb_export(k, "");
+    cr_assert_eq(cJSON_GetArraySize(all), 3);
+    cJSON_Delete(all);
+
+    cJSON *l = kb_list(k, "rule", NULL);
+    cr_assert_eq(cJSON_GetArraySize(l), 2);
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(l, 0), "id", ""), "a.rule");
+    cJSON_Delete(l); /* references: the entries stay */
+    l = kb_list(k, "rule", "approved");
+    cr_assert_eq(cJSON_GetArraySize(l), 1);
+    cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(l, 0), "id", ""), "c.rule");
+    cJSON_Delete(l);
+    l = kb_list(k, "hardware-fact", NULL);
+    cr_assert_eq(cJSON_GetArraySize(l), 0);
+    cJSON_Delete(l);
+    cr_assert_str_eq(dt_json_str(kb_get(k, "c.rule"), "kind", ""), "rule");
+
+    /* An export imports back into another base unchanged. */
+    all = kb_export(k, NULL);
+    char *file = kbt_write_doc(kbt_scratch(), "export.json", all);
+    char *other = dt_xasprintf("%s/other", kbt_scratch());
+    dt_err e = {0};
+    kb *k2 = kb_open(kbt_no_shipped(), other, NULL, &e);
+    cr_assert_not_null(k2);
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(kb_import(k2, file, 0, &p, &e), 3, "%s %s", e.msg, dt_buf_str(&p));
+    cJSON *back = kb_export(k2, NULL);
+    cr_assert(cJSON_Compare(all, back, 1));
+    cJSON_Delete(back);
+    cJSON_Delete(all);
+    kb_close(k2);
+    free(other);
+    free(file);
+    dt_buf_free(&p);
+    kb_close(k);
+    free(dir);
+}
