@@ -47,6 +47,8 @@ struct ag_run {
     ag_sink sinks[8];
     int nsinks;
     long seq;
+    cJSON *outbox;  /* events emitted while others are being delivered */
+    int emitting;
     char session[64];
 
     /* pipeline state, derived from approved artifacts */

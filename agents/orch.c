@@ -59,9 +59,22 @@ void ag_emit(ag_run *r, cJSON *ev)
     /* event() put seq and t first, so that they lead each line of the log. */
     dt_json_set_int(ev, "seq", ++r->seq);
     dt_json_set_num(ev, "t", dt_wall_now());
-    for (int i = 0; i < r->nsinks; i++)
-        r->sinks[i].fn(r, ev, r->sinks[i].ud);
-    cJSON_Delete(ev);
+    /* A sink may act on an event (a review answered at once) and so cause
+     * more events while this one is still being delivered: queue them, so
+     * that every sink sees every event in seq order. */
+    if (r->outbox == NULL)
+        r->outbox = dt_json_arr();
+    cJSON_AddItemToArray(r->outbox, ev);
+    if (r->emitting)
+        return;
+    r->emitting = 1;
+    cJSON *next;
+    while ((next = cJSON_DetachItemFromArray(r->outbox, 0)) != NULL) {
+        for (int i = 0; i < r->nsinks; i++)
+            r->sinks[i].fn(r, next, r->sinks[i].ud);
+        cJSON_Delete(next);
+    }
+    r->emitting = 0;
 }
 
 static cJSON *event(const char *type, const ag_step *s)
@@ -212,6 +225,7 @@ void ag_run_free(ag_run *r)
     for (int i = 0; i < AG_NKINDS; i++)
         dt_buf_free(&r->feedback[i]);
     sp_spec_clear(&r->spec);
+    cJSON_Delete(r->outbox);
     free(r);
 }
 
@@ -333,7 +347,10 @@ static void emit_artifact(ag_run *r, ag_step *s)
     static const char *names[] = {"report", "plan", "constraints", "kernel", "compile",
                                   "verify", "measure", "tune", "kb_entry"};
     dt_json_set_str(e, "name", names[s->kind]);
-    dt_json_set_int(e, "version", s->kind == AG_GENERATE ? s->version : r->kernel_version);
+    /* compile, verify and measure artifacts are versioned by the kernel
+     * they concern (compile_v3 is kernel_v3's); the others by their step. */
+    int kernel_scoped = s->kind == AG_COMPILE || s->kind == AG_VERIFY || s->kind == AG_MEASURE;
+    dt_json_set_int(e, "version", kernel_scoped ? r->kernel_version : s->version);
     if (s->kind == AG_GENERATE)
         dt_json_set_str(e, "content", dt_json_str(s->artifact, "source", ""));
     dt_json_set_take(e, "json", cJSON_Duplicate(s->artifact, 1));

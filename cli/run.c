@@ -94,7 +94,7 @@ typedef struct printer {
     int tty_in;
     ag_run *run;
     dt_loop *loop;
-    dt_buf line;       /* stdin being read */
+    dt_buf queue;      /* whole lines typed ahead of a review prompt */
     int waiting;       /* a review prompt is shown */
     int eof;
     int policy_auto_if_eof;
@@ -165,18 +165,74 @@ static void summary_line(const cJSON *art, const char *kind, char *out, size_t l
     }
 }
 
+static void decide_line(printer *p, const char *line);
+
+/* The next typed-ahead line, or NULL (caller frees). */
+static char *pop_line(printer *p)
+{
+    char *nl = p->queue.len ? memchr(p->queue.data, '\n', p->queue.len) : NULL;
+    if (nl == NULL)
+        return NULL;
+    char *line = dt_xstrndup(p->queue.data, (size_t)(nl - p->queue.data));
+    size_t used = (size_t)(nl - p->queue.data) + 1;
+    memmove(p->queue.data, p->queue.data + used, p->queue.len - used);
+    p->queue.len -= used;
+    p->queue.data[p->queue.len] = '\0';
+    return line;
+}
+
+/* Answer the pending review from lines typed (or piped) ahead, in order.
+ * Returns 1 when the review was answered. */
+static int drain(printer *p)
+{
+    char *line;
+    while (ag_awaiting(p->run) && (line = pop_line(p)) != NULL) {
+        const ag_step *s = ag_awaiting(p->run);
+        if (!p->tty_in)
+            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s),
+                   line);
+        if (p->waiting == 2) {
+            dt_err e = {0};
+            p->waiting = 0;
+            if (ag_decide(p->run, AG_REJECT, NULL, line, &e) != 0)
+                printf("%s\n", e.msg);
+        } else {
+            decide_line(p, line);
+        }
+        free(line);
+        if (!ag_awaiting(p->run))
+            return 1;
+    }
+    return 0;
+}
+
 static void prompt_review(printer *p)
 {
     const ag_step *s = ag_awaiting(p->run);
     if (s == NULL)
         return;
     p->waiting = 1;
+    if (drain(p))
+        return;
+    if (p->eof) {
+        printf("stdin is closed and a review is pending: stopping\n");
+        ag_stop(p->run);
+        return;
+    }
     if (p->tty_in) {
         printf("review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  "
                "[s]top > ",
                ag_kind_name(ag_step_kind(s)), ag_step_version(s));
         fflush(stdout);
     }
+}
+
+static long prompt_later(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    prompt_review(ud);
+    return DT_LOOP_NOMORE;
 }
 
 static void print_event(ag_run *r, const cJSON *ev, void *ud)
@@ -188,7 +244,7 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         free(s);
         fflush(stdout);
         if (dt_streq(dt_json_str(ev, "type", ""), "awaiting_review"))
-            prompt_review(p);
+            dt_loop_add_timer(p->loop, 0, prompt_later, p);
         return;
     }
     const char *type = dt_json_str(ev, "type", "");
@@ -235,7 +291,8 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
     } else if (strcmp(type, "log") == 0) {
         printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_json_str(ev, "message", ""));
     } else if (strcmp(type, "awaiting_review") == 0) {
-        prompt_review(p);
+        /* Answer from the loop, not from inside the event's delivery. */
+        dt_loop_add_timer(p->loop, 0, prompt_later, p);
     } else if (strcmp(type, "session_finished") == 0) {
         const cJSON *res = cJSON_GetObjectItem(ev, "result");
         const cJSON *b = cJSON_GetObjectItem(res, "best");
@@ -373,34 +430,16 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
     if (n <= 0) {
         dt_loop_del_fd(p->loop, fd, 0);
         p->eof = 1;
-        /* stdin closed with a gate open: nobody can answer it. */
-        if (ag_awaiting(p->run)) {
+        /* stdin closed with a gate open and nothing typed ahead: nobody can
+         * answer it. */
+        if (ag_awaiting(p->run) && p->queue.len == 0) {
             printf("\nstdin closed while a review was pending: stopping\n");
             ag_stop(p->run);
         }
         return;
     }
-    dt_buf_append(&p->line, chunk, (size_t)n);
-    char *nl;
-    while ((nl = memchr(p->line.data, '\n', p->line.len)) != NULL) {
-        *nl = '\0';
-        char *line = dt_xstrdup(p->line.data);
-        size_t used = (size_t)(nl - p->line.data) + 1;
-        memmove(p->line.data, p->line.data + used, p->line.len - used);
-        p->line.len -= used;
-        p->line.data[p->line.len] = '\0';
-        if (p->waiting == 2) {
-            dt_err e = {0};
-            p->waiting = 0;
-            if (ag_decide(p->run, AG_REJECT, NULL, line, &e) != 0) {
-                printf("%s\n", e.msg);
-                prompt_review(p);
-            }
-        } else if (ag_awaiting(p->run)) {
-            decide_line(p, line);
-        }
-        free(line);
-    }
+    dt_buf_append(&p->queue, chunk, (size_t)n);
+    drain(p);
 }
 
 /* ---- Lua adapters ---------------------------------------------------------------------------- */
@@ -718,7 +757,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         sess_sync(ss.s, &e);
         sess_close(ss.s);
     }
-    dt_buf_free(&pr.line);
+    dt_buf_free(&pr.queue);
     lx_free(L);
     kb_close(k);
     gpu_pool_free(pool);

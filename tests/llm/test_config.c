@@ -1,6 +1,6 @@
 /* test_config.c -- the LLM config from JSON, llm_new's checks and the cache
  * key. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* test_control.c -- the LLM client in the loop: slow tokens, a loop that
  * stays responsive, cancellation (from outside, inside a delta, during a
  * backoff, by llm_free), the response cache, and the key kept secret. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <dirent.h>
 #include <fcntl.h>

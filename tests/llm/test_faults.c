@@ -1,7 +1,7 @@
 /* test_faults.c -- the LLM client against a failing fake server: what is
  * retried and how long it waits, what is not, stalls, truncation, broken
  * bodies and a closed port. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

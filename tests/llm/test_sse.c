@@ -1,6 +1,6 @@
 /* test_sse.c -- the SSE parser: chunk boundaries anywhere, \r\n, comments,
  * multi-line data, event names, truncation and the size limit. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <stdlib.h>
 #include <string.h>

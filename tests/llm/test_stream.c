@@ -1,7 +1,7 @@
 /* test_stream.c -- the LLM client against the fake server: both APIs
  * streaming, usage and cost, the body and headers sent, and the plain-JSON
  * fallback. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <stdlib.h>
 #include <string.h>

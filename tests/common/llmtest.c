@@ -1,6 +1,6 @@
 /* llmtest.c -- helpers for the LLM client tests: the fake server process,
  * configs with short timeouts, and running one request to its end. */
-#include "tests/llm/llmtest.h"
+#include "tests/common/llmtest.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
