@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lt_open(lt *t, long budget, size_t cap, int unsafe)
+void lxt_open(lt *t, long budget, size_t cap, int unsafe)
 {
     memset(t, 0, sizeof *t);
     t->dir = tu_tmpdir();
@@ -14,7 +14,7 @@ void lt_open(lt *t, long budget, size_t cap, int unsafe)
     cr_assert_not_null(t->L, "lx_new: %s", e.msg);
 }
 
-void lt_close(lt *t)
+void lxt_close(lt *t)
 {
     lx_free(t->L);
     tu_rmtree(t->dir);
@@ -24,23 +24,23 @@ void lt_close(lt *t)
     memset(t, 0, sizeof *t);
 }
 
-char *lt_file(lt *t, const char *name, const char *src)
+char *lxt_file(lt *t, const char *name, const char *src)
 {
     return tu_write(t->dir, name, src);
 }
 
-void lt_load(lt *t, const char *name, const char *src)
+void lxt_load(lt *t, const char *name, const char *src)
 {
-    char *path = lt_file(t, name, src);
+    char *path = lxt_file(t, name, src);
     dt_err e = {0};
     int rc = lx_load_file(t->L, path, &e);
     cr_assert_eq(rc, 0, "loading %s: %s", name, e.msg);
     free(path);
 }
 
-char *lt_load_fails(lt *t, const char *name, const char *src)
+char *lxt_load_fails(lt *t, const char *name, const char *src)
 {
-    char *path = lt_file(t, name, src);
+    char *path = lxt_file(t, name, src);
     dt_err e = {0};
     int rc = lx_load_file(t->L, path, &e);
     cr_assert_eq(rc, -1, "loading %s should fail", name);
@@ -49,7 +49,7 @@ char *lt_load_fails(lt *t, const char *name, const char *src)
     return dt_xstrdup(e.msg);
 }
 
-cJSON *lt_json(const char *text)
+cJSON *lxt_json(const char *text)
 {
     dt_err e = {0};
     cJSON *v = dt_json_parse(text, strlen(text), "test", &e);
@@ -57,23 +57,23 @@ cJSON *lt_json(const char *text)
     return v;
 }
 
-char *lt_text(const cJSON *v)
+char *lxt_text(const cJSON *v)
 {
     return dt_json_print(v, 0);
 }
 
-char *lt_run(lt *t, const char *step, const char *phase, const char *in, int *ran)
+char *lxt_run(lt *t, const char *step, const char *phase, const char *in, int *ran)
 {
-    cJSON *data = lt_json(in);
+    cJSON *data = lxt_json(in);
     int n = lx_run_hooks(t->L, step, phase, &data, &t->log, &t->errors);
     if (ran != NULL)
         *ran = n;
-    char *out = lt_text(data);
+    char *out = lxt_text(data);
     cJSON_Delete(data);
     return out;
 }
 
-void lt_reset(lt *t)
+void lxt_reset(lt *t)
 {
     dt_buf_reset(&t->log);
     dt_buf_reset(&t->errors);

@@ -9,7 +9,7 @@
 /* One test's Lua state, its folder of hook files, and the buffers a call
  * writes into. */
 typedef struct lt {
-    char *dir; /* temporary folder, removed by lt_close */
+    char *dir; /* temporary folder, removed by lxt_close */
     lx_state *L;
     dt_buf log;    /* ditto.log output of the calls */
     dt_buf errors; /* errors of the calls and loads */
@@ -17,23 +17,23 @@ typedef struct lt {
 
 /* A state with the given budget (0: default), memory cap (0: default) and
  * unsafe flag; fails the test if it cannot be made. */
-void lt_open(lt *t, long budget, size_t cap, int unsafe);
-void lt_close(lt *t);
+void lxt_open(lt *t, long budget, size_t cap, int unsafe);
+void lxt_close(lt *t);
 /* Write DIR/NAME; returns the path (caller frees). */
-char *lt_file(lt *t, const char *name, const char *src);
+char *lxt_file(lt *t, const char *name, const char *src);
 /* Write DIR/NAME and load it; the load must succeed. */
-void lt_load(lt *t, const char *name, const char *src);
+void lxt_load(lt *t, const char *name, const char *src);
 /* Write DIR/NAME and load it; the load must fail. Returns the message
  * (caller frees). */
-char *lt_load_fails(lt *t, const char *name, const char *src);
+char *lxt_load_fails(lt *t, const char *name, const char *src);
 /* Parse JSON text; fails the test on a syntax error. */
-cJSON *lt_json(const char *text);
+cJSON *lxt_json(const char *text);
 /* Compact JSON text of v (caller frees). */
-char *lt_text(const cJSON *v);
+char *lxt_text(const cJSON *v);
 /* Run the (step, phase) hooks on the JSON text in; returns the compact
  * result (caller frees) and sets *ran. */
-char *lt_run(lt *t, const char *step, const char *phase, const char *in, int *ran);
+char *lxt_run(lt *t, const char *step, const char *phase, const char *in, int *ran);
 /* Clears log and errors. */
-void lt_reset(lt *t);
+void lxt_reset(lt *t);
 
 #endif

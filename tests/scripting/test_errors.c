@@ -8,15 +8,15 @@
 Test(errors, runtime_error_should_say_file_line_and_give_a_traceback)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "boom.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "boom.lua",
             "local function inner(x)\n"
             "  error('boom: ' .. x)\n"
             "end\n"
             "ditto.on('compile', 'after', function(data)\n"
             "  inner(data.why)\n"
             "end)\n");
-    char *out = lt_run(&t, "compile", "after", "{\"why\": \"spills\"}", NULL);
+    char *out = lxt_run(&t, "compile", "after", "{\"why\": \"spills\"}", NULL);
     const char *err = dt_buf_str(&t.errors);
     char *first = dt_xasprintf("%s/boom.lua:2: boom: spills\n"
                                "  in the after-compile hook defined at %s/boom.lua:4; disabled "
@@ -44,40 +44,40 @@ Test(errors, runtime_error_should_say_file_line_and_give_a_traceback)
     free(inner);
     free(first);
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, failing_hook_should_be_disabled_and_the_others_still_run)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "a.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "a.lua",
             "ditto.on('plan', 'before', function(data) data.a = 1 end)\n"
             "ditto.on('plan', 'before', function(data) data.b = 2; error('nope') end)\n"
             "ditto.on('plan', 'before', function(data) data.c = (data.b or 0) + 3 end)\n");
     cr_assert_eq(lx_hook_count(t.L), 3);
     int ran = 0;
-    char *out = lt_run(&t, "plan", "before", "{}", &ran);
+    char *out = lxt_run(&t, "plan", "before", "{}", &ran);
     cr_assert_eq(ran, 2);
     /* the failing hook's half-made edit (b = 2) is not kept */
     cr_assert_str_eq(out, "{\"a\":1,\"c\":3}");
     cr_assert(strstr(dt_buf_str(&t.errors), "a.lua:2: nope"), "%s", dt_buf_str(&t.errors));
     cr_assert_eq(lx_hook_count(t.L), 2);
     free(out);
-    lt_reset(&t);
-    out = lt_run(&t, "plan", "before", "{}", &ran);
+    lxt_reset(&t);
+    out = lxt_run(&t, "plan", "before", "{}", &ran);
     cr_assert_eq(ran, 2);
     cr_assert_str_eq(out, "{\"a\":1,\"c\":3}");
     cr_assert_str_eq(dt_buf_str(&t.errors), "", "a disabled hook stays quiet");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, syntax_error_should_load_nothing_and_say_where)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    char *msg = lt_load_fails(&t, "syn.lua",
+    lxt_open(&t, 0, 0, 0);
+    char *msg = lxt_load_fails(&t, "syn.lua",
                               "ditto.on('plan', 'before', function() end)\n"
                               "ditto.param_space('csr-thread', {BLOCK = {64}})\n"
                               "local x = = 3\n");
@@ -86,15 +86,15 @@ Test(errors, syntax_error_should_load_nothing_and_say_where)
     cr_assert_eq(lx_hook_count(t.L), 0);
     free(want);
     free(msg);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, runtime_error_at_top_level_should_unregister_the_whole_file)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "good.lua", "ditto.on('plan', 'before', function(d) d.good = true end)\n");
-    char *msg = lt_load_fails(&t, "bad.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "good.lua", "ditto.on('plan', 'before', function(d) d.good = true end)\n");
+    char *msg = lxt_load_fails(&t, "bad.lua",
                               "ditto.on('plan', 'before', function(d) d.bad = true end)\n"
                               "ditto.review(function() return 'approve' end)\n"
                               "ditto.rule{id = 'r', message = 'm', check = function() end}\n"
@@ -104,29 +104,29 @@ Test(errors, runtime_error_at_top_level_should_unregister_the_whole_file)
     char *want = dt_xasprintf("%s/bad.lua:6: attempt to index a nil value (local 'cfg')", t.dir);
     cr_assert_str_eq(msg, want);
     cr_assert_eq(lx_hook_count(t.L), 1);
-    char *out = lt_run(&t, "plan", "before", "{}", NULL);
+    char *out = lxt_run(&t, "plan", "before", "{}", NULL);
     cr_assert_str_eq(out, "{\"good\":true}");
-    cJSON *step = lt_json("{\"kind\": \"measure\"}");
+    cJSON *step = lxt_json("{\"kind\": \"measure\"}");
     cr_assert_eq(lx_review(t.L, step, NULL, &t.errors), LX_ASK);
     cJSON *f = lx_rules(t.L, "int x;", &t.errors);
     cr_assert_eq(cJSON_GetArraySize(f), 0);
     cJSON *ps = lx_param_spaces(t.L);
     cr_assert_null(ps->child);
     /* the rule id is free again */
-    lt_load(&t, "again.lua", "ditto.rule{id = 'r', message = 'm', check = function() end}\n");
+    lxt_load(&t, "again.lua", "ditto.rule{id = 'r', message = 'm', check = function() end}\n");
     cJSON_Delete(ps);
     cJSON_Delete(f);
     cJSON_Delete(step);
     free(out);
     free(want);
     free(msg);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, bytecode_should_be_refused)
 {
     lt t;
-    lt_open(&t, 0, 0, 1); /* unsafe, to write real bytecode with string.dump */
+    lxt_open(&t, 0, 0, 1); /* unsafe, to write real bytecode with string.dump */
     char *path = dt_xasprintf("%s/compiled.lua", t.dir);
     char *src = dt_xasprintf("local f = assert(io.open('%s', 'wb'))\n"
                              "f:write(string.dump(function()\n"
@@ -134,43 +134,43 @@ Test(errors, bytecode_should_be_refused)
                              "end))\n"
                              "f:close()\n",
                              path);
-    lt_load(&t, "writer.lua", src);
+    lxt_load(&t, "writer.lua", src);
     dt_err e = {0};
     cr_assert_eq(lx_load_file(t.L, path, &e), -1);
     cr_assert(strstr(e.msg, "compiled.lua: is precompiled Lua bytecode"), "%s", e.msg);
     /* anything starting like a binary chunk is refused by the "t" mode */
-    char *msg = lt_load_fails(&t, "fake.lua", "\x1bLub");
+    char *msg = lxt_load_fails(&t, "fake.lua", "\x1bLub");
     cr_assert(strstr(msg, "attempt to load a binary chunk (mode is 't')"), "%s", msg);
     cr_assert_eq(lx_hook_count(t.L), 0);
     free(msg);
     free(src);
     free(path);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, non_string_error_objects_should_still_say_where)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "obj.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "obj.lua",
             "ditto.on('verify', 'after', function(d)\n"
             "  error({code = 3})\n"
             "end)\n"
             "ditto.on('measure', 'after', function(d)\n"
             "  error(setmetatable({}, {__tostring = function() return 'custom failure' end}))\n"
             "end)\n");
-    char *out = lt_run(&t, "verify", "after", "{}", NULL);
+    char *out = lxt_run(&t, "verify", "after", "{}", NULL);
     char *want = dt_xasprintf("%s/obj.lua:1: (error object is a table value)\n", t.dir);
     cr_assert(dt_startswith(dt_buf_str(&t.errors), want), "%s", dt_buf_str(&t.errors));
     free(want);
     free(out);
-    lt_reset(&t);
-    out = lt_run(&t, "measure", "after", "{}", NULL);
+    lxt_reset(&t);
+    out = lxt_run(&t, "measure", "after", "{}", NULL);
     want = dt_xasprintf("%s/obj.lua:4: custom failure\n", t.dir);
     cr_assert(dt_startswith(dt_buf_str(&t.errors), want), "%s", dt_buf_str(&t.errors));
     free(want);
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, bad_registrations_should_fail_the_load_with_the_line)
@@ -207,68 +207,68 @@ Test(errors, bad_registrations_should_fail_the_load_with_the_line)
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         lt t;
-        lt_open(&t, 0, 0, 0);
-        char *msg = lt_load_fails(&t, "h.lua", cases[i].src);
+        lxt_open(&t, 0, 0, 0);
+        char *msg = lxt_load_fails(&t, "h.lua", cases[i].src);
         cr_assert(strstr(msg, cases[i].msg), "case %zu: %s", i, msg);
         cr_assert_eq(lx_hook_count(t.L), 0);
         free(msg);
-        lt_close(&t);
+        lxt_close(&t);
     }
 }
 
 Test(errors, missing_file_should_say_so)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     char *path = dt_xasprintf("%s/nope.lua", t.dir);
     dt_err e = {0};
     cr_assert_eq(lx_load_file(t.L, path, &e), -1);
     cr_assert(strstr(e.msg, "nope.lua") && strstr(e.msg, "No such file"), "%s", e.msg);
     free(path);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, load_dir_should_load_in_name_order_and_skip_broken_files)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     char *p;
-    p = lt_file(&t, "20-second.lua",
+    p = lxt_file(&t, "20-second.lua",
                 "ditto.on('plan', 'before', function(d) d.order = (d.order or '') .. '2' end)\n");
     free(p);
-    p = lt_file(&t, "10-first.lua",
+    p = lxt_file(&t, "10-first.lua",
                 "ditto.on('plan', 'before', function(d) d.order = (d.order or '') .. '1' end)\n");
     free(p);
-    p = lt_file(&t, "15-broken.lua", "ditto.on('plan', 'before' function(d) end)\n");
+    p = lxt_file(&t, "15-broken.lua", "ditto.on('plan', 'before' function(d) end)\n");
     free(p);
-    p = lt_file(&t, "notes.txt", "not a hook");
+    p = lxt_file(&t, "notes.txt", "not a hook");
     free(p);
-    p = lt_file(&t, ".hidden.lua", "error('hidden files are skipped')");
+    p = lxt_file(&t, ".hidden.lua", "error('hidden files are skipped')");
     free(p);
     cr_assert_eq(lx_load_dir(t.L, t.dir, &t.errors), 2);
     const char *err = dt_buf_str(&t.errors);
     char *want = dt_xasprintf("%s/15-broken.lua:1: ", t.dir);
     cr_assert(dt_startswith(err, want), "%s", err);
     cr_assert_eq(strchr(err, '\n')[1], '\0', "one error, one line: %s", err);
-    char *out = lt_run(&t, "plan", "before", "{}", NULL);
+    char *out = lxt_run(&t, "plan", "before", "{}", NULL);
     cr_assert_str_eq(out, "{\"order\":\"12\"}");
     free(out);
     free(want);
     /* a missing folder is not an error */
     char *missing = dt_xasprintf("%s/no-such-dir", t.dir);
-    lt_reset(&t);
+    lxt_reset(&t);
     cr_assert_eq(lx_load_dir(t.L, missing, &t.errors), 0);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     free(missing);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, hook_returning_a_non_table_should_be_an_error)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "ret.lua", "ditto.on('check', 'before', function(d) return true end)\n");
-    char *out = lt_run(&t, "check", "before", "{\"x\": 1}", NULL);
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "ret.lua", "ditto.on('check', 'before', function(d) return true end)\n");
+    char *out = lxt_run(&t, "check", "before", "{\"x\": 1}", NULL);
     cr_assert_str_eq(out, "{\"x\":1}");
     char *want = dt_xasprintf("%s/ret.lua:1: returned a boolean; a hook edits its table in place, "
                               "or returns a replacement table, or nothing\n",
@@ -276,18 +276,18 @@ Test(errors, hook_returning_a_non_table_should_be_an_error)
     cr_assert(dt_startswith(dt_buf_str(&t.errors), want), "%s", dt_buf_str(&t.errors));
     free(want);
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(errors, errors_without_a_buffer_should_not_crash)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "e.lua", "ditto.on('learn', 'after', function() error('x') end)\n");
-    cJSON *data = lt_json("{}");
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "e.lua", "ditto.on('learn', 'after', function() error('x') end)\n");
+    cJSON *data = lxt_json("{}");
     dt_log_set_level(DT_LOG_ERROR); /* keep the warning out of the test output */
     cr_assert_eq(lx_run_hooks(t.L, "learn", "after", &data, NULL, NULL), 0);
     cr_assert_eq(lx_hook_count(t.L), 0);
     cJSON_Delete(data);
-    lt_close(&t);
+    lxt_close(&t);
 }

@@ -15,7 +15,7 @@ static void load_example(lt *t, const char *name)
 
 static lx_decision review(lt *t, const char *step, dt_buf *reason)
 {
-    cJSON *s = lt_json(step);
+    cJSON *s = lxt_json(step);
     lx_decision d = lx_review(t->L, s, reason, &t->errors);
     cJSON_Delete(s);
     cr_assert_str_eq(dt_buf_str(&t->errors), "");
@@ -53,7 +53,7 @@ static char *shipped_kernel(void)
 Test(examples, auto_approve_should_approve_only_verified_kernels_at_1_1x)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     load_example(&t, "auto_approve.lua");
     dt_buf reason = DT_BUF_INIT;
     cr_assert_eq(review(&t,
@@ -87,13 +87,13 @@ Test(examples, auto_approve_should_approve_only_verified_kernels_at_1_1x)
         cr_assert_eq(review(&t, ask[i], &reason), LX_ASK, "%s", ask[i]);
     cr_assert_eq(reason.len, 0);
     dt_buf_free(&reason);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(examples, no_atomics_should_reject_kernels_with_atomics_and_say_where)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     load_example(&t, "no_atomics.lua");
     const char *racy = "__global__ void k(float *y, const float *v, const int *row, int n)\n"
                        "{\n"
@@ -125,13 +125,13 @@ Test(examples, no_atomics_should_reject_kernels_with_atomics_and_say_where)
                         &reason),
                  LX_ASK);
     dt_buf_free(&reason);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(examples, custom_rule_should_flag_printf_and_pointers_without_restrict)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     load_example(&t, "custom_rule.lua");
     const char *src = "// printf(\"commented out\") is fine\n"
                       "extern \"C\" __global__ void __launch_bounds__(256)\n"
@@ -145,7 +145,7 @@ Test(examples, custom_rule_should_flag_printf_and_pointers_without_restrict)
                       "}\n";
     cJSON *f = lx_rules(t.L, src, &t.errors);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
-    char *s = lt_text(f);
+    char *s = lxt_text(f);
     cr_assert_str_eq(
         s, "[{\"id\":\"no-printf\",\"severity\":\"warning\",\"message\":\"printf in a kernel "
            "serialises output and distorts timings; remove it before measuring\",\"line\":7,"
@@ -165,16 +165,16 @@ Test(examples, custom_rule_should_flag_printf_and_pointers_without_restrict)
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     cJSON_Delete(f);
     free(kernel);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(examples, pin_block_size_should_pin_the_plan_and_narrow_the_space)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     load_example(&t, "pin_block_size.lua");
     int ran = 0;
-    char *out = lt_run(&t, "plan", "before",
+    char *out = lxt_run(&t, "plan", "before",
                        "{\"strategy\": \"csr-thread\","
                        " \"params\": {\"BLOCK\": [64, 128, 256, 512, 1024], \"VEC\": [1]}}",
                        &ran);
@@ -184,27 +184,27 @@ Test(examples, pin_block_size_should_pin_the_plan_and_narrow_the_space)
                      "pin_block_size: BLOCK pinned to 256 (was {64, 128, 256, 512, 1024})\n");
     free(out);
     /* a plan without params gets them */
-    lt_reset(&t);
-    out = lt_run(&t, "plan", "before", "{}", &ran);
+    lxt_reset(&t);
+    out = lxt_run(&t, "plan", "before", "{}", &ran);
     cr_assert_str_eq(out, "{\"params\":{\"BLOCK\":[256]}}");
     cr_assert_str_eq(dt_buf_str(&t.log), "pin_block_size: BLOCK pinned to 256 (was unset)\n");
     free(out);
     cJSON *ps = lx_param_spaces(t.L);
-    char *s = lt_text(ps);
+    char *s = lxt_text(ps);
     cr_assert_str_eq(s, "{\"csr-thread\":{\"BLOCK\":[256]}}");
     free(s);
     cJSON_Delete(ps);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(examples, all_four_should_load_together_from_a_hooks_folder)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     char *dir = dt_xasprintf("%s/scripting/examples", tu_src_dir());
     cr_assert_eq(lx_load_dir(t.L, dir, &t.errors), 4, "%s", dt_buf_str(&t.errors));
     /* reviews: auto_approve and no_atomics; hooks: pin_block_size; rules: two */
     cr_assert_eq(lx_hook_count(t.L), 5);
     free(dir);
-    lt_close(&t);
+    lxt_close(&t);
 }

@@ -7,8 +7,8 @@
 Test(hooks, before_hook_edits_should_reach_the_pipeline)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "edit.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "edit.lua",
             "ditto.on('plan', 'before', function(data)\n"
             "  data.params.BLOCK = {256}\n"
             "  data.prompt[#data.prompt + 1] = 'prefer ELL for uniform rows'\n"
@@ -16,7 +16,7 @@ Test(hooks, before_hook_edits_should_reach_the_pipeline)
             "end)\n");
     cr_assert_eq(lx_hook_count(t.L), 1);
     int ran = 0;
-    char *out = lt_run(&t, "plan", "before",
+    char *out = lxt_run(&t, "plan", "before",
                        "{\"format\": \"csr\", \"params\": {\"BLOCK\": [128, 256, 512],"
                        " \"VEC\": [1, 2]}, \"prompt\": [\"first\"]}",
                        &ran);
@@ -24,100 +24,100 @@ Test(hooks, before_hook_edits_should_reach_the_pipeline)
     cr_assert_str_eq(out, "{\"format\":\"ell\",\"params\":{\"BLOCK\":[256],\"VEC\":[1,2]},"
                           "\"prompt\":[\"first\",\"prefer ELL for uniform rows\"]}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, returned_table_should_replace_the_data)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "replace.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "replace.lua",
             "ditto.on('generate', 'before', function(data)\n"
             "  return {template = data.template, extra = 'added'}\n"
             "end)\n");
     char *out =
-        lt_run(&t, "generate", "before", "{\"template\": \"csr-thread\", \"drop\": 1}", NULL);
+        lxt_run(&t, "generate", "before", "{\"template\": \"csr-thread\", \"drop\": 1}", NULL);
     cr_assert_str_eq(out, "{\"template\":\"csr-thread\",\"extra\":\"added\"}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, hooks_should_run_in_registration_order_across_files)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "one.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "one.lua",
             "ditto.on('verify', 'after', function(d) d.trace = d.trace .. 'a' end)\n"
             "ditto.on('verify', 'after', function(d) d.trace = d.trace .. 'b' end)\n");
-    lt_load(&t, "two.lua",
+    lxt_load(&t, "two.lua",
             "ditto.on('verify', 'after', function(d) return {trace = d.trace .. 'c'} end)\n");
     int ran = 0;
-    char *out = lt_run(&t, "verify", "after", "{\"trace\": \"\"}", &ran);
+    char *out = lxt_run(&t, "verify", "after", "{\"trace\": \"\"}", &ran);
     cr_assert_eq(ran, 3);
     cr_assert_str_eq(out, "{\"trace\":\"abc\"}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, only_the_matching_step_and_phase_should_run)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "filter.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "filter.lua",
             "ditto.on('plan', 'before', function(d) d.seen = 'plan before' end)\n"
             "ditto.on('plan', 'after', function(d) d.seen = 'plan after' end)\n"
             "ditto.on('check', 'before', function(d) d.seen = 'check before' end)\n");
-    char *out = lt_run(&t, "plan", "after", "{}", NULL);
+    char *out = lxt_run(&t, "plan", "after", "{}", NULL);
     cr_assert_str_eq(out, "{\"seen\":\"plan after\"}");
     free(out);
-    out = lt_run(&t, "check", "before", "{}", NULL);
+    out = lxt_run(&t, "check", "before", "{}", NULL);
     cr_assert_str_eq(out, "{\"seen\":\"check before\"}");
     free(out);
     /* no hook: the very same data comes back, not even converted */
-    cJSON *data = lt_json("{\"x\": 1}");
+    cJSON *data = lxt_json("{\"x\": 1}");
     cJSON *same = data;
     cr_assert_eq(lx_run_hooks(t.L, "tune", "before", &data, &t.log, &t.errors), 0);
     cr_assert_eq(lx_run_hooks(t.L, "plan", "during", &data, &t.log, &t.errors), 0);
     cr_assert_eq(lx_run_hooks(t.L, "cook", "before", &data, &t.log, &t.errors), 0);
     cr_assert_eq(data, same);
     cJSON_Delete(data);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, null_data_should_arrive_as_an_empty_table)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "n.lua", "ditto.on('learn', 'before', function(d) d.n = #d end)\n");
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "n.lua", "ditto.on('learn', 'before', function(d) d.n = #d end)\n");
     cJSON *data = NULL;
     cr_assert_eq(lx_run_hooks(t.L, "learn", "before", &data, &t.log, &t.errors), 1);
-    char *s = lt_text(data);
+    char *s = lxt_text(data);
     cr_assert_str_eq(s, "{\"n\":0}");
     free(s);
     cJSON_Delete(data);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, log_should_collect_text_of_the_current_call_only)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "log.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "log.lua",
             "ditto.log('loading')\n" /* at load time: no call's log */
             "ditto.on('measure', 'after', function(d)\n"
             "  ditto.log(string.format('speedup %.2fx', d.speedup))\n"
             "  ditto.log('a', 1, {} ~= nil)\n"
             "end)\n");
     cr_assert_eq(t.log.len, 0);
-    char *out = lt_run(&t, "measure", "after", "{\"speedup\": 1.234}", NULL);
+    char *out = lxt_run(&t, "measure", "after", "{\"speedup\": 1.234}", NULL);
     cr_assert_str_eq(dt_buf_str(&t.log), "speedup 1.23x\na\t1\ttrue\n");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 static lx_decision review(lt *t, const char *step, dt_buf *reason)
 {
-    cJSON *s = lt_json(step);
+    cJSON *s = lxt_json(step);
     lx_decision d = lx_review(t->L, s, reason, &t->errors);
     cJSON_Delete(s);
     return d;
@@ -126,8 +126,8 @@ static lx_decision review(lt *t, const char *step, dt_buf *reason)
 Test(hooks, review_should_approve_reject_with_a_reason_or_ask)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "gate.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "gate.lua",
             "ditto.review(function(step)\n"
             "  if step.kind == 'measure' then return 'approve' end\n"
             "  if step.kind == 'generate' then return 'reject', 'uses shared memory badly' end\n"
@@ -145,14 +145,14 @@ Test(hooks, review_should_approve_reject_with_a_reason_or_ask)
     cr_assert_eq(reason.len, 0);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     dt_buf_free(&reason);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, first_deciding_review_should_win_and_later_ones_not_run)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "chain.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "chain.lua",
             "ditto.review(function(step) return nil end)\n"
             "ditto.review(function(step) return 'reject' end)\n"
             "ditto.review(function(step) error('must not run') end)\n");
@@ -164,14 +164,14 @@ Test(hooks, first_deciding_review_should_win_and_later_ones_not_run)
     cr_assert_eq(lx_hook_count(t.L), 3);
     free(want);
     dt_buf_free(&reason);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, review_with_a_bad_answer_should_be_disabled_and_the_next_asked)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "bad.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "bad.lua",
             "ditto.review(function(step) return 'yes' end)\n"
             "ditto.review(function(step) return 'reject', {} end)\n"
             "ditto.review(function(step) return step.kind == 'learn' and 'approve' or nil end)\n");
@@ -183,19 +183,19 @@ Test(hooks, review_with_a_bad_answer_should_be_disabled_and_the_next_asked)
     cr_assert(strstr(err, "bad.lua:2: returned \"reject\" with a table as the reason"), "%s", err);
     cr_assert_eq(lx_hook_count(t.L), 1);
     dt_buf_free(&reason);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(hooks, review_should_not_see_edits_made_by_an_earlier_review)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(
         &t, "iso.lua",
         "ditto.review(function(step) step.kind = 'measure'; return nil end)\n"
         "ditto.review(function(step) if step.kind == 'measure' then return 'approve' end end)\n");
     cr_assert_eq(review(&t, "{\"kind\": \"plan\"}", NULL), LX_ASK);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 static cJSON *rules(lt *t, const char *source)
@@ -206,8 +206,8 @@ static cJSON *rules(lt *t, const char *source)
 Test(rules, check_results_should_become_findings_with_lines)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "r.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "r.lua",
             "ditto.rule{\n"
             "  id = 'no-goto', message = 'goto in a kernel',\n"
             "  check = function(src)\n"
@@ -226,7 +226,7 @@ Test(rules, check_results_should_become_findings_with_lines)
             "  end,\n"
             "}\n");
     cJSON *f = rules(&t, "a\ngoto x;\nb\ngoto y;\n");
-    char *s = lt_text(f);
+    char *s = lxt_text(f);
     cr_assert_str_eq(
         s,
         "[{\"id\":\"no-goto\",\"severity\":\"warning\",\"message\":\"goto in a kernel\",\"line\":2,"
@@ -242,24 +242,24 @@ Test(rules, check_results_should_become_findings_with_lines)
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     free(s);
     cJSON_Delete(f);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(rules, nothing_found_should_give_an_empty_array)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     cJSON *f = rules(&t, "int x;");
     cr_assert(cJSON_IsArray(f) && f->child == NULL);
     cJSON_Delete(f);
-    lt_load(&t, "quiet.lua",
+    lxt_load(&t, "quiet.lua",
             "ditto.rule{id = 'a', message = 'm', check = function() return nil end}\n"
             "ditto.rule{id = 'b', message = 'm', check = function() return {} end}\n");
     f = rules(&t, "int x;");
     cr_assert(cJSON_IsArray(f) && f->child == NULL);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     cJSON_Delete(f);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(rules, malformed_results_should_disable_the_rule_and_keep_the_others)
@@ -278,7 +278,7 @@ Test(rules, malformed_results_should_disable_the_rule_and_keep_the_others)
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         lt t;
-        lt_open(&t, 0, 0, 0);
+        lxt_open(&t, 0, 0, 0);
         char *src = dt_xasprintf("ditto.rule{id = 'bad', message = 'm', check = function(s)\n"
                                  "  return %s\n"
                                  "end}\n"
@@ -286,7 +286,7 @@ Test(rules, malformed_results_should_disable_the_rule_and_keep_the_others)
                                  "  return {1}\n"
                                  "end}\n",
                                  cases[i].ret);
-        lt_load(&t, "r.lua", src);
+        lxt_load(&t, "r.lua", src);
         cJSON *f = rules(&t, "x");
         cr_assert_eq(cJSON_GetArraySize(f), 1, "case %zu", i);
         cr_assert_str_eq(dt_json_str(f->child, "id", ""), "good");
@@ -296,15 +296,15 @@ Test(rules, malformed_results_should_disable_the_rule_and_keep_the_others)
         cr_assert_eq(lx_hook_count(t.L), 1);
         cJSON_Delete(f);
         free(src);
-        lt_close(&t);
+        lxt_close(&t);
     }
 }
 
 Test(rules, check_should_get_the_source_and_errors_should_name_the_rule)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "r.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "r.lua",
             "ditto.rule{id = 'len', message = 'm', check = function(src)\n"
             "  if #src ~= 11 then error('got ' .. #src .. ' bytes') end\n"
             "  return nil\n"
@@ -322,21 +322,21 @@ Test(rules, check_should_get_the_source_and_errors_should_name_the_rule)
     cr_assert(dt_startswith(err, want), "%s", err);
     free(want);
     cJSON_Delete(f);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(params, spaces_should_merge_by_strategy_and_name)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "p1.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "p1.lua",
             "ditto.param_space('csr-thread', {BLOCK = {128, 256}})\n"
             "ditto.param_space('csr-vector', {VEC = {2, 4}, UNROLL = {true, false}})\n");
-    lt_load(&t, "p2.lua",
+    lxt_load(&t, "p2.lua",
             "ditto.param_space('csr-thread', {BLOCK = {256}, ILP = {1, 2}})\n"
             "ditto.param_space('ell', {LAYOUT = {'row', 'col'}})\n");
     cJSON *ps = lx_param_spaces(t.L);
-    char *s = lt_text(ps);
+    char *s = lxt_text(ps);
     cr_assert_str_eq(s, "{\"csr-thread\":{\"BLOCK\":[256],\"ILP\":[1,2]},"
                         "\"csr-vector\":{\"UNROLL\":[true,false],\"VEC\":[2,4]},"
                         "\"ell\":{\"LAYOUT\":[\"row\",\"col\"]}}");
@@ -346,5 +346,5 @@ Test(params, spaces_should_merge_by_strategy_and_name)
     ps = lx_param_spaces(t.L);
     cr_assert_eq(cJSON_GetArraySize(ps), 3);
     cJSON_Delete(ps);
-    lt_close(&t);
+    lxt_close(&t);
 }

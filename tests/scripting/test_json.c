@@ -8,11 +8,11 @@
 /* Round trip text through a Lua table; returns the compact result. */
 static char *trip(lt *t, const char *text)
 {
-    cJSON *in = lt_json(text);
+    cJSON *in = lxt_json(text);
     dt_err e = {0};
     cJSON *out = lx_roundtrip(t->L, in, &e);
     cr_assert_not_null(out, "%s: %s", text, e.msg);
-    char *s = lt_text(out);
+    char *s = lxt_text(out);
     cJSON_Delete(out);
     cJSON_Delete(in);
     return s;
@@ -21,7 +21,7 @@ static char *trip(lt *t, const char *text)
 Test(json, round_trip_should_keep_nested_values_and_key_order)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     static const char *const same[] = {
         "{\"z\":1,\"a\":{\"y\":[1,2,[3,[]]],\"b\":{}},\"m\":\"text\"}",
         "[1,-2,3.5,true,false,\"s\",{\"k\":[{}]}]",
@@ -35,21 +35,21 @@ Test(json, round_trip_should_keep_nested_values_and_key_order)
         "{\"unicode\":\"h\\u00e9 \\u2713\",\"quote\":\"a\\\"b\"}",
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(same); i++) {
-        cJSON *want = lt_json(same[i]);
-        char *w = lt_text(want);
+        cJSON *want = lxt_json(same[i]);
+        char *w = lxt_text(want);
         char *s = trip(&t, same[i]);
         cr_assert_str_eq(s, w);
         free(s);
         free(w);
         cJSON_Delete(want);
     }
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, null_members_should_be_dropped_and_integral_floats_become_integers)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     char *s = trip(&t, "{\"a\":null,\"b\":1,\"c\":2.0,\"d\":[null]}");
     /* [null]: a hole at 1 and nothing after it is an empty marked array */
     cr_assert_str_eq(s, "{\"b\":1,\"c\":2,\"d\":[]}");
@@ -57,14 +57,14 @@ Test(json, null_members_should_be_dropped_and_integral_floats_become_integers)
     s = trip(&t, "null");
     cr_assert_str_eq(s, "null");
     free(s);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, hooks_should_see_integers_floats_and_booleans_as_lua_types)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "types.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "types.lua",
             "ditto.on('profile', 'after', function(d)\n"
             "  assert(math.type(d.rows) == 'integer', 'rows: ' .. tostring(math.type(d.rows)))\n"
             "  assert(math.type(d.cv) == 'float')\n"
@@ -76,7 +76,7 @@ Test(json, hooks_should_see_integers_floats_and_booleans_as_lua_types)
             "  d.half = d.rows / 2\n"
             "  d.quarter = 1 / 4\n"
             "end)\n");
-    char *out = lt_run(&t, "profile", "after",
+    char *out = lxt_run(&t, "profile", "after",
                        "{\"rows\": 9, \"cv\": 0.5, \"ok\": true, \"bad\": false, \"none\": null,"
                        " \"lens\": [10, 20, 30]}",
                        NULL);
@@ -84,14 +84,14 @@ Test(json, hooks_should_see_integers_floats_and_booleans_as_lua_types)
     cr_assert_str_eq(out, "{\"rows\":10,\"cv\":0.5,\"ok\":true,\"bad\":false,"
                           "\"lens\":[10,20,30],\"half\":5,\"quarter\":0.25}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, empty_tables_should_be_objects_unless_they_came_from_an_array)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "empty.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "empty.lua",
             "ditto.on('plan', 'before', function(d)\n"
             "  d.fresh = {}\n"           /* a new empty table: an object */
             "  d.made = ditto.array()\n" /* marked by hand: an array */
@@ -99,25 +99,25 @@ Test(json, empty_tables_should_be_objects_unless_they_came_from_an_array)
             "  for i = #d.list, 1, -1 do d.list[i] = nil end\n" /* emptied, still an array */
             "  d.obj.k = nil\n"                                 /* emptied object stays an object */
             "end)\n");
-    char *out = lt_run(&t, "plan", "before", "{\"list\": [1, 2], \"obj\": {\"k\": 1}}", NULL);
+    char *out = lxt_run(&t, "plan", "before", "{\"list\": [1, 2], \"obj\": {\"k\": 1}}", NULL);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     cr_assert_str_eq(out, "{\"list\":[],\"obj\":{},\"fresh\":{},\"made\":[],\"marked\":[]}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, new_keys_should_come_after_old_ones_in_sorted_order)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "keys.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "keys.lua",
             "ditto.on('plan', 'before', function(d)\n"
             "  d.zeta, d.alpha, d.mid = 1, 2, 3\n"
             "  d.b = nil\n"
             "  d.nested.new = true\n"
             "  d.rows[2].added = 'x'\n"
             "end)\n");
-    char *out = lt_run(&t, "plan", "before",
+    char *out = lxt_run(&t, "plan", "before",
                        "{\"c\": 1, \"b\": 2, \"a\": 3, \"nested\": {\"y\": 1, \"x\": 2},"
                        " \"rows\": [{\"q\": 1, \"p\": 2}, {\"s\": 1, \"r\": 2}]}",
                        NULL);
@@ -125,26 +125,26 @@ Test(json, new_keys_should_come_after_old_ones_in_sorted_order)
                           "\"rows\":[{\"q\":1,\"p\":2},{\"s\":1,\"r\":2,\"added\":\"x\"}],"
                           "\"alpha\":2,\"mid\":3,\"zeta\":1}");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, lua_holes_should_become_nulls_but_sparse_arrays_are_refused)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "holes.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "holes.lua",
             "ditto.on('tune', 'before', function(d) d.v = {1, nil, 3} end)\n"
             "ditto.on('tune', 'after', function(d) d.v = {}; d.v[100000] = 1 end)\n");
-    char *out = lt_run(&t, "tune", "before", "{}", NULL);
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
     cr_assert_str_eq(out, "{\"v\":[1,null,3]}");
     free(out);
-    out = lt_run(&t, "tune", "after", "{}", NULL);
+    out = lxt_run(&t, "tune", "after", "{}", NULL);
     cr_assert_str_eq(out, "{}");
     cr_assert(strstr(dt_buf_str(&t.errors), "left data that is not JSON: data.v is a sparse "
                                             "array (largest index 100000, 1 elements)"),
               "%s", dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, values_json_cannot_hold_should_be_refused_with_their_path)
@@ -168,39 +168,39 @@ Test(json, values_json_cannot_hold_should_be_refused_with_their_path)
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         lt t;
-        lt_open(&t, 0, 0, 0);
+        lxt_open(&t, 0, 0, 0);
         char *src = dt_xasprintf("ditto.on('check', 'after', function(d) %s end)\n", cases[i].edit);
-        lt_load(&t, "bad.lua", src);
-        char *out = lt_run(&t, "check", "after", "{\"keep\": 1}", NULL);
+        lxt_load(&t, "bad.lua", src);
+        char *out = lxt_run(&t, "check", "after", "{\"keep\": 1}", NULL);
         cr_assert_str_eq(out, "{\"keep\":1}", "case %zu", i);
         const char *err = dt_buf_str(&t.errors);
         cr_assert(strstr(err, "left data that is not JSON: ") && strstr(err, cases[i].msg),
                   "case %zu: %s", i, err);
         free(out);
         free(src);
-        lt_close(&t);
+        lxt_close(&t);
     }
 }
 
 Test(json, shared_subtables_should_be_copied_not_taken_for_cycles)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "dag.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "dag.lua",
             "ditto.on('check', 'after', function(d)\n"
             "  local shared = {1, 2}\n"
             "  d.a, d.b = shared, {inner = shared}\n"
             "end)\n");
-    char *out = lt_run(&t, "check", "after", "{}", NULL);
+    char *out = lxt_run(&t, "check", "after", "{}", NULL);
     cr_assert_str_eq(out, "{\"a\":[1,2],\"b\":{\"inner\":[1,2]}}", "%s", dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(json, nesting_past_the_limit_should_be_an_error_not_a_crash)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     cJSON *root = dt_json_arr();
     cJSON *cur = root;
     for (int i = 0; i < 1100; i++) {
@@ -214,15 +214,15 @@ Test(json, nesting_past_the_limit_should_be_an_error_not_a_crash)
     cr_assert(strstr(e.msg, "nested deeper than 1000 levels"), "%s", e.msg);
     cJSON_Delete(root);
     /* and from the Lua side */
-    lt_load(&t, "deep.lua",
+    lxt_load(&t, "deep.lua",
             "ditto.on('check', 'after', function(d)\n"
             "  local t = d\n"
             "  for i = 1, 1100 do t.x = {}; t = t.x end\n"
             "end)\n");
-    char *s = lt_run(&t, "check", "after", "{}", NULL);
+    char *s = lxt_run(&t, "check", "after", "{}", NULL);
     cr_assert_str_eq(s, "{}");
     cr_assert(strstr(dt_buf_str(&t.errors), "is nested deeper than 1000 levels"), "%s",
               dt_buf_str(&t.errors));
     free(s);
-    lt_close(&t);
+    lxt_close(&t);
 }

@@ -8,14 +8,14 @@
 Test(limits, endless_loop_should_be_stopped_by_the_budget_quickly, .timeout = 20)
 {
     lt t;
-    lt_open(&t, 100000, 0, 0);
-    lt_load(&t, "loop.lua",
+    lxt_open(&t, 100000, 0, 0);
+    lxt_load(&t, "loop.lua",
             "ditto.on('tune', 'before', function(data)\n"
             "  while true do end\n"
             "end)\n");
     double t0 = dt_now();
     int ran = -1;
-    char *out = lt_run(&t, "tune", "before", "{\"n\": 1}", &ran);
+    char *out = lxt_run(&t, "tune", "before", "{\"n\": 1}", &ran);
     double dt = dt_now() - t0;
     cr_assert_lt(dt, 2.0, "took %.3f s", dt);
     cr_assert_eq(ran, 0);
@@ -24,34 +24,34 @@ Test(limits, endless_loop_should_be_stopped_by_the_budget_quickly, .timeout = 20
     cr_assert(strstr(err, "loop.lua:2: instruction budget of 100000 exceeded"), "%s", err);
     cr_assert(strstr(err, "disabled for the rest of the run"), "%s", err);
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, pcall_should_not_swallow_the_budget, .timeout = 20)
 {
     lt t;
-    lt_open(&t, 50000, 0, 0);
-    lt_load(&t, "sly.lua",
+    lxt_open(&t, 50000, 0, 0);
+    lxt_load(&t, "sly.lua",
             "ditto.on('tune', 'before', function(data)\n"
             "  while true do\n"
             "    pcall(function() while true do end end)\n"
             "  end\n"
             "end)\n");
     double t0 = dt_now();
-    char *out = lt_run(&t, "tune", "before", "{}", NULL);
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
     cr_assert_lt(dt_now() - t0, 2.0);
     cr_assert(strstr(dt_buf_str(&t.errors), "instruction budget of 50000 exceeded"), "%s",
               dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, budget_should_be_per_call)
 {
     lt t;
-    lt_open(&t, 100000, 0, 0);
+    lxt_open(&t, 100000, 0, 0);
     /* about 40,000 instructions a call: ten calls use 400,000 in all */
-    lt_load(&t, "work.lua",
+    lxt_load(&t, "work.lua",
             "ditto.on('tune', 'before', function(data)\n"
             "  local s = 0\n"
             "  for i = 1, 10000 do s = s + i end\n"
@@ -61,60 +61,60 @@ Test(limits, budget_should_be_per_call)
     for (int i = 0; i < 10; i++) {
         free(out);
         int ran = 0;
-        out = lt_run(&t, "tune", "before", "{}", &ran);
+        out = lxt_run(&t, "tune", "before", "{}", &ran);
         cr_assert_eq(ran, 1, "call %d: %s", i, dt_buf_str(&t.errors));
     }
     cr_assert_str_eq(out, "{\"calls\":1}");
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, budget_should_stop_a_file_top_level_and_leave_nothing, .timeout = 20)
 {
     lt t;
-    lt_open(&t, 100000, 0, 0);
-    char *msg = lt_load_fails(&t, "top.lua",
+    lxt_open(&t, 100000, 0, 0);
+    char *msg = lxt_load_fails(&t, "top.lua",
                               "ditto.on('plan', 'before', function() end)\n"
                               "ditto.param_space('csr-thread', {BLOCK = {128}})\n"
                               "repeat until false\n");
     cr_assert(strstr(msg, "top.lua:3: instruction budget of 100000 exceeded"), "%s", msg);
     cr_assert_eq(lx_hook_count(t.L), 0);
     cJSON *ps = lx_param_spaces(t.L);
-    char *s = lt_text(ps);
+    char *s = lxt_text(ps);
     cr_assert_str_eq(s, "{}");
     free(s);
     cJSON_Delete(ps);
     free(msg);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, default_budget_should_allow_ordinary_work_and_stop_loops, .timeout = 20)
 {
     lt t;
-    lt_open(&t, 0, 0, 0); /* 10,000,000 */
-    lt_load(&t, "d.lua",
+    lxt_open(&t, 0, 0, 0); /* 10,000,000 */
+    lxt_load(&t, "d.lua",
             "ditto.on('learn', 'before', function(data)\n"
             "  local t = {}\n"
             "  for i = 1, 100000 do t[i] = i * 2 end\n"
             "  data.n = #t\n"
             "end)\n"
             "ditto.on('learn', 'after', function(data) while true do end end)\n");
-    char *out = lt_run(&t, "learn", "before", "{}", NULL);
+    char *out = lxt_run(&t, "learn", "before", "{}", NULL);
     cr_assert_str_eq(out, "{\"n\":100000}", "%s", dt_buf_str(&t.errors));
     free(out);
-    out = lt_run(&t, "learn", "after", "{}", NULL);
+    out = lxt_run(&t, "learn", "after", "{}", NULL);
     cr_assert(strstr(dt_buf_str(&t.errors), "instruction budget of 10000000 exceeded"), "%s",
               dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, memory_cap_should_fail_the_hog_and_keep_the_state_usable)
 {
     lt t;
-    lt_open(&t, 0, (size_t)8 << 20, 0);
-    lt_load(&t, "hog.lua",
+    lxt_open(&t, 0, (size_t)8 << 20, 0);
+    lxt_load(&t, "hog.lua",
             "ditto.on('profile', 'before', function(data)\n"
             "  local t = {}\n"
             "  for i = 1, 1e9 do t[i] = ('x'):rep(100) .. i end\n"
@@ -123,7 +123,7 @@ Test(limits, memory_cap_should_fail_the_hog_and_keep_the_state_usable)
             "  local s = ('y'):rep(1 << 20)\n" /* 1 MiB: fits once the hog is gone */
             "  data.len = #s\n"
             "end)\n");
-    char *out = lt_run(&t, "profile", "before", "{}", NULL);
+    char *out = lxt_run(&t, "profile", "before", "{}", NULL);
     const char *err = dt_buf_str(&t.errors);
     char *want = dt_xasprintf("%s/hog.lua:1: not enough memory (the Lua memory cap of 8388608 "
                               "bytes was reached)",
@@ -131,34 +131,34 @@ Test(limits, memory_cap_should_fail_the_hog_and_keep_the_state_usable)
     cr_assert(dt_startswith(err, want), "%s", err);
     free(want);
     free(out);
-    lt_reset(&t);
-    out = lt_run(&t, "profile", "after", "{}", NULL);
+    lxt_reset(&t);
+    out = lxt_run(&t, "profile", "after", "{}", NULL);
     cr_assert_str_eq(out, "{\"len\":1048576}", "%s", dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, one_huge_string_should_hit_the_cap_not_the_machine)
 {
     lt t;
-    lt_open(&t, 0, (size_t)4 << 20, 0);
-    lt_load(&t, "rep.lua",
+    lxt_open(&t, 0, (size_t)4 << 20, 0);
+    lxt_load(&t, "rep.lua",
             "ditto.on('profile', 'before', function(data)\n"
             "  data.s = ('x'):rep(1 << 30)\n" /* one C call: the budget cannot see it */
             "end)\n");
-    char *out = lt_run(&t, "profile", "before", "{}", NULL);
+    char *out = lxt_run(&t, "profile", "before", "{}", NULL);
     cr_assert_str_eq(out, "{}");
     cr_assert(strstr(dt_buf_str(&t.errors), "not enough memory (the Lua memory cap"), "%s",
               dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, data_too_big_for_the_cap_should_be_reported_not_crash)
 {
     lt t;
-    lt_open(&t, 0, (size_t)1 << 20, 0);
-    lt_load(&t, "h.lua", "ditto.on('measure', 'after', function(data) data.seen = true end)\n");
+    lxt_open(&t, 0, (size_t)1 << 20, 0);
+    lxt_load(&t, "h.lua", "ditto.on('measure', 'after', function(data) data.seen = true end)\n");
     /* 2 MiB of string for a 1 MiB state: pushing it fails on the C side */
     size_t n = (size_t)2 << 20;
     char *big = dt_xmalloc(n + 1);
@@ -176,11 +176,11 @@ Test(limits, data_too_big_for_the_cap_should_be_reported_not_crash)
     cJSON_Delete(data);
     free(big);
     /* and the state still works */
-    lt_reset(&t);
-    char *out = lt_run(&t, "measure", "after", "{}", NULL);
+    lxt_reset(&t);
+    char *out = lxt_run(&t, "measure", "after", "{}", NULL);
     cr_assert_str_eq(out, "{\"seen\":true}", "%s", dt_buf_str(&t.errors));
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(limits, a_cap_too_small_for_the_libraries_should_fail_lx_new)
@@ -195,16 +195,16 @@ Test(limits, a_cap_too_small_for_the_libraries_should_fail_lx_new)
 Test(limits, log_flood_should_be_truncated)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "flood.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "flood.lua",
             "ditto.on('plan', 'after', function(data)\n"
             "  local line = ('z'):rep(1000)\n"
             "  for i = 1, 5000 do ditto.log(line) end\n"
             "end)\n");
-    char *out = lt_run(&t, "plan", "after", "{}", NULL);
+    char *out = lxt_run(&t, "plan", "after", "{}", NULL);
     cr_assert_lt(t.log.len, (size_t)(1 << 20) + 100);
     cr_assert(dt_endswith(dt_buf_str(&t.log), "left out]\n"));
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }

@@ -8,15 +8,15 @@
 Test(sandbox, os_execute_should_fail_with_a_message_that_names_the_way_out)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     char *marker = dt_xasprintf("%s/ran", t.dir);
     char *src = dt_xasprintf("-- tries to run a command\n"
                              "ditto.on('plan', 'before', function(data)\n"
                              "  os.execute('touch %s')\n"
                              "end)\n",
                              marker);
-    lt_load(&t, "hook.lua", src);
-    char *out = lt_run(&t, "plan", "before", "{\"a\": 1}", NULL);
+    lxt_load(&t, "hook.lua", src);
+    char *out = lxt_run(&t, "plan", "before", "{\"a\": 1}", NULL);
     cr_assert_str_eq(out, "{\"a\":1}");
     const char *err = dt_buf_str(&t.errors);
     char *want = dt_xasprintf("%s/hook.lua:3: os is not available in the sandbox (run with "
@@ -28,18 +28,18 @@ Test(sandbox, os_execute_should_fail_with_a_message_that_names_the_way_out)
     free(out);
     free(src);
     free(marker);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, io_open_should_fail_the_same_way)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    char *msg = lt_load_fails(&t, "io.lua", "local f = io.open('/etc/passwd')\n");
+    lxt_open(&t, 0, 0, 0);
+    char *msg = lxt_load_fails(&t, "io.lua", "local f = io.open('/etc/passwd')\n");
     cr_assert(strstr(msg, "io.lua:1: io is not available in the sandbox (run with --lua-unsafe"),
               "%s", msg);
     free(msg);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, loaders_and_collectgarbage_should_be_gone_with_a_reason)
@@ -58,34 +58,34 @@ Test(sandbox, loaders_and_collectgarbage_should_be_gone_with_a_reason)
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         lt t;
-        lt_open(&t, 0, 0, 0);
-        char *msg = lt_load_fails(&t, "h.lua", cases[i].src);
+        lxt_open(&t, 0, 0, 0);
+        char *msg = lxt_load_fails(&t, "h.lua", cases[i].src);
         cr_assert(strstr(msg, "h.lua:1: ") && strstr(msg, cases[i].msg), "%s: %s", cases[i].src,
                   msg);
         free(msg);
-        lt_close(&t);
+        lxt_close(&t);
     }
 }
 
 Test(sandbox, removed_names_should_really_be_absent_from_the_global_table)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
+    lxt_open(&t, 0, 0, 0);
     /* rawget sees through the helpful __index: the values are not there. */
-    lt_load(&t, "h.lua",
+    lxt_load(&t, "h.lua",
             "for _, name in ipairs{'load', 'loadfile', 'dofile', 'require', 'collectgarbage',\n"
             "                      'io', 'os', 'debug', 'package'} do\n"
             "  assert(rawget(_G, name) == nil, name .. ' is reachable')\n"
             "end\n"
             "assert(_G.undefined_name == nil, 'other absent globals stay nil')\n");
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, the_safe_libraries_should_work)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "h.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "h.lua",
             "assert(string.format('%05.1f', 3.14159) == '003.1')\n"
             "assert(table.concat({1, 2, 3}, ',') == '1,2,3')\n"
             "assert(math.max(3, 7) == 7 and math.type(1) == 'integer')\n"
@@ -95,13 +95,13 @@ Test(sandbox, the_safe_libraries_should_work)
             "local t = setmetatable({}, {__index = function() return 5 end})\n"
             "assert(t.anything == 5)\n"
             "assert(('abc'):upper() == 'ABC')\n");
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, unsafe_mode_should_open_io_and_os)
 {
     lt t;
-    lt_open(&t, 0, 0, 1);
+    lxt_open(&t, 0, 0, 1);
     char *path = dt_xasprintf("%s/written", t.dir);
     char *src = dt_xasprintf("ditto.on('learn', 'after', function(data)\n"
                              "  local f = assert(io.open('%s', 'w'))\n"
@@ -110,61 +110,61 @@ Test(sandbox, unsafe_mode_should_open_io_and_os)
                              "  data.clock = type(os.clock())\n"
                              "end)\n",
                              path);
-    lt_load(&t, "h.lua", src);
-    char *out = lt_run(&t, "learn", "after", "{}", NULL);
+    lxt_load(&t, "h.lua", src);
+    char *out = lxt_run(&t, "learn", "after", "{}", NULL);
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
     cr_assert_str_eq(out, "{\"clock\":\"number\"}");
     cr_assert_eq(access(path, F_OK), 0, "io.open must have written %s", path);
     /* unsafe opens io and os only: loaders stay out */
-    char *msg = lt_load_fails(&t, "l.lua", "load('return 1')");
+    char *msg = lxt_load_fails(&t, "l.lua", "load('return 1')");
     cr_assert(strstr(msg, "load is not available"), "%s", msg);
     free(msg);
     free(out);
     free(src);
     free(path);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, gc_metamethods_should_be_refused)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    char *msg = lt_load_fails(&t, "gc.lua",
+    lxt_open(&t, 0, 0, 0);
+    char *msg = lxt_load_fails(&t, "gc.lua",
                               "local x = setmetatable({}, {__gc = function() while true do end "
                               "end})\n");
     cr_assert(strstr(msg, "gc.lua:1: __gc metamethods are not available"), "%s", msg);
     free(msg);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, print_should_go_to_the_log_not_stdout)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "p.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "p.lua",
             "ditto.on('check', 'after', function(data)\n"
             "  print('blocks', 4, true, nil)\n"
             "  ditto.log('second line')\n"
             "end)\n");
-    char *out = lt_run(&t, "check", "after", "{}", NULL);
+    char *out = lxt_run(&t, "check", "after", "{}", NULL);
     cr_assert_str_eq(dt_buf_str(&t.log), "blocks\t4\ttrue\tnil\nsecond line\n");
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
 
 Test(sandbox, registering_should_only_happen_while_a_file_loads)
 {
     lt t;
-    lt_open(&t, 0, 0, 0);
-    lt_load(&t, "late.lua",
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "late.lua",
             "ditto.on('plan', 'before', function(data)\n"
             "  ditto.on('plan', 'after', function() end)\n"
             "end)\n");
-    char *out = lt_run(&t, "plan", "before", "{}", NULL);
+    char *out = lxt_run(&t, "plan", "before", "{}", NULL);
     cr_assert(strstr(dt_buf_str(&t.errors),
                      "late.lua:2: ditto.on can only be called while a hook file loads"),
               "%s", dt_buf_str(&t.errors));
     cr_assert_eq(lx_hook_count(t.L), 0);
     free(out);
-    lt_close(&t);
+    lxt_close(&t);
 }
