@@ -69,4 +69,13 @@ cJSON *cli_config_load(dt_buf *problems);
 int cli_kb(int argc, char **argv);
 extern const char cli_kb_usage[];
 
+/* `ditto export` (cli/export.c): a session's best kernel as a standalone kernel.cu, a
+ * harness.cu that checks and times it, a Makefile and a README. The harness's fixed parts
+ * (cli/export_harness.c): the head goes before the generated launch contract, the tail
+ * after it. */
+int cli_export(int argc, char **argv);
+extern const char cli_export_usage[];
+extern const char cli_export_harness_head[];
+extern const char cli_export_harness_tail[];
+
 #endif /* DITTO_CLI_H */

@@ -43,6 +43,8 @@ const cli_command cli_commands[] = {
     {"calibrate", cli_calibrate, "measure copy bandwidth and FMA peaks into the GPU's spec",
      cli_calibrate_usage},
     {"sessions", cli_sessions, "list recorded sessions and show one", cli_sessions_usage},
+    {"export", cli_export, "a session's best kernel as a standalone .cu with a checking harness",
+     cli_export_usage},
     {"kb", cli_kb, "list, review, import, export and query the knowledge base", cli_kb_usage},
     {"worker", cli_worker, "serve the GPU worker protocol on stdin/stdout (started by ditto)",
      "usage: ditto worker [--device N] [--once]\n"},

@@ -1,0 +1,295 @@
+/* test_export.c -- `ditto export` on synthetic sessions: what it writes, which kernel it
+ * picks, and that the harness it writes builds with nvcc (no GPU needed to build; running
+ * it needs one and is not done here). */
+#include "tests/export/extest.h"
+
+#include "sparse/sparse.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void has(const char *text, const char *what, const char *needle)
+{
+    cr_assert(strstr(text, needle), "%s lacks '%s':\n%s", what, needle, text);
+}
+
+static void lacks(const char *text, const char *what, const char *needle)
+{
+    cr_assert(!strstr(text, needle), "%s has '%s':\n%s", what, needle, text);
+}
+
+/* Export the fixture's session into f->out, asserting success. */
+static void export_ok(const ex_fix *f, const char *extra)
+{
+    char *args = dt_xasprintf("--out '%s' %s", f->out, extra ? extra : "");
+    tu_proc p = ex_export(f, args);
+    free(args);
+    ex_no_sanitizer(&p);
+    cr_assert_eq(p.status, 0, "exit %d\nstdout: %s\nstderr: %s", p.status, p.out, p.err);
+    has(p.out, "stdout", "exported session");
+    tu_proc_free(&p);
+}
+
+/* `make` in the output folder, then ./harness must exist and be executable. */
+static void builds_with_nvcc(const ex_fix *f)
+{
+    if (!ex_have_nvcc())
+        cr_skip_test("nvcc is not on PATH: the exported harness's build is not tested");
+    tu_proc p = tu_run("make -C '%s' 2>&1", f->out);
+    cr_assert_eq(p.status, 0, "make failed (exit %d):\n%s", p.status, p.out);
+    tu_proc_free(&p);
+    char *exe = dt_xasprintf("%s/harness", f->out);
+    struct stat st;
+    cr_assert_eq(stat(exe, &st), 0, "no %s after make", exe);
+    cr_assert(st.st_mode & S_IXUSR, "%s is not executable", exe);
+    free(exe);
+}
+
+static const ex_opts spmm_opts = {
+    .spec = "{\"op\": \"spmm\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
+            "\"dtype\": \"fp32\", \"n\": 40, \"alpha\": 1.5, \"beta\": 0.5, \"epilogue\": "
+            "\"relu\"}",
+    .strategy = "spmm-row",
+    .v = {{.source = ex_spmm_source, .params = "{\"WARPS\": 8}", .us = 20.0}},
+    .nversions = 1,
+    .method = "graph",
+    .baseline = "CSR_ALG2",
+};
+
+Test(export, an_spmv_kernel_should_come_out_standalone_with_its_contract_and_numbers)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {0};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+
+    char *k = ex_read(&f, "kernel.cu");
+    lacks(k, "kernel.cu", "#include \"ditto.cuh\"");
+    has(k, "kernel.cu", "/*@contract");
+    has(k, "kernel.cu", "\"entry\": \"spmv_csr_thread\"");
+    has(k, "kernel.cu",
+        "#define DITTO_T float\n#define DITTO_S float\n#define DITTO_DTYPE_FP32\n"
+        "#define DITTO_EPILOGUE_NONE\n");
+    has(k, "kernel.cu", "#define BLOCK 256\n");
+    has(k, "kernel.cu", "__device__ __forceinline__ S dt_epilogue("); /* ditto.cuh, inlined */
+    has(k, "kernel.cu", "spmv_csr_thread(int rows");
+    /* The defines come before the source that uses them. */
+    cr_assert(strstr(k, "#define DITTO_T") < strstr(k, "typedef DITTO_T T;"));
+
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#include \"kernel.cu\"");
+    char *sess_line = dt_xasprintf("#define DX_SESSION \"%s\"", f.id);
+    has(h, "harness.cu", sess_line);
+    free(sess_line);
+    has(h, "harness.cu", "#define DX_METHOD \"cold\"");
+    has(h, "harness.cu", "#define DX_BASELINE \"CSR_ALG1\"");
+    has(h, "harness.cu", "#define DX_S_US 12.5");
+    has(h, "harness.cu", "#define DX_BAKED 0");
+    has(h, "harness.cu", "#define DX_ROWS 200LL");
+    has(h, "harness.cu", "d->grid[0] = (dx_cdiv(rows, BLOCK));");
+    has(h, "harness.cu", "d->block[0] = (BLOCK);");
+    has(h, "harness.cu",
+        "spmv_csr_thread<<<grid, block, (size_t)d->smem, s>>>(a->rows, "
+        "dx_p(a->rowptr), dx_p(a->col), dx_p(a->val), dx_p(a->x), dx_p(a->y), "
+        "(S)a->alpha, (S)a->beta, dx_p(a->bias));");
+    has(h, "harness.cu", "cudaMemsetAsync(tm->flush"); /* cold: the L2 flush */
+    has(h, "harness.cu", "cusparseSpMV_preprocess");
+
+    char *mk = ex_read(&f, "Makefile");
+    has(mk, "Makefile", "ARCH ?= sm_90\n");
+    has(mk, "Makefile", "$(NVCC) $(NVCCFLAGS) -arch=$(ARCH) -o harness harness.cu -lcusparse");
+    has(mk, "Makefile", "NVCCFLAGS ?= -O3\n");
+    char *real = realpath(f.matrix, NULL);
+    char *mline = dt_xasprintf("MATRIX ?= %s\n", real);
+    has(mk, "Makefile", mline);
+    free(mline);
+    free(real);
+
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", f.id);
+    has(r, "README.md", "NVIDIA H200 (cc 9.0)");
+    has(r, "README.md", "12.8 / 12.8 / 12.8 / 12.5.8");
+    has(r, "README.md", "| kernel | 12.500 us (cold timing) |");
+    has(r, "README.md", "| best cuSPARSE algorithm | CSR_ALG1, 15.000 us |");
+    has(r, "README.md", "| speedup | 1.20x |");
+    has(r, "README.md", "L2 is flushed before every run");
+    has(r, "README.md", "| kernel, cold | 12.500 |");
+    has(r, "README.md", "passed (14 checks");
+    has(r, "README.md", "bakes no matrix constant in");
+    has(r, "README.md", "(4 sqrt(len_i + 2) + 8) u_acc m_i");
+    has(r, "README.md", "launch on that matrix: grid [1, 1, 1], block [256, 1, 1]");
+    free(k);
+    free(h);
+    free(mk);
+    free(r);
+    ex_fixture_free(&f);
+}
+
+Test(export, the_spmv_harness_should_build_with_nvcc, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {0};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    builds_with_nvcc(&f);
+    ex_fixture_free(&f);
+}
+
+Test(export, an_spmm_kernel_should_bake_the_sessions_matrix_constants_and_write_the_matrix)
+{
+    ex_fix f = ex_fixture();
+    ex_session(&f, &spmm_opts);
+    export_ok(&f, NULL);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define ROWS 300 /* rows */\n#define NCOLS 40 /* n */\n");
+    has(k, "kernel.cu", "#define WARPS 8\n");
+    has(k, "kernel.cu", "#define DITTO_EPILOGUE_RELU\n");
+    lacks(k, "kernel.cu", "#include \"ditto.cuh\"");
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_OP 1");
+    has(h, "harness.cu", "#define DX_N 40");
+    has(h, "harness.cu", "#define DX_ALPHA 1.5");
+    has(h, "harness.cu", "#define DX_BETA 0.5");
+    has(h, "harness.cu", "#define DX_EPI 1");
+    has(h, "harness.cu", "#define DX_BAKED 1");
+    has(h, "harness.cu", "#define DX_METHOD \"graph\"");
+    has(h, "harness.cu", "#define DX_BASELINE \"CSR_ALG2\"");
+    has(h, "harness.cu", "#define DX_REQ_MIN_ROWS 1LL");
+    has(h, "harness.cu", "d->grid[1] = (dx_max(1, dx_cdiv(rows, WARPS)));");
+    has(h, "harness.cu", "spmm_row<<<grid, block, (size_t)d->smem, s>>>(dx_p(a->rowptr)");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "`matrix.mtx` is the session's matrix, `gen:uniform:rows=300");
+    has(r, "README.md", "50 launches are captured in a CUDA graph");
+    has(r, "README.md", "so it is correct only for that matrix");
+    has(r, "README.md", "launch on that matrix: grid [2, 38, 1], block [32, 8, 1]");
+    char *mk = ex_read(&f, "Makefile");
+    has(mk, "Makefile", "MATRIX ?= matrix.mtx\n");
+    /* The matrix reads back as the one the session profiled. */
+    char *mpath = dt_xasprintf("%s/matrix.mtx", f.out);
+    dt_err e = {0};
+    sp_csr *a = sp_load(mpath, NULL, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr *g = sp_load("gen:uniform:rows=300,nnz=2400,seed=3", NULL, &e);
+    cr_assert_not_null(g, "%s", e.msg);
+    cr_assert_eq(a->rows, g->rows);
+    cr_assert_eq(a->nnz, g->nnz);
+    cr_assert_eq(memcmp(a->col, g->col, (size_t)a->nnz * sizeof *a->col), 0);
+    cr_assert_eq(memcmp(a->val, g->val, (size_t)a->nnz * sizeof *a->val), 0);
+    sp_csr_free(a);
+    sp_csr_free(g);
+    free(mpath);
+    free(k);
+    free(h);
+    free(r);
+    free(mk);
+    ex_fixture_free(&f);
+}
+
+Test(export, the_spmm_harness_should_build_with_nvcc, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    ex_session(&f, &spmm_opts);
+    export_ok(&f, "--no-matrix");
+    char *mpath = dt_xasprintf("%s/matrix.mtx", f.out);
+    cr_assert(!dt_file_exists(mpath), "--no-matrix wrote %s", mpath);
+    free(mpath);
+    builds_with_nvcc(&f);
+    ex_fixture_free(&f);
+}
+
+Test(export, a_tuned_variant_should_be_exported_from_the_sessions_best_kernel)
+{
+    ex_fix f = ex_fixture();
+    char *tuned = ex_spmv_source(128);
+    ex_opts o = {.tuned_source = tuned, .tuned_params = "{\"BLOCK\": 128}"};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "params {\"BLOCK\":128}.");
+    has(k, "kernel.cu", "/* the kernel's parameters */\n#define BLOCK 128\n");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "kernel tuned csr-thread");
+    has(r, "README.md", "the session's `best_kernel.cu`");
+    has(r, "README.md", "| kernel | 10.000 us (cold timing) |");
+    has(r, "README.md", "| best cuSPARSE algorithm | CSR_ALG1, 15.000 us |");
+    free(k);
+    free(r);
+    free(tuned);
+    ex_fixture_free(&f);
+}
+
+Test(export, without_best_kernel_cu_a_tuned_variant_should_come_from_tune_json)
+{
+    ex_fix f = ex_fixture();
+    char *tuned = ex_spmv_source(1024);
+    ex_opts o = {.tuned_source = tuned, .tuned_params = "{\"BLOCK\": 1024}"};
+    ex_session(&f, &o);
+    char *bk = dt_xasprintf("%s/best_kernel.cu", f.dir);
+    cr_assert_eq(unlink(bk), 0);
+    free(bk);
+    export_ok(&f, NULL);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define BLOCK 1024\n");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "the session's `tune.json`");
+    free(k);
+    free(r);
+    free(tuned);
+    ex_fixture_free(&f);
+}
+
+Test(export, a_session_cut_off_should_export_its_fastest_measured_version)
+{
+    ex_fix f = ex_fixture();
+    char *v1 = ex_spmv_source(256), *v2 = ex_spmv_source(64), *v3 = ex_spmv_source(512);
+    ex_opts o = {.v = {{v1, "{\"BLOCK\": 256}", 14.0},
+                       {v2, "{\"BLOCK\": 64}", 9.5},
+                       {v3, "{\"BLOCK\": 512}", 11.0}},
+                 .nversions = 3,
+                 .unfinished = 1};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define BLOCK 64\n");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "kernel v2 csr-thread");
+    has(r, "README.md", "`kernel_v2.cu`");
+    has(r, "README.md", "| kernel | 9.500 us (cold timing) |");
+    has(r, "README.md", "`measure_v2.json`");
+    free(k);
+    free(r);
+    free(v1);
+    free(v2);
+    free(v3);
+    ex_fixture_free(&f);
+}
+
+Test(export, a_session_that_never_measured_should_export_its_last_kernel_and_say_so)
+{
+    ex_fix f = ex_fixture();
+    char *src = ex_spmv_source(128);
+    ex_opts o = {.v = {{src, "{\"BLOCK\": 128}", 0}}, .nversions = 1};
+    ex_session(&f, &o);
+    char *args = dt_xasprintf("--out '%s'", f.out);
+    tu_proc p = ex_export(&f, args);
+    free(args);
+    ex_no_sanitizer(&p);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    has(p.err, "stderr", "never measured a kernel");
+    tu_proc_free(&p);
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "**Never measured.**");
+    has(r, "README.md", "last compiled version");
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_METHOD \"auto\"");
+    has(h, "harness.cu", "#define DX_S_US 0.0");
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define BLOCK 128\n");
+    free(r);
+    free(h);
+    free(k);
+    free(src);
+    ex_fixture_free(&f);
+}
