@@ -166,8 +166,12 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract);
  * Successive halving over each candidate's parameter space, through the
  * worker pool: every legal variant (capped by budget_variants, the plan's
  * own params always included) gets a cheap measurement (5 runs); the best
- * third (at least 2) of each strategy is re-verified with the full battery
- * and measured in full next to cuSPARSE; the fastest verified variant wins.
+ * third (at least 2, at most max_finalists) of each strategy is re-verified
+ * with the full battery and measured in full; each strategy's fastest
+ * verified variant is then measured once more next to every cuSPARSE
+ * algorithm, with the same method. Timings and verifications run on worker
+ * 0 only (one GPU, one kernel at a time); with several workers, every
+ * variant is first compiled in parallel into the shared cache.
  * Results are cached by (matrix fingerprint, op, dtype, n, GPU, template
  * hash, space) in $XDG_CACHE_HOME/ditto/tune: a cached best is re-verified
  * and re-measured, not trusted blindly. */
@@ -190,6 +194,7 @@ typedef struct ag_tune_opts {
     int budget_variants;       /* per strategy (default 24) */
     double budget_s;           /* overall (default 120) */
     int use_cache;             /* default on */
+    int max_finalists;         /* per strategy (0: a third of the variants, at least 2) */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;

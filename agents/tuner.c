@@ -18,7 +18,9 @@ typedef struct variant {
     int finalist;
     int s2;           /* stage 2: 0 to verify, 1 verifying, 2 to measure, 3 measuring, 4 done */
     int verified;     /* -1 not run */
-    cJSON *measure;   /* stage 2 reply */
+    cJSON *measure;   /* stage 2 reply (no baseline) */
+    int winner;       /* its strategy's winner: measured again with the baseline */
+    cJSON *final;     /* that measurement, with the cuSPARSE comparison */
 } variant;
 
 typedef struct strat {
@@ -33,7 +35,7 @@ struct ag_tuner {
     int nst;
     variant *v;
     int nv, capv;
-    int stage;        /* 1 quick, 2 finalists, 3 done */
+    int stage;        /* 0 precompile, 1 quick, 2 finalists, 3 winners vs cuSPARSE, 4 done */
     int inflight;
     int next;         /* next variant to submit in the stage */
     double t0;
@@ -168,7 +170,7 @@ static void pump(ag_tuner *t);
 typedef struct job {
     ag_tuner *t;
     int vi;
-    int kind; /* 0 quick, 1 verify, 2 measure */
+    int kind; /* 0 quick, 1 verify, 2 measure, 3 final (with baseline), 4 compile */
 } job;
 
 static void finish(ag_tuner *t);
@@ -187,7 +189,22 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
     char buf[1200];
     const char *sname = dt_json_str(t->st[v->strategy].cand, "strategy", "");
     char *ps = dt_json_print(v->params, 0);
-    if (kind == 0) {
+    if (kind == 4) {
+        /* precompiled into the shared disk cache; errors show up again later */
+    } else if (kind == 3) {
+        if (dt_json_bool(reply, "ok", 0)) {
+            cJSON_Delete(v->final);
+            v->final = cJSON_Duplicate(reply, 1);
+            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx", sname, ps,
+                     dt_json_num(reply, "us", 0),
+                     dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
+                     dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
+                     dt_json_num(reply, "speedup", 0));
+        } else {
+            progress(t, "  %-16s %-40s comparison failed: %s", sname, ps,
+                     gpu_reply_error(reply, buf, sizeof buf));
+        }
+    } else if (kind == 0) {
         if (dt_json_bool(reply, "ok", 0)) {
             v->quick_us = dt_json_num(reply, "us", 0);
             progress(t, "  %-16s %-40s %9.2f us (quick)", sname, ps, v->quick_us);
@@ -210,8 +227,8 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->measure);
             v->measure = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us, %.2fx cuSPARSE (full)", sname, ps,
-                     dt_json_num(reply, "us", 0), dt_json_num(reply, "speedup", 0));
+            progress(t, "  %-16s %-40s %9.2f us (%s, full)", sname, ps,
+                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""));
         } else {
             free(v->error);
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
@@ -224,19 +241,25 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 
 static void submit(ag_tuner *t, int vi, int kind)
 {
-    static const char *names[] = {"measure", "verify", "measure"};
+    static const char *names[] = {"measure", "verify", "measure", "measure", "compile"};
     cJSON *r = request(t, names[kind], &t->v[vi]);
     if (kind == 0) {
         dt_json_set_int(r, "min_runs", 5);
         dt_json_set_num(r, "min_seconds", 0.005);
-        dt_json_set_bool(r, "baseline", 0);
     }
+    if (kind == 0 || kind == 2 || kind == 3)
+        dt_json_set_bool(r, "fast", 1);
+    if (kind == 0 || kind == 2)
+        dt_json_set_bool(r, "baseline", 0);
     job *j = dt_xmalloc(sizeof *j);
     j->t = t;
     j->vi = vi;
     j->kind = kind;
     t->inflight++;
-    long id = gpu_pool_submit(t->o.pool, r, -1, 600, on_job, j);
+    /* Timings and verifications go to one worker: two kernels timed at once
+     * on one GPU would slow each other. Compiles can go anywhere (they fill
+     * the shared disk cache). */
+    long id = gpu_pool_submit(t->o.pool, r, kind == 4 ? -1 : 0, 600, on_job, j);
     if (t->nids < (int)DT_ARRAY_LEN(t->ids))
         t->ids[t->nids++] = id;
 }
@@ -262,6 +285,8 @@ static void pick_finalists(ag_tuner *t)
         int keep = (ok + 2) / 3;
         if (keep < 2)
             keep = ok < 2 ? ok : 2;
+        if (t->o.max_finalists > 0 && keep > t->o.max_finalists)
+            keep = t->o.max_finalists;
         for (int k = 0; k < keep; k++)
             sorted[k]->finalist = 1;
         free(sorted);
@@ -272,10 +297,18 @@ static void pump(ag_tuner *t)
 {
     if (t->done)
         return;
-    int parallel = gpu_pool_size(t->o.pool);
-    if (parallel < 1)
-        parallel = 1;
+    int workers = gpu_pool_size(t->o.pool);
+    int parallel = 1; /* one GPU: timings one at a time */
     double elapsed = dt_now() - t->t0;
+    if (t->stage == 0) {
+        /* With several workers, compile every variant in parallel first. */
+        while (t->inflight < workers && t->next < t->nv)
+            submit(t, t->next++, 4);
+        if (t->inflight > 0)
+            return;
+        t->stage = 1;
+        t->next = 0;
+    }
     if (t->stage == 1) {
         /* The quick stage stops taking new variants at half the budget. */
         while (t->inflight < parallel && t->next < t->nv && elapsed < 0.5 * t->o.budget_s)
@@ -310,6 +343,31 @@ static void pump(ag_tuner *t)
         }
         if (t->inflight > 0)
             return;
+        /* Each strategy's fastest verified finalist is measured once more
+         * with every cuSPARSE algorithm, the same method for both. */
+        for (int si = 0; si < t->nst; si++) {
+            variant *w = NULL;
+            for (int k = 0; k < t->st[si].count; k++) {
+                variant *v = &t->v[t->st[si].first + k];
+                if (v->verified == 1 && v->measure &&
+                    (w == NULL || dt_json_num(v->measure, "us", 1e300) <
+                                      dt_json_num(w->measure, "us", 1e300)))
+                    w = v;
+            }
+            if (w)
+                w->winner = 1;
+        }
+        t->stage = 3;
+        t->next = 0;
+    }
+    if (t->stage == 3) {
+        while (t->inflight < parallel && t->next < t->nv) {
+            int vi = t->next++;
+            if (t->v[vi].winner)
+                submit(t, vi, 3);
+        }
+        if (t->inflight > 0)
+            return;
         finish(t);
     }
 }
@@ -324,17 +382,25 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
     dt_json_set_bool(o, "finalist", v->finalist);
     if (v->verified >= 0)
         dt_json_set_bool(o, "verified", v->verified);
-    if (v->measure) {
-        dt_json_set_num(o, "us", dt_json_num(v->measure, "us", 0));
-        dt_json_set_num(o, "speedup", dt_json_num(v->measure, "speedup", 0));
-        dt_json_set_num(o, "gbps", dt_json_num(v->measure, "gbps", 0));
-        dt_json_set_num(o, "gflops", dt_json_num(v->measure, "gflops", 0));
-        dt_json_set_str(o, "method", dt_json_str(v->measure, "method", ""));
-        dt_json_set_str(o, "baseline", dt_json_str(cJSON_GetObjectItem(v->measure, "baseline"),
-                                                   "best", ""));
-        dt_json_set_num(o, "baseline_us",
-                        dt_json_num(cJSON_GetObjectItem(v->measure, "baseline"), "us", 0));
-        dt_json_set_num(o, "preprocess_us", dt_json_num(v->measure, "preprocess_us", 0));
+    const cJSON *m = v->final ? v->final : v->measure;
+    if (m) {
+        dt_json_set_num(o, "us", dt_json_num(m, "us", 0));
+        dt_json_set_num(o, "gbps", dt_json_num(m, "gbps", 0));
+        dt_json_set_num(o, "gflops", dt_json_num(m, "gflops", 0));
+        dt_json_set_str(o, "method", dt_json_str(m, "method", ""));
+        dt_json_set_num(o, "preprocess_us", dt_json_num(m, "preprocess_us", 0));
+        dt_json_set_num(o, "copy_gbps", dt_json_num(m, "copy_gbps", 0));
+    }
+    if (v->final) {
+        const cJSON *b = cJSON_GetObjectItem(v->final, "baseline");
+        dt_json_set_num(o, "speedup", dt_json_num(v->final, "speedup", 0));
+        dt_json_set_str(o, "baseline", dt_json_str(b, "best", ""));
+        dt_json_set_num(o, "baseline_us", dt_json_num(b, "us", 0));
+        const cJSON *alg;
+        cJSON_ArrayForEach(alg, cJSON_GetObjectItem(b, "algs"))
+            if (dt_streq(dt_json_str(alg, "name", ""), dt_json_str(b, "best", "")))
+                dt_json_set_num(o, "baseline_preprocess_us",
+                                dt_json_num(alg, "preprocess_us", 0) + dt_json_num(alg, "setup_us", 0));
     }
     if (v->error)
         dt_json_set_str(o, "error", v->error);
@@ -343,7 +409,7 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
 
 static void finish(ag_tuner *t)
 {
-    t->stage = 3;
+    t->stage = 4;
     t->done = 1;
     cJSON *res = dt_json_obj();
     cJSON *strats = dt_json_arr();
@@ -358,9 +424,7 @@ static void finish(ag_tuner *t)
         for (int k = 0; k < s->count; k++) {
             const variant *v = &t->v[s->first + k];
             cJSON_AddItemToArray(vs, variant_json(t, v));
-            if (v->verified == 1 && v->measure &&
-                (sbest == NULL ||
-                 dt_json_num(v->measure, "us", 1e300) < dt_json_num(sbest->measure, "us", 1e300)))
+            if (v->verified == 1 && v->winner && v->final)
                 sbest = v;
         }
         dt_json_set_take(so, "variants", vs);
@@ -369,7 +433,7 @@ static void finish(ag_tuner *t)
             dt_json_set_str(b, "source", sbest->source);
             dt_json_set_take(so, "best", b);
             if (best == NULL ||
-                dt_json_num(sbest->measure, "us", 1e300) < dt_json_num(best->measure, "us", 1e300))
+                dt_json_num(sbest->final, "us", 1e300) < dt_json_num(best->final, "us", 1e300))
                 best = sbest;
         } else {
             int failed_all = 1;
@@ -486,7 +550,7 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
     progress(t, "tuning %d strateg%s, %d variants%s (budget %d per strategy, %.0f s)", t->nst,
              t->nst == 1 ? "y" : "ies", t->nv, t->cached ? ", some from the cache" : "",
              t->o.budget_variants, t->o.budget_s);
-    t->stage = 1;
+    t->stage = gpu_pool_size(t->o.pool) > 1 ? 0 : 1;
     pump(t);
     return t;
 }
@@ -508,6 +572,7 @@ void ag_tuner_free(ag_tuner *t)
         free(t->v[i].source);
         free(t->v[i].error);
         cJSON_Delete(t->v[i].measure);
+        cJSON_Delete(t->v[i].final);
     }
     free(t->v);
     free(t->st);

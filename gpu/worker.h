@@ -117,7 +117,7 @@ int wk_sanitize(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
  * given comparison method ("cold" or "graph"), check each one's output
  * against the reference, and fill out with algs, best and us. */
 int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
-                     double min_s, const char *method, cJSON *out, dt_err *e);
+                     double min_s, const char *method, int fast, cJSON *out, dt_err *e);
 
 /* Copy bandwidth (GB/s, read + write) for the physical-floor check: the
  * calibrated value of the hardware spec when there is one, else the
