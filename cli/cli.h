@@ -56,6 +56,8 @@ extern const char cli_sessions_usage[];
 int cli_run(int argc, char **argv);
 int cli_resume(int argc, char **argv);
 int cli_tune(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+extern const char cli_bench_usage[];
 extern const char cli_run_usage[];
 extern const char cli_tune_usage[];
 

@@ -37,6 +37,8 @@ const cli_command cli_commands[] = {
      cli_run_usage},
     {"tune", cli_tune, "tune every fitting template on a problem and print the table",
      cli_tune_usage},
+    {"bench", cli_bench, "ditto's kernels against the best cuSPARSE algorithm over a matrix set",
+     cli_bench_usage},
     {"profile", cli_profile, "print the PatternReport of a matrix", profile_usage},
     {"check", cli_check, "compile, verify and measure a hand-written kernel", cli_check_usage},
     {"baseline", cli_baseline, "time every cuSPARSE algorithm on matrices", cli_baseline_usage},
