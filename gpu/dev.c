@@ -526,8 +526,7 @@ static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt 
         int32_t r = bin_rows[bin_ptr[BINS_N - 1] + (int32_t)j];
         long_ptr[j + 1] = long_ptr[j] + (int32_t)(a->rowptr[r + 1] - a->rowptr[r]);
     }
-    if (build_csr(a, params, t, f, e) != 0 ||
-        add_arr(f, "bin_rows", bin_rows, rows * 4, e) != 0 ||
+    if (build_csr(a, params, t, f, e) != 0 || add_arr(f, "bin_rows", bin_rows, rows * 4, e) != 0 ||
         add_arr(f, "bin_ptr", bin_ptr, sizeof bin_ptr, e) != 0 ||
         add_arr(f, "bin_long_ptr", long_ptr, (nlong + 1) * 4, e) != 0)
         goto out;
@@ -584,12 +583,14 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
         }
         if (hi >= 0 && (int64_t)hi - lo > 65535) {
             if (slice == 1)
-                dt_err_set(e, "csr16: row %d spans columns %d..%d, more than the 65536 a 16-bit "
-                              "offset reaches",
+                dt_err_set(e,
+                           "csr16: row %d spans columns %d..%d, more than the 65536 a 16-bit "
+                           "offset reaches",
                            r0, lo, hi);
             else
-                dt_err_set(e, "csr16: rows %d..%d span columns %d..%d, more than the 65536 a "
-                              "16-bit offset reaches (a smaller slice may fit)",
+                dt_err_set(e,
+                           "csr16: rows %d..%d span columns %d..%d, more than the 65536 a "
+                           "16-bit offset reaches (a smaller slice may fit)",
                            r0, r1 - 1, lo, hi);
             goto out;
         }

@@ -241,8 +241,8 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
 
 Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
 {
-    const char *names[] = {"bin_rows", "bin_ptr", "bin_long_ptr", "col16", "slice_base",
-                           "slice_shift"};
+    const char *names[] = {"bin_rows", "bin_ptr",    "bin_long_ptr",
+                           "col16",    "slice_base", "slice_shift"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
 }
