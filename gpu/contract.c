@@ -18,9 +18,9 @@ static const char *vocabulary[] = {
     /* BSR */
     "bsr_ptr", "bsr_col", "bsr_val", "brows", "b",
     /* row bins (CSR with rows grouped by length) */
-    "bin_rows", "bin_ptr",
+    "bin_rows", "bin_ptr", "bin_long_ptr",
     /* compressed column offsets */
-    "col16", "slice_base",
+    "col16", "slice_base", "slice_shift",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */

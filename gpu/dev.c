@@ -322,10 +322,22 @@ static int add_arr(dev_fmt *f, const char *name, const void *host, size_t bytes,
     f->names[i] = dt_xstrdup(name);
     f->hash[i] = hash_bytes(host, bytes);
     f->arr[i].bytes = bytes;
+    f->host[i] = NULL;
     if (f->on_device && dev_upload(&f->arr[i], host, bytes, e) != 0) {
         free(f->names[i]);
         f->names[i] = NULL;
         return -1;
+    }
+    if (f->keep_host) {
+        f->host[i] = malloc(bytes ? bytes : 1);
+        if (f->host[i] == NULL) {
+            free(f->names[i]);
+            f->names[i] = NULL;
+            if (e)
+                e->code = DEV_ENOMEM;
+            return dt_err_set(e, "out of host memory keeping %zu bytes of %s", bytes, name);
+        }
+        memcpy(f->host[i], host, bytes);
     }
     f->narr++;
     return 0;
@@ -444,6 +456,167 @@ static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
     return rc;
 }
 
+/* Rows grouped into bins by length, for kernels that give each bin its own
+ * mapping in one launch (csr-adaptive). The CSR arrays as they are, plus:
+ * bin_rows, the row ids bin after bin (ascending within a bin, so a bin's
+ * outputs stay close together); bin_ptr, BINS_N + 1 offsets into bin_rows;
+ * bin_long_ptr, the running nonzero count over the last bin's rows (its
+ * length + 1), which lets blocks split those rows by nonzeros.
+ *
+ * Bin b < BINS_N - 1 holds the rows a sub-warp of 2^b lanes suits: length
+ * at most per_lane * 2^b (bin 0 takes the empty rows; the warp bin, 5, also
+ * takes everything up to long_row). The last bin holds rows longer than
+ * long_row. Variables: nbins, bin0 ... bin6 (rows per bin), long_nnz
+ * (nonzeros in the last bin), per_lane, long_row. */
+#define BINS_N 7
+
+static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    static const char *count_names[BINS_N] = {"bin0", "bin1", "bin2", "bin3",
+                                              "bin4", "bin5", "bin6"};
+    int64_t per_lane = fparam(params, "per_lane", 4);
+    int64_t long_row = fparam(params, "long_row", 4096);
+    if (per_lane < 1 || per_lane > (1 << 20))
+        return dt_err_set(e, "bins: per_lane must be 1..%d (got %lld)", 1 << 20,
+                          (long long)per_lane);
+    if (long_row < 1 || long_row > INT32_MAX)
+        return dt_err_set(e, "bins: long_row must be 1..%d (got %lld)", INT32_MAX,
+                          (long long)long_row);
+    size_t rows = (size_t)a->rows;
+    int32_t *bin_rows = malloc((rows ? rows : 1) * sizeof *bin_rows);
+    unsigned char *bin_of = malloc(rows ? rows : 1);
+    int32_t bin_ptr[BINS_N + 1] = {0};
+    int64_t count[BINS_N] = {0};
+    int32_t *long_ptr = NULL;
+    int rc = -1;
+    if (bin_rows == NULL || bin_of == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        dt_err_set(e, "out of host memory binning %d rows", a->rows);
+        goto out;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        int64_t len = a->rowptr[i + 1] - a->rowptr[i];
+        int b = BINS_N - 1;
+        if (len <= long_row) {
+            b = 0;
+            while (b < BINS_N - 2 && len > per_lane << b)
+                b++;
+        }
+        bin_of[i] = (unsigned char)b;
+        count[b]++;
+    }
+    for (int b = 0; b < BINS_N; b++)
+        bin_ptr[b + 1] = bin_ptr[b] + (int32_t)count[b];
+    /* A counting sort keeps rows ascending within each bin. */
+    int32_t next[BINS_N];
+    memcpy(next, bin_ptr, sizeof next);
+    for (size_t i = 0; i < rows; i++)
+        bin_rows[next[bin_of[i]]++] = (int32_t)i;
+    size_t nlong = (size_t)count[BINS_N - 1];
+    long_ptr = malloc((nlong + 1) * sizeof *long_ptr);
+    if (long_ptr == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        dt_err_set(e, "out of host memory binning %d rows", a->rows);
+        goto out;
+    }
+    long_ptr[0] = 0;
+    for (size_t j = 0; j < nlong; j++) {
+        int32_t r = bin_rows[bin_ptr[BINS_N - 1] + (int32_t)j];
+        long_ptr[j + 1] = long_ptr[j] + (int32_t)(a->rowptr[r + 1] - a->rowptr[r]);
+    }
+    if (build_csr(a, params, t, f, e) != 0 || add_arr(f, "bin_rows", bin_rows, rows * 4, e) != 0 ||
+        add_arr(f, "bin_ptr", bin_ptr, sizeof bin_ptr, e) != 0 ||
+        add_arr(f, "bin_long_ptr", long_ptr, (nlong + 1) * 4, e) != 0)
+        goto out;
+    gpu_vars_set(&f->vars, "nbins", BINS_N);
+    for (int b = 0; b < BINS_N; b++)
+        gpu_vars_set(&f->vars, count_names[b], count[b]);
+    gpu_vars_set(&f->vars, "long_nnz", long_ptr[nlong]);
+    gpu_vars_set(&f->vars, "per_lane", per_lane);
+    gpu_vars_set(&f->vars, "long_row", long_row);
+    rc = 0;
+out:
+    free(bin_rows);
+    free(bin_of);
+    free(long_ptr);
+    return rc;
+}
+
+/* CSR with 16-bit column offsets: col16[k] = col[k] - slice_base[row >>
+ * slice_shift], where a slice is `slice` consecutive rows (a power of two,
+ * 1 by default: a base per row) and its base is its smallest column. 6
+ * bytes per fp32 nonzero instead of 8. Refused, naming the first offending
+ * rows, when a slice's columns span more than 65536: the kernels' 16-bit
+ * offsets could not reach them. Variables: slice, slice_shift. */
+static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    int64_t slice = fparam(params, "slice", 1);
+    int shift = 0;
+    while (shift < 10 && ((int64_t)1 << shift) < slice)
+        shift++;
+    if (slice < 1 || ((int64_t)1 << shift) != slice)
+        return dt_err_set(e, "csr16: slice must be a power of two from 1 to 1024 (got %lld)",
+                          (long long)slice);
+    size_t nslices = ((size_t)a->rows + (size_t)slice - 1) >> shift;
+    int32_t *base = malloc((nslices ? nslices : 1) * sizeof *base);
+    uint16_t *col16 = malloc((a->nnz ? (size_t)a->nnz : 1) * sizeof *col16);
+    int rc = -1;
+    if (base == NULL || col16 == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        dt_err_set(e, "out of host memory for csr16 (%lld nonzeros)", (long long)a->nnz);
+        goto out;
+    }
+    for (size_t s = 0; s < nslices; s++) {
+        int32_t r0 = (int32_t)(s << shift);
+        int32_t r1 = r0 + (int32_t)slice < a->rows ? r0 + (int32_t)slice : a->rows;
+        int32_t lo = INT32_MAX, hi = -1;
+        /* Columns are sorted within a row: its first and last are its span. */
+        for (int32_t r = r0; r < r1; r++) {
+            if (a->rowptr[r + 1] == a->rowptr[r])
+                continue;
+            int32_t c0 = a->col[a->rowptr[r]], c1 = a->col[a->rowptr[r + 1] - 1];
+            lo = c0 < lo ? c0 : lo;
+            hi = c1 > hi ? c1 : hi;
+        }
+        if (hi >= 0 && (int64_t)hi - lo > 65535) {
+            if (slice == 1)
+                dt_err_set(e,
+                           "csr16: row %d spans columns %d..%d, more than the 65536 a 16-bit "
+                           "offset reaches",
+                           r0, lo, hi);
+            else
+                dt_err_set(e,
+                           "csr16: rows %d..%d span columns %d..%d, more than the 65536 a "
+                           "16-bit offset reaches (a smaller slice may fit)",
+                           r0, r1 - 1, lo, hi);
+            goto out;
+        }
+        base[s] = hi >= 0 ? lo : 0;
+        for (int64_t k = a->rowptr[r0]; k < a->rowptr[r1]; k++)
+            col16[k] = (uint16_t)(a->col[k] - base[s]);
+    }
+    int32_t *rp = narrow_offsets(a->rowptr, (size_t)a->rows + 1, e);
+    if (rp == NULL)
+        goto out;
+    rc = add_arr(f, "rowptr", rp, ((size_t)a->rows + 1) * 4, e);
+    free(rp);
+    if (rc != 0 || add_arr(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
+        add_arr(f, "slice_base", base, nslices * 4, e) != 0 ||
+        add_vals(f, "val", a->val, (size_t)a->nnz, t, e) != 0) {
+        rc = -1;
+        goto out;
+    }
+    gpu_vars_set(&f->vars, "slice", slice);
+    gpu_vars_set(&f->vars, "slice_shift", shift);
+out:
+    free(base);
+    free(col16);
+    return rc;
+}
+
 typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
 
 static const struct {
@@ -454,13 +627,16 @@ static const struct {
     {"ell", build_ell},
     {"sell", build_sell},
     {"bsr", build_bsr},
+    {"bins", build_bins},
+    {"csr16", build_csr16},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
                   int upload, dev_fmt *f, dt_err *e)
 {
     memset(f, 0, sizeof *f);
-    f->on_device = upload;
+    f->on_device = upload == 1;
+    f->keep_host = upload == DEV_FMT_HOST;
     if (a->nnz >= INT32_MAX) {
         if (e)
             e->code = DEV_ECONTRACT;
@@ -502,8 +678,22 @@ void dev_fmt_free(dev_fmt *f)
     for (int i = 0; i < f->narr; i++) {
         dev_free(&f->arr[i]);
         free(f->names[i]);
+        free(f->host[i]);
+        f->host[i] = NULL;
     }
     f->narr = 0;
+}
+
+const void *dev_fmt_host(const dev_fmt *f, const char *name, size_t *bytes)
+{
+    for (int i = 0; i < f->narr; i++) {
+        if (strcmp(f->names[i], name) == 0) {
+            if (bytes)
+                *bytes = f->arr[i].bytes;
+            return f->host[i];
+        }
+    }
+    return NULL;
 }
 
 int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out)

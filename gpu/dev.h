@@ -79,16 +79,25 @@ typedef struct dev_fmt {
     double prep_us;     /* host conversion time */
     int on_device;      /* 0: variables only (built with upload = 0) */
     uint64_t hash[DEV_MAX_ARRS]; /* of the host copy, for the unchanged check */
+    int keep_host;               /* built with upload = DEV_FMT_HOST */
+    void *host[DEV_MAX_ARRS];    /* host copies, only when keep_host */
 } dev_fmt;
 
+/* dev_fmt_build's upload argument: keep the converted arrays in host memory
+ * (dev_fmt_host) instead of uploading them. For tests; needs no device. */
+#define DEV_FMT_HOST 2
+
 /* Build (convert on the host, upload) the format a contract asks for.
- * Supported: csr, ell, sell (C, sigma), bsr (b). With upload = 0 only the
- * variables are computed (no device needed): what compiling a kernel for a
- * matrix needs. */
+ * Supported: csr, ell, sell (C, sigma), bsr (b), bins (per_lane, long_row),
+ * csr16 (slice). With upload = 0 only the variables are computed (no device
+ * needed): what compiling a kernel for a matrix needs. */
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
                   int upload, dev_fmt *f, dt_err *e);
 void dev_fmt_free(dev_fmt *f);
 int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out);
+/* The host copy of an array (built with DEV_FMT_HOST) and its size in bytes;
+ * NULL when there is no such array or no host copy. Borrowed. */
+const void *dev_fmt_host(const dev_fmt *f, const char *name, size_t *bytes);
 /* Re-hash every array from the device and compare with the upload: *which
  * gets the name of the first array that changed, or NULL. Returns -1 when
  * the arrays could not be read back. */

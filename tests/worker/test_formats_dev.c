@@ -1,0 +1,248 @@
+/* test_formats_dev.c -- the device formats the kernel library adds (bins,
+ * csr16), built on the host only: variables, array contents, refusals. */
+#include "tests/common/testutil.h"
+
+#include "gpu/dev.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A matrix whose row i has lens[i] entries in consecutive columns starting
+ * at first[i] (or 0 when first is NULL). */
+static sp_csr *rows_of(int32_t rows, int32_t cols, const int *lens, const int32_t *first)
+{
+    dt_err e = {0};
+    sp_coo *c = sp_coo_new(rows, cols, 64, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    for (int32_t r = 0; r < rows; r++)
+        for (int k = 0; k < lens[r]; k++)
+            cr_assert_eq(sp_coo_push(c, r, (first ? first[r] : 0) + k, 1.0 + r + 0.5 * k, &e), 0);
+    sp_csr *a = sp_coo_to_csr(c, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_coo_free(c);
+    return a;
+}
+
+static int64_t var(const dev_fmt *f, const char *name)
+{
+    int64_t v = -1;
+    cr_assert_eq(gpu_vars_get(&f->vars, name, &v), 0, "no variable %s", name);
+    return v;
+}
+
+static const int32_t *arr(const dev_fmt *f, const char *name, size_t *n)
+{
+    size_t bytes = 0;
+    const void *p = dev_fmt_host(f, name, &bytes);
+    cr_assert_not_null(p, "no host copy of %s", name);
+    *n = bytes / 4;
+    return p;
+}
+
+static cJSON *params_of(const char *json)
+{
+    cJSON *p = cJSON_Parse(json);
+    cr_assert_not_null(p);
+    return p;
+}
+
+Test(formats_dev, bins_should_group_rows_by_length_keeping_row_order_within_a_bin)
+{
+    /* per_lane 4: bin b holds lengths up to 4 << b, bin 5 up to long_row. */
+    static const int lens[] = {0, 5, 4, 9, 17, 33, 1, 65, 300, 16, 8, 2};
+    int32_t rows = (int32_t)DT_ARRAY_LEN(lens);
+    sp_csr *a = rows_of(rows, 400, lens, NULL);
+    cJSON *p = params_of("{\"per_lane\": 4, \"long_row\": 100}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "bins", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "nbins"), 7);
+    /* bin0: 0, 4, 1, 2 -> rows 0, 2, 6, 11; bin1: 5, 8 -> rows 1, 10;
+     * bin2: 9, 16 -> rows 3, 9; bin3: 17 -> 4; bin4: 33 -> 5;
+     * bin5: 65 -> 7; bin6: 300 -> 8. */
+    int64_t want_counts[] = {4, 2, 2, 1, 1, 1, 1};
+    const char *names[] = {"bin0", "bin1", "bin2", "bin3", "bin4", "bin5", "bin6"};
+    for (int b = 0; b < 7; b++)
+        cr_assert_eq(var(&f, names[b]), want_counts[b], "%s", names[b]);
+    cr_assert_eq(var(&f, "long_nnz"), 300);
+    cr_assert_eq(var(&f, "per_lane"), 4);
+    cr_assert_eq(var(&f, "long_row"), 100);
+    size_t n;
+    const int32_t *br = arr(&f, "bin_rows", &n);
+    int32_t want_rows[] = {0, 2, 6, 11, 1, 10, 3, 9, 4, 5, 7, 8};
+    cr_assert_eq(n, (size_t)rows);
+    for (int32_t i = 0; i < rows; i++)
+        cr_assert_eq(br[i], want_rows[i], "bin_rows[%d] = %d, want %d", i, br[i], want_rows[i]);
+    const int32_t *bp = arr(&f, "bin_ptr", &n);
+    int32_t want_ptr[] = {0, 4, 6, 8, 9, 10, 11, 12};
+    cr_assert_eq(n, 8);
+    for (int b = 0; b < 8; b++)
+        cr_assert_eq(bp[b], want_ptr[b], "bin_ptr[%d]", b);
+    const int32_t *lp = arr(&f, "bin_long_ptr", &n);
+    cr_assert_eq(n, 2);
+    cr_assert(lp[0] == 0 && lp[1] == 300);
+    /* The CSR arrays travel with the bins. */
+    cr_assert_not_null(dev_fmt_host(&f, "rowptr", NULL));
+    cr_assert_not_null(dev_fmt_host(&f, "col", NULL));
+    cr_assert_not_null(dev_fmt_host(&f, "val", NULL));
+    dev_fmt_free(&f);
+    cJSON_Delete(p);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, bins_should_give_the_long_bin_a_running_nonzero_count)
+{
+    static const int lens[] = {5000, 3, 4097, 0, 4096};
+    sp_csr *a = rows_of(5, 6000, lens, NULL);
+    dev_fmt f;
+    dt_err e = {0};
+    /* Defaults: per_lane 4, long_row 4096. */
+    cr_assert_eq(dev_fmt_build(a, "bins", NULL, SP_FP64, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "bin6"), 2);
+    cr_assert_eq(var(&f, "bin5"), 1); /* 4096 is not longer than long_row */
+    cr_assert_eq(var(&f, "long_nnz"), 5000 + 4097);
+    size_t n;
+    const int32_t *lp = arr(&f, "bin_long_ptr", &n);
+    cr_assert_eq(n, 3);
+    cr_assert(lp[0] == 0 && lp[1] == 5000 && lp[2] == 9097);
+    const int32_t *br = arr(&f, "bin_rows", &n);
+    const int32_t *bp = arr(&f, "bin_ptr", &n);
+    cr_assert(br[bp[6]] == 0 && br[bp[6] + 1] == 2);
+    size_t vbytes = 0;
+    cr_assert_not_null(dev_fmt_host(&f, "val", &vbytes));
+    cr_assert_eq(vbytes, (size_t)a->nnz * 8, "fp64 values");
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, bins_should_handle_a_matrix_without_rows)
+{
+    sp_csr *a = rows_of(0, 0, NULL, NULL);
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "bins", NULL, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "bin0"), 0);
+    cr_assert_eq(var(&f, "long_nnz"), 0);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, bins_should_refuse_thresholds_below_one)
+{
+    static const int lens[] = {1, 2};
+    sp_csr *a = rows_of(2, 4, lens, NULL);
+    const char *bad[] = {"{\"per_lane\": 0}", "{\"long_row\": 0}", "{\"per_lane\": -3}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        cJSON *p = params_of(bad[i]);
+        dev_fmt f;
+        dt_err e = {0};
+        cr_assert_eq(dev_fmt_build(a, "bins", p, SP_FP32, 0, &f, &e), -1, "%s accepted", bad[i]);
+        cr_assert_eq(e.code, DEV_ECONTRACT, "%s", bad[i]);
+        cr_assert(strstr(e.msg, "bins:"), "%s", e.msg);
+        cJSON_Delete(p);
+    }
+    sp_csr_free(a);
+}
+
+Test(formats_dev, csr16_should_rebuild_every_column_from_its_row_base)
+{
+    static const int lens[] = {3, 0, 4, 1, 2};
+    static const int32_t first[] = {70000, 0, 5, 200000, 65534};
+    sp_csr *a = rows_of(5, 300000, lens, first);
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", NULL, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "slice"), 1);
+    cr_assert_eq(var(&f, "slice_shift"), 0);
+    size_t nb, nc;
+    const int32_t *base = arr(&f, "slice_base", &nb);
+    cr_assert_eq(nb, 5);
+    cr_assert_eq(base[1], 0, "an empty row's base is 0");
+    const uint16_t *c16 = dev_fmt_host(&f, "col16", &nc);
+    cr_assert_eq(nc, (size_t)a->nnz * 2);
+    for (int32_t r = 0; r < a->rows; r++)
+        for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
+            cr_assert_eq(base[r] + c16[k], a->col[k], "row %d entry %lld", r, (long long)k);
+    size_t nv;
+    cr_assert_not_null(dev_fmt_host(&f, "val", &nv));
+    cr_assert_eq(nv, (size_t)a->nnz * 4);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, csr16_should_share_a_base_across_a_slice)
+{
+    static const int lens[] = {2, 2, 2, 2, 2, 2};
+    static const int32_t first[] = {10, 4, 900, 60000, 100, 100};
+    sp_csr *a = rows_of(6, 70000, lens, first);
+    cJSON *p = params_of("{\"slice\": 4}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", p, SP_FP16, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "slice_shift"), 2);
+    size_t nb;
+    const int32_t *base = arr(&f, "slice_base", &nb);
+    cr_assert_eq(nb, 2);
+    cr_assert(base[0] == 4 && base[1] == 100, "bases %d %d", base[0], base[1]);
+    const uint16_t *c16 = dev_fmt_host(&f, "col16", NULL);
+    for (int32_t r = 0; r < a->rows; r++)
+        for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
+            cr_assert_eq(base[r >> 2] + c16[k], a->col[k]);
+    dev_fmt_free(&f);
+    cJSON_Delete(p);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, csr16_should_refuse_a_row_spanning_more_than_16_bits)
+{
+    static const int lens[] = {1, 2, 1};
+    sp_csr *a = rows_of(3, 70000, lens, NULL);
+    /* Row 1: columns 0 and 65536, one past what 16 bits reach. */
+    a->col[a->rowptr[1] + 1] = 65536;
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", NULL, SP_FP32, 0, &f, &e), -1);
+    cr_assert_eq(e.code, DEV_ECONTRACT);
+    cr_assert(strstr(e.msg, "csr16: row 1 spans columns 0..65536"), "%s", e.msg);
+    /* 65535 apart is the most a row may span. */
+    a->col[a->rowptr[1] + 1] = 65535;
+    dt_err ok = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", NULL, SP_FP32, 0, &f, &ok), 0, "%s", ok.msg);
+    cr_assert_null(dev_fmt_host(&f, "col16", NULL), "upload = 0 keeps no host copies");
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
+{
+    static const int lens[] = {1, 1};
+    static const int32_t first[] = {0, 65536};
+    sp_csr *a = rows_of(2, 70000, lens, first);
+    cJSON *p = params_of("{\"slice\": 2}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", p, SP_FP32, 0, &f, &e), -1);
+    cr_assert(strstr(e.msg, "rows 0..1 span columns 0..65536") && strstr(e.msg, "smaller slice"),
+              "%s", e.msg);
+    cJSON_Delete(p);
+    dt_err ok = {0};
+    cr_assert_eq(dev_fmt_build(a, "csr16", NULL, SP_FP32, 0, &f, &ok), 0, "per row it fits");
+    dev_fmt_free(&f);
+    const char *bad[] = {"{\"slice\": 3}", "{\"slice\": 0}", "{\"slice\": 2048}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        cJSON *q = params_of(bad[i]);
+        dt_err be = {0};
+        cr_assert_eq(dev_fmt_build(a, "csr16", q, SP_FP32, 0, &f, &be), -1, "%s accepted", bad[i]);
+        cr_assert(strstr(be.msg, "power of two"), "%s", be.msg);
+        cJSON_Delete(q);
+    }
+    sp_csr_free(a);
+}
+
+Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
+{
+    const char *names[] = {"bin_rows", "bin_ptr",    "bin_long_ptr",
+                           "col16",    "slice_base", "slice_shift"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
+        cr_assert(gpu_param_known(names[i]), "%s", names[i]);
+}
