@@ -409,6 +409,15 @@ static void check_shared_raw(const char *code, cJSON *out)
             const char *close = match_close(p + strlen(names[i]));
             if (close == NULL)
                 break;
+            /* &s[i] hands the address to an atomic: a read-modify-write the
+             * hardware orders, not a plain read. */
+            const char *prev = p;
+            while (prev > code && isspace((unsigned char)prev[-1]))
+                prev--;
+            if (prev > code && prev[-1] == '&') {
+                p = close;
+                continue;
+            }
             const char *after = close + 1;
             while (isspace((unsigned char)*after))
                 after++;
