@@ -3,7 +3,7 @@
 {"strategy": "csr-warp-sddmm", "op": "sddmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},
             "VEC": {"default": 8, "values": [1, 2, 4, 8]},
-            "LANES": {"default": 32, "values": [4, 8, 16, 32]},
+            "LANES": {"default": 8, "values": [4, 8, 16, 32]},
             "ROWS_PER_WARP": {"default": 1, "values": [1, 2, 4, 8, 16, 32]},
             "UNROLL": {"default": 2, "values": [1, 2, 4]}},
  "constraints": [],
@@ -45,7 +45,7 @@
 #define VEC 8
 #endif
 #ifndef LANES
-#define LANES 32
+#define LANES 8
 #endif
 #ifndef ROWS_PER_WARP
 #define ROWS_PER_WARP 1
