@@ -93,6 +93,7 @@ typedef struct ag_opts {
     double tune_budget_s;     /* default 120 */
     const char *out_dir;      /* where the best kernel is written (default: session dir or .) */
     const char *session_dir;  /* NULL: no session */
+    const char *session_id;   /* for the knowledge base's evidence; NULL: "unrecorded" */
     void *llm_config;         /* llm_config* for backend llm, borrowed */
     void *kb;                 /* kb* knowledge base, borrowed, may be NULL */
     ag_reviewer_fn *reviewer;
@@ -101,6 +102,10 @@ typedef struct ag_opts {
     void *hook_ud;
     int verbose;
 } ag_opts;
+
+/* The hardware/software fingerprint of a run on this pool (for the session's
+ * fingerprint.json and the session_started event). Caller frees. */
+cJSON *ag_fingerprint(gpu_pool *pool);
 
 ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e);
 void ag_run_free(ag_run *r);

@@ -179,6 +179,8 @@ ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e)
     if (r->o.tune_budget_s <= 0)
         r->o.tune_budget_s = 120;
     r->exit_code = AG_EXIT_ERROR;
+    snprintf(r->session, sizeof r->session, "%s",
+             o->session_id && *o->session_id ? o->session_id : "unrecorded");
     return r;
 }
 
@@ -1378,9 +1380,9 @@ static void on_hello_ready(ag_run *r)
     snprintf(r->gpu_name, sizeof r->gpu_name, "%s", dt_json_str(d, "name", ""));
 }
 
-static cJSON *fingerprint(ag_run *r)
+cJSON *ag_fingerprint(gpu_pool *pool)
 {
-    const cJSON *h = gpu_pool_hello(r->o.pool, 0);
+    const cJSON *h = gpu_pool_hello(pool, 0);
     cJSON *f = dt_json_obj();
     dt_json_set_str(f, "ditto", DT_VERSION);
     const cJSON *d = cJSON_GetObjectItem(h, "device");
@@ -1568,7 +1570,7 @@ int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
     cJSON *ev = event("session_started", NULL);
     dt_json_set_str(ev, "session", r->session);
     dt_json_set_take(ev, "spec", sp_spec_json(&r->spec));
-    dt_json_set_take(ev, "fingerprint", fingerprint(r));
+    dt_json_set_take(ev, "fingerprint", ag_fingerprint(r->o.pool));
     dt_json_set_str(ev, "backend", r->o.backend);
     ag_emit(r, ev);
     if (!r->have_gpu)

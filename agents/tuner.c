@@ -597,8 +597,11 @@ static void tune_done(cJSON *res, void *ud)
         cJSON_Delete(res);
         return;
     }
-    const cJSON *b = cJSON_GetObjectItem(res, "best");
+    cJSON *b = cJSON_GetObjectItem(res, "best");
     if (b) {
+        /* The tuned kernel is a new version of the code: name it by the
+         * generate version it grew from. */
+        dt_json_set_int(b, "version", r->kernel_version);
         char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
         ag_text(r, s, "Best variant: %s %s: %.2f us, %.2fx the best cuSPARSE (%s).\n",
                 dt_json_str(b, "strategy", ""), ps, dt_json_num(b, "us", 0),
@@ -616,13 +619,30 @@ void ag_tune(ag_run *r, ag_step *s)
         ag_complete(r, s, dt_json_obj(), 1, NULL);
         return;
     }
+    /* Tune the strategy of the best verified version so far (the last plan
+     * may have been a worse alternative tried after it), with the space
+     * the ranking gave it. */
+    const char *sname = r->best ? dt_json_str(r->best, "strategy", "") : dt_json_str(r->plan, "strategy", "");
+    const cJSON *from = NULL, *c0;
+    cJSON_ArrayForEach(c0, r->candidates)
+        if (dt_streq(dt_json_str(c0, "strategy", ""), sname))
+            from = c0;
     cJSON *cands = dt_json_arr();
     cJSON *c = dt_json_obj();
-    dt_json_set_str(c, "strategy", dt_json_str(r->plan, "strategy", ""));
-    dt_json_set_str(c, "template", dt_json_str(r->plan, "template", ""));
-    dt_json_set_take(c, "params", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
-    dt_json_set_take(c, "space", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "space"), 1));
+    if (from) {
+        dt_json_set_str(c, "strategy", sname);
+        dt_json_set_str(c, "template", dt_json_str(from, "template", ""));
+        dt_json_set_take(c, "space", cJSON_Duplicate(cJSON_GetObjectItem(from, "space"), 1));
+    } else {
+        dt_json_set_str(c, "strategy", dt_json_str(r->plan, "strategy", ""));
+        dt_json_set_str(c, "template", dt_json_str(r->plan, "template", ""));
+        dt_json_set_take(c, "space", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "space"), 1));
+    }
+    const cJSON *own = r->best ? cJSON_GetObjectItem(r->best, "params")
+                               : cJSON_GetObjectItem(r->plan, "params");
+    dt_json_set_take(c, "params", cJSON_Duplicate(own, 1));
     cJSON_AddItemToArray(cands, c);
+    ag_text(r, s, "Tuning %s, the strategy of the best verified version so far.\n", sname);
     ag_tune_opts o = {.pool = r->o.pool,
                       .spec = &r->spec,
                       .matrix = "m",

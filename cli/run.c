@@ -61,15 +61,6 @@ static void session_event(ag_run *r, const cJSON *ev, void *ud)
     if (ss->failed)
         return;
     dt_err e = {0};
-    if (ss->s == NULL && dt_streq(dt_json_str(ev, "type", ""), "session_started")) {
-        ss->s = sess_create(ss->root, cJSON_GetObjectItem(ev, "spec"),
-                            cJSON_GetObjectItem(ev, "fingerprint"), &e);
-        if (ss->s == NULL) {
-            fprintf(stderr, "ditto: cannot record the session: %s (the run goes on)\n", e.msg);
-            ss->failed = 1;
-            return;
-        }
-    }
     if (ss->s == NULL)
         return;
     /* Artifacts first: the event that names them then never points at a
@@ -728,8 +719,22 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
             fprintf(stderr, "ditto resume: %s\n", e.msg);
             ss.failed = 1;
         }
+    } else if (!a.no_session) {
+        /* Created before the run, so that its id is known to the run (the
+         * knowledge base's evidence names it). */
+        gpu_pool_wait_ready(pool, 60);
+        cJSON *sj = sp_spec_json(&spec);
+        cJSON *fp = ag_fingerprint(pool);
+        ss.s = sess_create(root, sj, fp, &e);
+        cJSON_Delete(sj);
+        cJSON_Delete(fp);
+        if (ss.s == NULL) {
+            fprintf(stderr, "ditto: cannot record the session: %s (the run goes on)\n", e.msg);
+            ss.failed = 1;
+        }
     }
     o.session_dir = ss.s ? sess_dir(ss.s) : NULL;
+    o.session_id = ss.s ? sess_id(ss.s) : NULL;
     ag_run *run = ag_run_new(loop, &o, &e);
     printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
     if (run == NULL) {

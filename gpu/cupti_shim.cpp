@@ -758,8 +758,14 @@ int collect(const char *const *metrics, int nmetrics, dev_enqueue_fn fn, void *u
     std::vector<bool> failed(names.size(), false);
     for (size_t k = 0; k < ip.numTotalRanges; k++)
         evaluate(s, counters, k, names, sums, failed);
-    for (size_t j = 0; j < names.size(); j++)
-        values[index[j]] = failed[j] ? NAN : sums[j];
+    // Counts (".sum") add up over kernels; rates and percentages (".avg",
+    // ".pct", ".ratio", ...) do not: those are averaged over the ranges.
+    for (size_t j = 0; j < names.size(); j++) {
+        size_t len = strlen(names[j]);
+        bool is_sum = len >= 4 && strcmp(names[j] + len - 4, ".sum") == 0;
+        double v = is_sum ? sums[j] : sums[j] / (double)ip.numTotalRanges;
+        values[index[j]] = failed[j] ? NAN : v;
+    }
     return 0; // step 13 is the Session destructor
 }
 

@@ -617,6 +617,64 @@ out:
     return rc;
 }
 
+/* SELL-C-sigma with 16-bit column offsets from a per-slice base: 6 bytes per
+ * stored fp32 entry instead of 8, for matrices whose slices each span fewer
+ * than 65535 columns. Padding entries carry the offset 0xFFFF (and value 0). */
+static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    int32_t C = (int32_t)fparam(params, "C", 32);
+    int32_t sigma = (int32_t)fparam(params, "sigma", C);
+    sp_sell *m = sp_csr_to_sell(a, C, sigma, e);
+    if (m == NULL)
+        return -1;
+    int rc = -1;
+    int32_t *base = malloc(((size_t)m->nslices + 1) * sizeof *base);
+    uint16_t *col16 = malloc(((size_t)m->stored + 1) * sizeof *col16);
+    int32_t *ptr = narrow_offsets(m->slice_ptr, (size_t)m->nslices + 1, e);
+    if (base == NULL || col16 == NULL || ptr == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        dt_err_set(e, "out of host memory for sell16 (%lld stored entries)", (long long)m->stored);
+        goto out;
+    }
+    for (int32_t sl = 0; sl < m->nslices; sl++) {
+        int32_t lo = INT32_MAX, hi = -1;
+        for (int64_t k = m->slice_ptr[sl]; k < m->slice_ptr[sl + 1]; k++) {
+            if (m->col[k] < 0)
+                continue;
+            lo = m->col[k] < lo ? m->col[k] : lo;
+            hi = m->col[k] > hi ? m->col[k] : hi;
+        }
+        if (hi >= 0 && (int64_t)hi - lo >= 0xFFFF) {
+            dt_err_set(e,
+                       "sell16: slice %d spans columns %d..%d, more than a 16-bit offset reaches "
+                       "(65534)",
+                       sl, lo, hi);
+            goto out;
+        }
+        base[sl] = hi >= 0 ? lo : 0;
+        for (int64_t k = m->slice_ptr[sl]; k < m->slice_ptr[sl + 1]; k++)
+            col16[k] = m->col[k] < 0 ? (uint16_t)0xFFFF : (uint16_t)(m->col[k] - base[sl]);
+    }
+    if (add_arr(f, "sell_ptr", ptr, ((size_t)m->nslices + 1) * 4, e) != 0 ||
+        add_arr(f, "sell_len", m->slice_len, (size_t)m->nslices * 4, e) != 0 ||
+        add_arr(f, "sell_perm", m->perm, (size_t)m->nslices * (size_t)C * 4, e) != 0 ||
+        add_arr(f, "col16", col16, (size_t)m->stored * 2, e) != 0 ||
+        add_arr(f, "slice_base", base, (size_t)m->nslices * 4, e) != 0 ||
+        add_vals(f, "sell_val", m->val, (size_t)m->stored, t, e) != 0)
+        goto out;
+    gpu_vars_set(&f->vars, "nslices", m->nslices);
+    gpu_vars_set(&f->vars, "C", C);
+    gpu_vars_set(&f->vars, "sigma", sigma);
+    rc = 0;
+out:
+    free(base);
+    free(col16);
+    free(ptr);
+    sp_sell_free(m);
+    return rc;
+}
+
 typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
 
 static const struct {
@@ -629,6 +687,7 @@ static const struct {
     {"bsr", build_bsr},
     {"bins", build_bins},
     {"csr16", build_csr16},
+    {"sell16", build_sell16},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
@@ -670,7 +729,7 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     }
     if (e)
         e->code = DEV_ECONTRACT;
-    return dt_err_set(e, "unknown format '%s' (formats: csr, ell, sell, bsr)", format);
+    return dt_err_set(e, "unknown format '%s' (formats: csr, ell, sell, sell16, bsr, bins, csr16)", format);
 }
 
 void dev_fmt_free(dev_fmt *f)

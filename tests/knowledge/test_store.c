@@ -115,10 +115,10 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
 
     /* Rules name one op and a strategy of that op, with features to match. */
     static const char *spmv[] = {"csr-thread", "csr-vector", "csr-adaptive", "merge-path",
-                                 "sell",       "bsr",        "csr16"};
-    static const char *spmm[] = {"spmm-csr-warp", "spmm-csr-smem", "spmm-csr-tiled",
-                                 "spmm-bsr-mma"};
-    static const char *sddmm[] = {"sddmm-warp", "sddmm-rowgroup"};
+                                 "sell-thread", "bsr-group",  "csr16-vector", "sell16-thread"};
+    static const char *spmm[] = {"csr-warp-spmm", "csr-smem-spmm", "csr-tiled-spmm",
+                                 "bsr-mma-spmm"};
+    static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
     for (const cJSON *e = rules->child; e != NULL; e = e->next) {
@@ -183,9 +183,9 @@ static const char *best_rule(const kb *k, const char *op, const char *features)
 Test(store, shipped_rules_should_choose_the_expected_strategies)
 {
     kb *k = kbt_open(NULL, NULL);
-    /* gen:rmat:rows=100000,nnz=1600000 */
+    /* gen:rmat:rows=100000,nnz=1600000, scaled to 16M nonzeros: merge-path */
     cr_assert_str_eq(best_rule(k, "spmv",
-                               "{\"rows\": 100000, \"nnz\": 1600000, \"row_mean\": 16, "
+                               "{\"rows\": 100000, \"nnz\": 16000000, \"row_mean\": 16, "
                                "\"row_cv\": 6.86, \"row_max\": 15611, \"row_max_over_mean\": "
                                "975.7, \"row_gini\": 0.89, \"empty_rows_frac\": 0.38, "
                                "\"block_fill_2\": 0.27, \"block_fill_4\": 0.08, "
@@ -199,7 +199,7 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "\"row_gini\": 0.0, \"empty_rows_frac\": 0, \"block_fill_2\": "
                                "0.5, \"block_fill_4\": 0.25, \"block_fill_8\": 0.09, "
                                "\"block_fill_16\": 0.04, \"col_span_max\": 632}"),
-                     "sell");
+                     "sell16-thread");
     /* gen:block:rows=100000,nnz=1600000,b=4 */
     cr_assert_str_eq(best_rule(k, "spmv",
                                "{\"rows\": 100000, \"nnz\": 1600000, \"row_mean\": 16, "
@@ -207,10 +207,10 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "0.28, \"block_fill_2\": 1, \"block_fill_4\": 1, "
                                "\"block_fill_8\": 0.25, \"block_fill_16\": 0.06, "
                                "\"col_span_max\": 99891}"),
-                     "bsr");
+                     "bsr-group");
     /* Skewed, no extreme tail */
     cr_assert_str_eq(best_rule(k, "spmv",
-                               "{\"rows\": 50000, \"nnz\": 1000000, \"row_mean\": 20, "
+                               "{\"rows\": 500000, \"nnz\": 10000000, \"row_mean\": 20, "
                                "\"row_cv\": 1.4, \"row_max_over_mean\": 12, \"row_gini\": "
                                "0.4, " FILLS ", \"col_span_max\": 49000}"),
                      "csr-adaptive");
@@ -219,32 +219,32 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "{\"rows\": 20000, \"nnz\": 2000000, \"row_mean\": 100, "
                                "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
                                "\"col_span_max\": 19990}"),
-                     "csr16");
+                     "csr16-vector");
     cr_assert_str_eq(best_rule(k, "spmv",
                                "{\"rows\": 20000, \"nnz\": 2000000, \"row_mean\": 100, "
                                "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
                                "\"col_span_max\": 900000}"),
                      "csr-vector");
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
-                     "spmm-csr-tiled");
+                     "csr-tiled-spmm");
     cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 64}"),
-                     "sddmm-rowgroup");
+                     "csr-rowgroup-sddmm");
     /* Tensor cores only for half precision: fp32 never gets spmm-bsr-mma. */
     cJSON *f = kbt_parse("{\"block_fill_16\": 0.9, \"n\": 64, \"row_mean\": 4, \"row_cv\": 0.2}");
     cJSON *h = kb_retrieve(k, "rule", "spmm", "fp16", "9.0", f, 1);
     cr_assert_str_eq(
         dt_json_str(cJSON_GetObjectItem(cJSON_GetArrayItem(h, 0), "parameters"), "strategy", ""),
-        "spmm-bsr-mma");
+        "bsr-mma-spmm");
     cJSON_Delete(h);
     h = kb_retrieve(k, "rule", "spmm", "fp32", "9.0", f, 0);
     for (const cJSON *e = h->child; e != NULL; e = e->next)
         cr_assert_str_neq(dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", ""),
-                          "spmm-bsr-mma");
+                          "bsr-mma-spmm");
     cJSON_Delete(h);
     h = kb_retrieve(k, "rule", "spmm", "fp16", "7.0", f, 0);
     for (const cJSON *e = h->child; e != NULL; e = e->next)
         cr_assert_str_neq(dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", ""),
-                          "spmm-bsr-mma");
+                          "bsr-mma-spmm");
     cJSON_Delete(h);
     cJSON_Delete(f);
     kb_close(k);
