@@ -1,4 +1,4 @@
-/* sddmm_rowgroup.cu -- SDDMM over CSR for short rows: a warp takes RG consecutive rows and deals their nonzeros to lane groups in order, whatever row each belongs to. */
+/* sddmm_rowgroup.cu -- SDDMM over CSR for short rows: nonzeros of a row group dealt out. */
 /*@manifest
 {"strategy": "csr-rowgroup-sddmm", "op": "sddmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},

@@ -1,4 +1,4 @@
-/* sddmm_warp.cu -- SDDMM over CSR, a warp per row: A's row held in registers, one lane group per nonzero dotting it with a row of Bt in 16-byte vectors. */
+/* sddmm_warp.cu -- SDDMM over CSR: a warp per row, A's row in registers. */
 /*@manifest
 {"strategy": "csr-warp-sddmm", "op": "sddmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},

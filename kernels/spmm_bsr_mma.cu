@@ -1,4 +1,4 @@
-/* spmm_bsr_mma.cu -- SpMM (row-major B and C) over BSR on tensor cores: mma.sync m16n8k16, fp16/bf16 inputs, fp32 accumulation. */
+/* spmm_bsr_mma.cu -- SpMM over BSR on tensor cores (mma.sync m16n8k16, fp16/bf16). */
 /*@manifest
 {"strategy": "bsr-mma-spmm", "op": "spmm", "dtypes": ["fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},

@@ -1,4 +1,4 @@
-/* spmm_csr_smem.cu -- SpMM (row-major B and C) over CSR with GE-SpMM coalesced row caching: a warp stages 32 (col, val) pairs in shared memory, then every lane reuses them. */
+/* spmm_csr_smem.cu -- SpMM over CSR with (col, val) chunks staged in shared memory. */
 /*@manifest
 {"strategy": "csr-smem-spmm", "op": "spmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8, 16]},

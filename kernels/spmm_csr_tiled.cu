@@ -1,4 +1,4 @@
-/* spmm_csr_tiled.cu -- SpMM (row-major B and C) over CSR in 2-D tiles of rows x columns per block; long rows are split across the block's warps and reduced in shared memory. */
+/* spmm_csr_tiled.cu -- SpMM over CSR in row x column tiles; long rows split over warps. */
 /*@manifest
 {"strategy": "csr-tiled-spmm", "op": "spmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 8, "values": [2, 4, 8, 16]},

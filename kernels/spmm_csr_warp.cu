@@ -1,4 +1,4 @@
-/* spmm_csr_warp.cu -- SpMM (row-major B and C) over CSR, a warp per row with the N columns across lanes. */
+/* spmm_csr_warp.cu -- SpMM, row-major B and C, over CSR: a warp per row, N across lanes. */
 /*@manifest
 {"strategy": "csr-warp-spmm", "op": "spmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},

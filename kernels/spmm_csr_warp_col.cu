@@ -1,4 +1,4 @@
-/* spmm_csr_warp_col.cu -- SpMM (column-major B and C) over CSR, a warp per group of rows with lanes over rows and N. */
+/* spmm_csr_warp_col.cu -- SpMM, column-major B and C, over CSR: lanes over rows and N. */
 /*@manifest
 {"strategy": "csr-warp-spmm-col", "op": "spmm", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"WARPS": {"default": 4, "values": [1, 2, 4, 8]},

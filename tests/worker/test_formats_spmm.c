@@ -1,4 +1,4 @@
-/* test_formats_spmm.c -- the SpMM and SDDMM templates bind to the device formats they name: format variables, grids that cover every output, and compiles for N and K that are no multiple of a vector. */
+/* test_formats_spmm.c -- SpMM/SDDMM templates against the formats they name, for any n and k. */
 #include "tests/common/testutil.h"
 
 #include "gpu/dev.h"
@@ -9,8 +9,8 @@
 
 /* The templates of the SpMM / SDDMM half of the library. */
 static const char *templates[] = {
-    "spmm_csr_warp.cu",  "spmm_csr_warp_col.cu", "spmm_csr_smem.cu",   "spmm_csr_tiled.cu",
-    "spmm_bsr_mma.cu",   "sddmm_warp.cu",        "sddmm_rowgroup.cu",
+    "spmm_csr_warp.cu", "spmm_csr_warp_col.cu", "spmm_csr_smem.cu",  "spmm_csr_tiled.cu",
+    "spmm_bsr_mma.cu",  "sddmm_warp.cu",        "sddmm_rowgroup.cu",
 };
 
 /* Parse a template from kernels/ with its manifest defaults (or params). */
@@ -58,9 +58,9 @@ Test(formats_spmm, bsr_should_give_the_mma_template_every_variable_its_contract_
     load_template("spmm_bsr_mma.cu", NULL, &kn);
     cr_assert_str_eq(kn.contract.format, "bsr");
     dev_fmt f;
-    cr_assert_eq(dev_fmt_build(a, kn.contract.format, kn.contract.format_params, SP_FP16, 0, &f,
-                               &e),
-                 0, "%s", e.msg);
+    cr_assert_eq(
+        dev_fmt_build(a, kn.contract.format, kn.contract.format_params, SP_FP16, 0, &f, &e), 0,
+        "%s", e.msg);
     cr_assert_eq(f.on_device, 0);
     int64_t b = -1, brows = -1, nblocks = -1;
     cr_assert_eq(gpu_vars_get(&f.vars, "b", &b), 0);
@@ -159,8 +159,7 @@ Test(formats_spmm, templates_should_compile_for_n_and_k_that_no_vector_divides, 
         const gpu_contract *c = &kn.contract;
         sp_dtype dt = strcmp(c->format, "bsr") == 0 ? SP_FP16 : SP_FP32;
         dev_fmt f;
-        cr_assert_eq(dev_fmt_build(a, c->format, c->format_params, dt, 0, &f, &e), 0, "%s",
-                     e.msg);
+        cr_assert_eq(dev_fmt_build(a, c->format, c->format_params, dt, 0, &f, &e), 0, "%s", e.msg);
         for (size_t i = 0; i < DT_ARRAY_LEN(ns); i++) {
             wk_problem p = {.op = c->op, .dtype = dt, .n = ns[i], .alpha = 1};
             gpu_cubin *cb = NULL;
