@@ -14,8 +14,8 @@ for t in kernels/*.cu; do
     verdict=$(printf '%s\n' "$out" | sed -n 's/^verify (.*): \([A-Z]*\)$/\1/p')
     sp=$(printf '%s\n' "$out" | sed -n 's/^  speedup *\(.*\)$/\1/p' | head -n 1)
     printf '%-26s %-28.28s %-8s %s\n' "$(basename "$t")" "$(basename "$m")" "${verdict:-rc=$rc}" "${sp:-}"
-    if [ "$verdict" != PASSED ]; then
-      printf '%s\n' "$out" | grep -E 'FAIL|error|first bad|kernel_fault|timeout' | head -n 6 | sed 's/^/      /'
+    if [ "$verdict" != PASSED ] || [ "$rc" -ne 0 ]; then
+      printf '%s\n' "$out" | tail -n 8 | sed 's/^/      /'
     fi
   done
 done

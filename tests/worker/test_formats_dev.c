@@ -2,7 +2,9 @@
  * csr16), built on the host only: variables, array contents, refusals. */
 #include "tests/common/testutil.h"
 
+#include "gpu/contract.h"
 #include "gpu/dev.h"
+#include "gpu/worker.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -245,4 +247,38 @@ Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
                            "col16",    "slice_base", "slice_shift"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
+}
+
+/* Every template in kernels/ gets its format, with its contract's format
+ * parameters, on every edge matrix of the verification battery: the worker
+ * builds exactly this before it runs a kernel there. */
+Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
+{
+    const char *names[] = {"spmv_csr_thread.cu", "spmv_csr_vector.cu", "spmv_csr_adaptive.cu",
+                           "spmv_merge_path.cu", "spmv_sell.cu",       "spmv_sell16.cu",
+                           "spmv_bsr.cu",        "spmv_csr16.cu",      "spmm_csr_warp.cu",
+                           "spmm_csr_smem.cu",   "spmm_bsr_mma.cu",    "sddmm_warp.cu"};
+    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+        char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[t]);
+        dt_err e = {0};
+        char *src = dt_read_file(path, NULL, &e);
+        cr_assert_not_null(src, "%s", e.msg);
+        gpu_contract c;
+        cr_assert_eq(gpu_contract_from_source(src, &c, &e), 0, "%s: %s", names[t], e.msg);
+        for (int i = 0; i < WK_NEDGE; i++) {
+            const char *mname = NULL;
+            sp_csr *a = wk_edge_matrix(i, &mname, &e);
+            cr_assert_not_null(a, "%s", e.msg);
+            dev_fmt f;
+            int rc = dev_fmt_build(a, c.format, c.format_params, SP_FP32, DEV_FMT_HOST, &f, &e);
+            cr_expect_eq(rc, 0, "%s (format %s) on edge matrix '%s': %s", names[t], c.format,
+                         mname, e.msg);
+            if (rc == 0)
+                dev_fmt_free(&f);
+            sp_csr_free(a);
+        }
+        gpu_contract_clear(&c);
+        free(src);
+        free(path);
+    }
 }
