@@ -5,15 +5,16 @@
             "VEC": {"default": 8, "values": [1, 2, 4, 8]},
             "LANES": {"default": 8, "values": [4, 8, 16, 32]},
             "ROWS_PER_WARP": {"default": 1, "values": [1, 2, 4, 8, 16, 32]},
-            "UNROLL": {"default": 2, "values": [1, 2, 4]}},
+            "UNROLL": {"default": 2, "values": [1, 2, 4]},
+            "SEG": {"default": 1048576, "values": [32, 64, 128, 256, 512, 1048576]}},
  "constraints": [],
  "preprocessing": "none",
- "summary": "warp per row; A[i, :] loaded once into registers, lane groups take the row's nonzeros and dot A[i, :] with Bt[j, :] over K in 16-byte vectors"}
+ "summary": "warp per row (per SEG-long segment of a row); A[i, :] loaded once into registers, lane groups take the row's nonzeros and dot A[i, :] with Bt[j, :] over K in 16-byte vectors"}
 @*/
 /*@contract
 {"entry": "sddmm_warp", "op": "sddmm", "format": "csr",
  "params": ["rows", "rowptr", "col", "A", "Bt", "out", "alpha", "beta"],
- "block": ["32 * WARPS"], "grid": ["cdiv(rows, WARPS * ROWS_PER_WARP)"],
+ "block": ["32 * WARPS"], "grid": ["cdiv(rows, WARPS * ROWS_PER_WARP)", "cdiv(max(max_row, 1), SEG)"],
  "defines": {"K": "k"}}
 @*/
 /* out[k] = alpha * dot(A[i, :], Bt[j, :]) + beta * out[k] for each nonzero
@@ -28,7 +29,13 @@
  * fits KREG chunks per lane; longer K streams A from L1 instead), then per
  * nonzero loads one Bt row, multiplies, and folds the dot product across
  * its L lanes with shuffles masked to the group: groups run different trip
- * counts, so no collective spans more than one group. */
+ * counts, so no collective spans more than one group.
+ *
+ * Long rows: blockIdx.y picks the SEG-long segment of each row a warp
+ * takes, so a row of a few hundred nonzeros (pruned DL weights) spreads
+ * over several warps instead of serialising one warp's loads; warps whose
+ * segment lies past their row's end leave at once. SEG of 2^20 keeps one
+ * warp per row. */
 #include "ditto.cuh"
 
 #if defined(DITTO_EPILOGUE_BIAS)
@@ -52,6 +59,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 2
+#endif
+#ifndef SEG
+#define SEG 1048576
 #endif
 
 /* Largest width <= vec (elements) that fits 16 bytes and divides n. */
@@ -147,11 +157,15 @@ sddmm_warp(int rows, const int *__restrict__ rowptr, const int *__restrict__ col
             continue; /* the same for the whole group */
         const int row = (int)r;
         const T *arow = A + (size_t)row * K;
+        const int rbeg = rowptr[row] + (int)blockIdx.y * SEG;
+        const int rend = rowptr[row + 1];
+        if (rbeg >= rend)
+            continue; /* this segment lies past the row's end */
+        const int end = rend - rbeg > SEG ? rbeg + SEG : rend;
         S a[CH][VW];
         if (PASSES == 1)
             load_slice(a, arow, 0, gl);
-        const int end = rowptr[row + 1];
-        int k = rowptr[row] + gsub;
+        int k = rbeg + gsub;
         for (; k < end - (UNROLL - 1) * GPR; k += UNROLL * GPR) {
             int j[UNROLL];
             S d[UNROLL];

@@ -225,10 +225,15 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
                                "\"col_span_max\": 900000}"),
                      "csr-vector");
+    /* SpMM: shared-memory staging led on every H200 measurement */
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
-                     "csr-tiled-spmm");
+                     "csr-smem-spmm");
+    /* SDDMM: the warp template, split rows or not; the row-group one only
+     * for rows of one or two entries */
     cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 64}"),
-                     "csr-rowgroup-sddmm");
+                     "csr-warp-sddmm");
+    cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 1.5, \"row_cv\": 0.3, \"n\": 32}"),
+                     "csr-warp-sddmm");
     /* Tensor cores only for half precision: fp32 never gets spmm-bsr-mma. */
     cJSON *f = kbt_parse("{\"block_fill_16\": 0.9, \"n\": 64, \"row_mean\": 4, \"row_cv\": 0.2}");
     cJSON *h = kb_retrieve(k, "rule", "spmm", "fp16", "9.0", f, 1);
