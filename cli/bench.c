@@ -428,8 +428,8 @@ int cli_bench(int argc, char **argv)
     }
     k = kb_open(NULL, NULL, NULL, &e);
     double t_start = dt_now();
-    printf("%-5s %-44s %-10s %10s %-30s %9s %-16s %9s %8s\n", "reg", "matrix", "op", "nnz",
-           "ditto kernel", "us", "cuSPARSE", "us", "speedup");
+    printf("%-5s %-44s %-10s %10s %-30s %9s %-16s %9s %8s %6s\n", "reg", "matrix", "op", "nnz",
+           "ditto kernel", "us", "cuSPARSE", "us", "speedup", "wall");
     for (int g = 0; g < 2; g++) {
         const char *reg = g == 0 ? "orig" : "hbm";
         if (strcmp(regime, "both") != 0 && strcmp(regime, reg) != 0)
@@ -464,6 +464,7 @@ int cli_bench(int argc, char **argv)
                 }
                 row *r = &rows[nrows++];
                 memset(r, 0, sizeof *r);
+                double t_case = dt_now();
                 snprintf(r->regime, sizeof r->regime, "%s", reg);
                 snprintf(r->matrix, sizeof r->matrix, "%s", base_name(mats[i]));
                 snprintf(r->op, sizeof r->op, "%s", ops[o]->name);
@@ -531,12 +532,12 @@ int cli_bench(int argc, char **argv)
                 cJSON_Delete(cands);
                 sp_spec_clear(&spec);
                 if (r->ok)
-                    printf("%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx\n",
+                    printf("%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx %5.1fs\n",
                            r->regime, r->matrix, r->op, r->nnz, r->strategy, r->us, r->base_alg,
-                           r->base_us, r->speedup);
+                           r->base_us, r->speedup, dt_now() - t_case);
                 else
-                    printf("%-5s %-44.44s %-10s %10.0f FAILED: %s\n", r->regime, r->matrix, r->op,
-                           r->nnz, r->why);
+                    printf("%-5s %-44.44s %-10s %10.0f FAILED: %s (%.1fs)\n", r->regime,
+                           r->matrix, r->op, r->nnz, r->why, dt_now() - t_case);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
                 write_outputs(rows, nrows, out, csv, hello, cmdline.data);
