@@ -32,8 +32,9 @@ const char cli_bench_usage[] =
     "on --hbm-matrices: a count (the first N of a representative list) or names (default 8).\n"
     "Ops (--ops, comma-separated): spmv-fp32, spmv-fp64, spmm-n32, spmm-n128, sddmm-k32,\n"
     "sddmm-k128 (default: all). Results: a table per case, geomean/min/max per op and regime,\n"
-    "written between the gpu-bench markers of --out (default docs/PERFORMANCE.md) and as CSV\n"
-    "(--csv, default docs/bench.csv).\n";
+    "written between the regime's gpu-bench markers of --out (default docs/PERFORMANCE.md;\n"
+    "a run of one regime leaves the other's section alone) and as CSV (--csv, default\n"
+    "docs/bench-REGIME.csv).\n";
 
 typedef struct bop {
     const char *name;
@@ -169,9 +170,14 @@ static void stats(const row *rows, int n, const char *regime, const char *op, do
         *mn = 0;
 }
 
+/* The markdown goes between markers named by the regime, so that a run of
+ * one regime leaves the other's section alone. */
 static void write_outputs(const row *rows, int n, const char *out, const char *csv,
-                          const cJSON *hello, const char *cmdline)
+                          const cJSON *hello, const char *cmdline, const char *regime)
 {
+    char mbegin[64], mend[64];
+    snprintf(mbegin, sizeof mbegin, "<!-- gpu-bench-%s:begin", regime);
+    snprintf(mend, sizeof mend, "<!-- gpu-bench-%s:end -->", regime);
     dt_err e = {0};
     /* CSV */
     dt_buf c = DT_BUF_INIT;
@@ -203,8 +209,8 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     dt_buf m = DT_BUF_INIT;
     dt_buf_printf(&m,
-                  "<!-- gpu-bench:begin (written by `ditto bench`; do not edit by hand) -->\n"
-                  "## GPU: ditto's kernels against the best cuSPARSE algorithm\n\n"
+                  "%s (written by `ditto bench`; do not edit by hand) -->\n"
+                  "## GPU (regime: %s): ditto's kernels against the best cuSPARSE algorithm\n\n"
                   "Measured %s on %s (cc %s, %d SMs), driver %.0f, CUDA %s, with:\n\n"
                   "    %s\n\n"
                   "Each case: the expert planner ranks the templates, the tuner tries their "
@@ -219,7 +225,7 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
                   "device-to-device copy bandwidth. Payoff = calls after which ditto's format "
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
-                  date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
+                  mbegin, regime, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
                   (int)dt_json_num(dev, "sms", 0), dt_json_num(hello, "driver_version", 0),
                   dt_json_str(hello, "cuda_version", "?"), cmdline);
     dt_buf_puts(&m, "### Summary (speedup over the best cuSPARSE algorithm)\n\n"
@@ -258,17 +264,17 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
                       r->base_alg, r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us,
                       payoff, r->method);
     }
-    dt_buf_puts(&m, "<!-- gpu-bench:end -->\n");
+    dt_buf_printf(&m, "%s\n", mend);
     /* splice into the document */
     size_t len = 0;
     char *doc = dt_read_file(out, &len, NULL);
     dt_buf d = DT_BUF_INIT;
-    const char *b = doc ? strstr(doc, "<!-- gpu-bench:begin") : NULL;
-    const char *en = doc ? strstr(doc, "<!-- gpu-bench:end -->") : NULL;
+    const char *b = doc ? strstr(doc, mbegin) : NULL;
+    const char *en = doc ? strstr(doc, mend) : NULL;
     if (doc && b && en) {
         dt_buf_append(&d, doc, (size_t)(b - doc));
         dt_buf_puts(&d, m.data);
-        const char *rest = en + strlen("<!-- gpu-bench:end -->");
+        const char *rest = en + strlen(mend);
         if (*rest == '\n')
             rest++;
         dt_buf_puts(&d, rest);
@@ -296,7 +302,7 @@ int cli_bench(int argc, char **argv)
     if (dir == NULL || *dir == '\0')
         dir = "../shared/matrices";
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
-               *csv = "docs/bench.csv";
+               *csv = NULL;
     int strategies = 3, variants = 6, finalists = 2, workers = 1;
     int64_t hbm_nnz = 32000000;
     char **mats = dt_xcalloc((size_t)argc + 1, sizeof *mats);
@@ -400,6 +406,11 @@ int cli_bench(int argc, char **argv)
                 if (dt_endswith(mats[i], t))
                     hbm[i] = 1;
         free(copy);
+    }
+    char csv_default[64];
+    if (csv == NULL) {
+        snprintf(csv_default, sizeof csv_default, "docs/bench-%s.csv", regime);
+        csv = csv_default;
     }
     dt_buf cmdline = DT_BUF_INIT;
     dt_buf_puts(&cmdline, "ditto");
@@ -540,7 +551,7 @@ int cli_bench(int argc, char **argv)
                            r->matrix, r->op, r->nnz, r->why, dt_now() - t_case);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
-                write_outputs(rows, nrows, out, csv, hello, cmdline.data);
+                write_outputs(rows, nrows, out, csv, hello, cmdline.data, regime);
             }
             cJSON_Delete(lrep);
             gpu_pool_unload(pool, "m");
