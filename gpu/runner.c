@@ -391,23 +391,35 @@ static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *
     char key[128];
     snprintf(key, sizeof key, "%s%s/%s", format, ps, sp_dtype_name(t));
     free(ps);
+    /* A hit moves to the most recent end, so the format a request holds is
+     * never the one the same request's next miss evicts. */
     for (int i = 0; i < m->nfmts; i++) {
-        if (strcmp(m->fmts[i].key, key) == 0)
-            return &m->fmts[i];
+        if (strcmp(m->fmts[i]->key, key) == 0) {
+            dev_fmt *hit = m->fmts[i];
+            memmove(&m->fmts[i], &m->fmts[i + 1], (size_t)(m->nfmts - i - 1) * sizeof hit);
+            m->fmts[m->nfmts - 1] = hit;
+            return hit;
+        }
     }
-    if (m->nfmts == WK_MAX_FMTS) {
-        dev_fmt_free(&m->fmts[WK_MAX_FMTS - 1]);
-        m->nfmts--;
-    }
-    dev_fmt f;
-    if (dev_fmt_build(m->a, format, params, t, 1, &f, e) != 0) {
-        e->code = wk_from_dev(e->code);
+    dev_fmt *f = malloc(sizeof *f);
+    if (f == NULL) {
+        e->code = WK_ENOMEM;
+        dt_err_set(e, "out of host memory");
         return NULL;
     }
-    memmove(&m->fmts[1], &m->fmts[0], (size_t)m->nfmts * sizeof m->fmts[0]);
-    m->fmts[0] = f;
-    m->nfmts++;
-    return &m->fmts[0];
+    if (dev_fmt_build(m->a, format, params, t, 1, f, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        free(f);
+        return NULL;
+    }
+    if (m->nfmts == WK_MAX_FMTS) {
+        dev_fmt_free(m->fmts[0]);
+        free(m->fmts[0]);
+        memmove(&m->fmts[0], &m->fmts[1], (size_t)(WK_MAX_FMTS - 1) * sizeof f);
+        m->nfmts--;
+    }
+    m->fmts[m->nfmts++] = f;
+    return f;
 }
 
 /* Preconditions of the contract on this matrix; NULL when they hold, else

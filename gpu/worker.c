@@ -71,8 +71,10 @@ wk_matrix *wk_matrix_find(wk_state *w, const char *handle)
 
 static void matrix_free(wk_matrix *m)
 {
-    for (int i = 0; i < m->nfmts; i++)
-        dev_fmt_free(&m->fmts[i]);
+    for (int i = 0; i < m->nfmts; i++) {
+        dev_fmt_free(m->fmts[i]);
+        free(m->fmts[i]);
+    }
     for (int t = 0; t < 4; t++)
         free(m->rounded[t]);
     sp_csr_free(m->a);

@@ -45,7 +45,9 @@ typedef struct wk_matrix {
     sp_report report;
     char fingerprint[17];
     double load_seconds;
-    dev_fmt fmts[WK_MAX_FMTS]; /* device copies, most recent first */
+    /* Device copies, least recently used first. Each lives on the heap so
+     * that a pointer handed out stays valid while others come and go. */
+    dev_fmt *fmts[WK_MAX_FMTS];
     int nfmts;
     double *rounded[4];        /* values as the device sees them, per dtype */
     struct wk_matrix *next;

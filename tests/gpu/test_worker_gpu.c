@@ -128,6 +128,31 @@ Test(worker_gpu, a_correct_kernel_should_pass_and_measure_reproducibly, .timeout
     close_pool(&f);
 }
 
+/* Regression: a template whose format is not CSR, verified first thing on a
+ * freshly loaded matrix. The battery's cuSPARSE cross-check then builds the
+ * CSR copy; the format cache once moved its entries on insertion, leaving
+ * the kernel bound to the CSR arrays ("parameter 'nslices' has nothing to
+ * bind to"). */
+Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 600)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("bcsstk13.mtx");
+    const char *tpl[] = {"kernels/spmv_sell.cu",        "kernels/spmv_sell16.cu",
+                         "kernels/spmv_bsr.cu",         "kernels/spmv_csr16.cu",
+                         "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
+                         "kernels/spmv_csr_vector.cu",  "kernels/spmv_csr_thread.cu"};
+    for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
+        load(&f, m); /* replaces "m": an empty format cache */
+        cJSON *v = call(&f, "verify", tpl[i], 0);
+        char *s = cJSON_Print(v);
+        cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "%s: %s", tpl[i], s);
+        free(s);
+        cJSON_Delete(v);
+    }
+    free(m);
+    close_pool(&f);
+}
+
 Test(worker_gpu, a_kernel_writing_half_the_rows_should_fail_the_written_check, .timeout = 300)
 {
     fixture f = open_pool();
