@@ -291,7 +291,8 @@ void dt_diff_words(const char *a, int alen, const char *b, int blen, dt_diff_spa
                    int *nadel, dt_diff_span **bins, int *nbins);
 
 /* Append a unified diff ("--- a_name", "+++ b_name", "@@ -1,3 +1,4 @@"
- * hunks) to out; nothing when the texts are equal. */
+ * hunks, numbered as GNU diff -u numbers them) to out; nothing when the
+ * texts are equal. */
 void dt_diff_unified(const dt_diff *d, const char *a_name, const char *b_name, int context,
                      dt_buf *out);
 

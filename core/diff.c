@@ -427,6 +427,14 @@ void dt_diff_words(const char *a, int alen, const char *b, int blen, dt_diff_spa
 
 /* ---- unified ------------------------------------------------------------ */
 
+static void range(dt_buf *out, int start, int len)
+{
+    if (len == 1)
+        dt_buf_printf(out, "%d", start + 1);
+    else
+        dt_buf_printf(out, "%d,%d", len ? start + 1 : start, len);
+}
+
 void dt_diff_unified(const dt_diff *d, const char *a_name, const char *b_name, int context,
                      dt_buf *out)
 {
@@ -436,9 +444,13 @@ void dt_diff_unified(const dt_diff *d, const char *a_name, const char *b_name, i
         return;
     dt_buf_printf(out, "--- %s\n+++ %s\n", a_name ? a_name : "a", b_name ? b_name : "b");
     for (int i = 0; i < nh; i++) {
-        /* unified numbers lines from 1; an empty side names the line before */
-        dt_buf_printf(out, "@@ -%d,%d +%d,%d @@\n", h[i].alen ? h[i].a0 + 1 : h[i].a0, h[i].alen,
-                      h[i].blen ? h[i].b0 + 1 : h[i].b0, h[i].blen);
+        /* as GNU diff writes them: lines from 1, an empty side names the
+         * line before it, a count of one is left out */
+        dt_buf_puts(out, "@@ -");
+        range(out, h[i].a0, h[i].alen);
+        dt_buf_puts(out, " +");
+        range(out, h[i].b0, h[i].blen);
+        dt_buf_puts(out, " @@\n");
         for (int k = h[i].start; k < h[i].end; k++) {
             const dt_diff_line *l = &d->ops[k];
             if (l->op == DT_DIFF_INSERT) {

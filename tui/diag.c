@@ -77,6 +77,7 @@ void tui_diag_build(const tui_model *m, int width, tui_lines *out)
 
 static void build(tui_pane *p, tui_app *a, int width)
 {
+    tui_lines_clear(&p->lines);
     tui_diag_build(&a->model, width, &p->lines);
 }
 

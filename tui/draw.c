@@ -111,6 +111,9 @@ void tui_frame(WINDOW *w, const char *title, const char *note, int focused, int 
     (void)h;
     int br = focused ? TUI_R_BORDER_FOCUS : TUI_R_BORDER;
     chtype a = tui_attr(br) | (chtype)COLOR_PAIR(tui_pair(br));
+    /* wborder renders with the window's current attributes too: start
+     * from none, or the last drawn line's cursor bar leaks into the frame */
+    wattr_set(w, A_NORMAL, 0, NULL);
     wborder(w, ACS_VLINE | a, ACS_VLINE | a, ACS_HLINE | a, ACS_HLINE | a, ACS_ULCORNER | a,
             ACS_URCORNER | a, ACS_LLCORNER | a, ACS_LRCORNER | a);
     int tr = focused ? TUI_R_TITLE_FOCUS : TUI_R_TITLE;

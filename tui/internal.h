@@ -308,8 +308,9 @@ void tui_perf_build(const tui_model *m, const hw_spec *g, int width, int plot_h,
  * cell of the current value. */
 void tui_sparkline(const hw_occ_curve *c, int width, int utf8, dt_buf *out, int *marker);
 
-/* The status bar's first row: spec, GPU, backend and model, step n/m,
- * tokens and cost, the run's state. */
-void tui_status_text(const tui_model *m, int replay, int pos, int nev, dt_buf *out);
+/* The status bar's first row: spec, GPU, backend and model, step n/m (the
+ * step shown, sel an index or -1), tokens and cost, the run's state; in a
+ * replay, the event position pos of nev first. */
+void tui_status_text(const tui_model *m, int sel, int replay, int pos, int nev, dt_buf *out);
 
 #endif /* DITTO_TUI_INTERNAL_H */

@@ -82,7 +82,7 @@ void tui_pane_refresh(tui_pane *p, tui_app *a)
     int cols = tui_pane_cols(p), rows = tui_pane_rows(p);
     if (p->win == NULL || (!p->stale && p->built_w == cols))
         return;
-    tui_lines_clear(&p->lines);
+    /* builds replace the lines (the reasoning pane may only extend them) */
     p->ops->build(p, a, cols);
     p->built_w = cols;
     p->stale = 0;
@@ -106,6 +106,7 @@ void tui_pane_draw(tui_pane *p, tui_app *a)
         return;
     p->redraw = 0;
     int focused = a->focus == (int)p->id && a->modal != TUI_MODAL_KB;
+    wattr_set(p->win, A_NORMAL, 0, NULL);
     werase(p->win);
     char note[96] = "";
     if (p->ops->note)

@@ -391,6 +391,7 @@ void tui_perf_build(const tui_model *m, const hw_spec *g, int width, int plot_h,
 
 static void build(tui_pane *p, tui_app *a, int width)
 {
+    tui_lines_clear(&p->lines);
     int rows = tui_pane_rows(p);
     /* the figure takes what the tables leave, within reason */
     int plot_h = rows - 14 - a->model.nmeas;

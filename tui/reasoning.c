@@ -113,6 +113,42 @@ static void rationale(const tui_step *s, int width, tui_lines *out)
     }
 }
 
+/* The streamed text from byte `from` (a paragraph's start) on, wrapped,
+ * paragraph by paragraph; *last_off and *last_line (when not NULL) get
+ * where the last paragraph -- the one new tokens extend -- starts, in the
+ * text and in out. A text that ends in a newline has an empty last
+ * paragraph at its end. */
+static void reason_text(const tui_step *s, size_t from, int width, tui_is_link_fn *is_link,
+                        void *ud, tui_lines *out, size_t *last_off, int *last_line)
+{
+    wrapper w = {.out = out, .role = TUI_R_NORMAL, .is_link = is_link, .ud = ud};
+    const char *t = s->text.data;
+    size_t len = s->text.len, p = from;
+    size_t lo = from;
+    int ll = out->n;
+    while (p < len) {
+        const char *nl = memchr(t + p, '\n', len - p);
+        size_t end = nl ? (size_t)(nl - t) : len;
+        lo = p;
+        ll = out->n;
+        if (end == p) {
+            tui_lines_add(out, "", 0, TUI_R_NORMAL);
+        } else {
+            w.first = 1;
+            tui_wrap(t + p, (int)(end - p), width, piece, &w);
+        }
+        p = nl ? end + 1 : len;
+        if (nl && p == len) {
+            lo = len;
+            ll = out->n;
+        }
+    }
+    if (last_off)
+        *last_off = lo;
+    if (last_line)
+        *last_line = ll;
+}
+
 void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_link_fn *is_link,
                       void *ud, tui_lines *out)
 {
@@ -137,10 +173,8 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         wrap(&w, t, width);
         free(t);
     }
-    w.role = TUI_R_NORMAL;
-    w.indent = NULL;
     if (s->text.len)
-        wrap(&w, s->text.data, width);
+        reason_text(s, 0, width, is_link, ud, out, NULL, NULL);
     else if (dt_streq(s->status, "running"))
         tui_lines_add(out, "...", -1, TUI_R_DIM);
     if (dt_streq(s->kind, "plan"))
@@ -194,10 +228,54 @@ static int kb_has(const char *id, void *ud)
     return ud != NULL && kb_get(ud, id) != NULL;
 }
 
+/* While a step streams, only its text grows: re-wrap the last paragraph
+ * and what came after it instead of everything, so a long LLM answer costs
+ * each frame what it added, not what it holds. One reasoning pane. */
+static struct {
+    int valid;
+    int step_id, width, nlines;
+    size_t len, para_off;
+    int para_line;
+} inc;
+
 static void build(tui_pane *p, tui_app *a, int width)
 {
-    tui_reason_build(&a->model, tui_app_sel(a), width, !a->replay && a->run != NULL, kb_has, a->k,
-                     &p->lines);
+    int si = tui_app_sel(a);
+    const tui_step *s = si >= 0 && si < a->model.nsteps ? &a->model.steps[si] : NULL;
+    /* streaming: the text is the last thing the step shows (no artifact,
+     * so no rationale; no decision; no time yet) */
+    int streaming = s && dt_streq(s->status, "running") && s->text.len > 0 && !s->decision[0] &&
+                    s->artifact == NULL && s->t_end == 0;
+    if (streaming && inc.valid && inc.step_id == s->id && inc.width == width &&
+        inc.nlines == p->lines.n && s->text.len > inc.len && inc.len > 0) {
+        while (p->lines.n > inc.para_line) {
+            tui_line *ln = &p->lines.v[--p->lines.n];
+            free(ln->text);
+            free(ln->spans);
+            free(ln->link);
+        }
+        reason_text(s, inc.para_off, width, kb_has, a->k, &p->lines, &inc.para_off,
+                    &inc.para_line);
+    } else {
+        tui_lines_clear(&p->lines);
+        tui_reason_build(&a->model, si, width, !a->replay && a->run != NULL, kb_has, a->k,
+                         &p->lines);
+        inc.valid = 0;
+        if (streaming) {
+            /* the text is last while streaming: find where it starts */
+            tui_lines probe = {0};
+            reason_text(s, 0, width, kb_has, a->k, &probe, &inc.para_off, &inc.para_line);
+            inc.para_line += p->lines.n - probe.n;
+            tui_lines_clear(&probe);
+            inc.valid = 1;
+        }
+    }
+    if (s) {
+        inc.step_id = s->id;
+        inc.len = s->text.len;
+    }
+    inc.width = width;
+    inc.nlines = p->lines.n;
 }
 
 static int key(tui_pane *p, tui_app *a, int k)

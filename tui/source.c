@@ -278,6 +278,7 @@ void tui_source_build(const tui_model *m, int from, int to, int width, int side_
 
 static void build(tui_pane *p, tui_app *a, int width)
 {
+    tui_lines_clear(&p->lines);
     int from, to;
     tui_app_src_pair(a, &from, &to);
     tui_source_build(&a->model, from, to, width, a->lay.side_by_side, a->src_whole, a->utf8,

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-void tui_status_text(const tui_model *m, int replay, int pos, int nev, dt_buf *out)
+void tui_status_text(const tui_model *m, int sel, int replay, int pos, int nev, dt_buf *out)
 {
     if (replay)
         dt_buf_printf(out, " replay %s  event %d/%d |", m->session[0] ? m->session : "", pos, nev);
@@ -17,7 +17,8 @@ void tui_status_text(const tui_model *m, int replay, int pos, int nev, dt_buf *o
     if (m->backend[0])
         dt_buf_printf(out, " | %s%s%s", m->backend, m->model_name[0] ? " " : "", m->model_name);
     if (m->nsteps)
-        dt_buf_printf(out, " | %d steps", m->nsteps);
+        dt_buf_printf(out, " | step %d/%d", sel >= 0 && sel < m->nsteps ? sel + 1 : m->nsteps,
+                      m->nsteps);
     dt_buf_printf(out, " | %ld tok $%.4f", m->tokens_in + m->tokens_out, m->cost);
     int ai = tui_model_step_index(m, m->awaiting);
     int ri = tui_model_step_index(m, m->running);
@@ -86,7 +87,7 @@ void tui_status_draw(tui_app *a)
     (void)h;
     werase(w);
     dt_buf b = DT_BUF_INIT;
-    tui_status_text(&a->model, a->replay, a->pos, a->nev, &b);
+    tui_status_text(&a->model, tui_app_sel(a), a->replay, a->pos, a->nev, &b);
     wattr_set(w, tui_attr(TUI_R_STATUS), tui_pair(TUI_R_STATUS), NULL);
     mvwhline(w, 0, 0, ' ', cols);
     tui_put(w, 0, 0, b.data, (int)b.len, 0, cols, tui_attr(TUI_R_STATUS), tui_pair(TUI_R_STATUS),

@@ -81,6 +81,7 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
 
 static void build(tui_pane *p, tui_app *a, int width)
 {
+    tui_lines_clear(&p->lines);
     double now = a->replay ? a->model.last_t : dt_wall_now();
     tui_steps_build(&a->model, width, a->utf8, now, a->spin, &p->lines);
     p->cur = tui_app_sel(a);

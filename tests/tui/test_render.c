@@ -316,7 +316,7 @@ Test(render, without_a_gpu_the_pane_should_say_what_is_missing)
     HAS(&l, "no GPU spec known yet");
     tui_lines_clear(&l);
     dt_buf s = DT_BUF_INIT;
-    tui_status_text(&m, 0, 0, 0, &s);
+    tui_status_text(&m, -1, 0, 0, 0, &s);
     cr_assert_not_null(strstr(s.data, "no GPU: compile-only"), "%s", s.data);
     cr_assert_not_null(strstr(s.data, "spmv fp32 gen:banded:rows=9"), "%s", s.data);
     dt_buf_free(&s);

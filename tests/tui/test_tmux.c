@@ -246,6 +246,67 @@ Test(tmux, a_resize_should_lay_the_panes_out_again)
     tt_stop(&t);
 }
 
+Test(tmux, an_llm_stream_should_flow_into_the_reasoning_pane_in_order)
+{
+    /* The fake OpenAI server streams 90 numbered words, then stalls with
+     * the connection open: the plan step stays running with exactly that
+     * text, each token having been drawn as it came (the pane re-wraps only
+     * the paragraph a token extends). */
+    tt_term t;
+    tt_init(&t);
+    dt_buf tr = DT_BUF_INIT;
+    dt_buf_puts(&tr, "[{\"text\": [");
+    for (int i = 1; i <= 90; i++)
+        dt_buf_printf(&tr, "%s\"w%02d%s\"", i > 1 ? ", " : "", i, i % 30 == 0 ? "\\n" : " ");
+    dt_buf_puts(&tr, "], \"delay\": 0.01, \"stall_after\": 90, \"stall_s\": 120}]");
+    char *tpath = tu_write(t.dir, "transcript.json", tr.data);
+    dt_buf_free(&tr);
+    char *extra = dt_xasprintf(
+        "export no_proxy=127.0.0.1 NO_PROXY=127.0.0.1\n"
+        "python3 '%s/tests/llm/fake_llm_server.py' '%s' llm.log >port 2>llm.err &\n"
+        "echo $! >llm.pid\n"
+        "for i in $(seq 100); do [ -s port ] && break; sleep 0.1; done\n"
+        "PORT=$(head -n 1 port)",
+        tu_src_dir(), tpath);
+    char *sp = spec(&t);
+    char *args = dt_xasprintf("tui '%s' --review auto --backend llm --api openai --endpoint "
+                              "\"http://127.0.0.1:$PORT/v1\" --model fake-model --no-session",
+                              sp);
+    tt_start(&t, 120, 40, "C.UTF-8", extra, args);
+    free(args);
+    free(sp);
+    free(extra);
+    free(tpath);
+    TT_EXPECT(&t, "| llm fake-model |", SLOW);
+    TT_EXPECT(&t, "w90", SLOW);
+    char *scr = tt_screen(&t);
+    const char *prev = scr;
+    for (int i = 1; i <= 90; i++) {
+        char w[8];
+        snprintf(w, sizeof w, "w%02d", i);
+        const char *at = strstr(scr, w);
+        cr_assert_not_null(at, "%s is missing:\n%s", w, scr);
+        cr_assert_null(strstr(at + 3, w), "%s twice:\n%s", w, scr);
+        cr_assert_geq(at, prev, "%s out of order:\n%s", w, scr);
+        prev = at;
+    }
+    if (getenv("TT_SHOW"))
+        fprintf(stderr, "%s\n", scr);
+    free(scr);
+    TT_EXPECT(&t, "| running plan", QUICK);
+    tt_keys(&t, "q");
+    TT_EXPECT(&t, "(y/n)", QUICK);
+    tt_keys(&t, "y");
+    quit_and_expect(&t, 4);
+    char *pidf = dt_xasprintf("%s/llm.pid", t.dir);
+    char *pid = dt_read_file(pidf, NULL, NULL);
+    if (pid && atoi(pid) > 0)
+        kill(atoi(pid), SIGTERM);
+    free(pid);
+    free(pidf);
+    tt_stop(&t);
+}
+
 static void start_replay(tt_term *t, int cols, int rows, const char *extra, int *nev)
 {
     tt_init(t);
@@ -304,6 +365,27 @@ Test(tmux, a_replay_should_show_measurements_the_roofline_and_occupancy)
     tt_keys(&t, "g Down Tab Enter");
     TT_EXPECT(&t, "Knowledge: rule.spmv.csr-thread-for-short-regular-rows", QUICK);
     tt_keys(&t, "Escape");
+    cr_assert(tt_wait_gone(&t, "Knowledge: rule.spmv", QUICK));
+    /* any two versions: the picker, older first */
+    tt_keys(&t, "v");
+    TT_EXPECT(&t, "Compare versions: pick the older one", QUICK);
+    tt_keys(&t, "Down Enter");
+    TT_EXPECT(&t, "Compare versions: pick the newer one", QUICK);
+    tt_keys(&t, "Down Enter");
+    TT_EXPECT(&t, "v2 vs v1 (picked)", QUICK);
+    /* search in the focused pane */
+    tt_keys(&t, "Tab");
+    tt_keys(&t, "/");
+    TT_EXPECT(&t, "Search:", QUICK);
+    tt_type(&t, "no-such-text");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "not found in Source: no-such-text", QUICK);
+    /* help names the keys of the mode */
+    tt_keys(&t, "?");
+    TT_EXPECT(&t, "next / previous event", QUICK);
+    TT_EXPECT(&t, "Tab, Shift-Tab", QUICK);
+    tt_keys(&t, "Escape");
+    cr_assert(tt_wait_gone(&t, "next / previous event", QUICK));
     tt_keys(&t, "q");
     quit_and_expect(&t, 0);
     tt_stop(&t);
@@ -449,6 +531,20 @@ Test(tmux, a_killed_worker_and_a_signal_should_leave_a_usable_terminal)
     tt_stop(&t);
 }
 
+Test(tmux, an_abort_should_restore_the_terminal_and_still_dump)
+{
+    tt_term t;
+    int nev;
+    start_replay(&t, 100, 30, NULL, &nev);
+    TT_EXPECT(&t, "event 0/", SLOW);
+    int pid = tt_ditto_pid(&t);
+    cr_assert_gt(pid, 0);
+    cr_assert_eq(kill(pid, SIGABRT), 0);
+    TT_EXPECT(&t, "DITTO-EXIT 134", QUICK);
+    TT_EXPECT(&t, "TTY-RESTORED", QUICK);
+    tt_stop(&t);
+}
+
 Test(tmux, ctrl_c_should_restore_the_terminal)
 {
     tt_term t;
@@ -461,6 +557,30 @@ Test(tmux, ctrl_c_should_restore_the_terminal)
     tt_stop(&t);
 }
 
+/* Any SGR colour (30-38, 40-48, 90-107) in a capture made with -e. */
+static int screen_has_colour(tt_term *t)
+{
+    tu_proc p = tu_run("env -u TMUX tmux -L %s capture-pane -e -p -t T", t->sock);
+    int found = 0;
+    for (const char *c = p.out; *c && !found; c++) {
+        if (c[0] != '\033' || c[1] != '[')
+            continue;
+        const char *q = c + 2;
+        while (*q && *q != 'm' && !found) {
+            int v = atoi(q);
+            found = (v >= 30 && v <= 38) || (v >= 40 && v <= 48) || (v >= 90 && v <= 107);
+            while (*q >= '0' && *q <= '9')
+                q++;
+            if (*q == ';')
+                q++;
+            else if (*q != 'm')
+                break;
+        }
+    }
+    tu_proc_free(&p);
+    return found;
+}
+
 Test(tmux, ascii_only_terminals_should_get_an_ascii_workbench)
 {
     tt_term t;
@@ -471,12 +591,15 @@ Test(tmux, ascii_only_terminals_should_get_an_ascii_workbench)
     cr_assert_eq(dt_mkdir_p(root, &e), 0);
     char *id = tt_write_session(root, &nev);
     char *args = dt_xasprintf("replay %s --session-dir '%s'", id, root);
-    tt_start(&t, 200, 60, "C", NULL, args);
+    tt_start(&t, 200, 60, "C", "export NO_COLOR=1", args);
     free(args);
     free(id);
     free(root);
     TT_EXPECT(&t, "event 0/", SLOW);
     tt_keys(&t, "'$'");
+    /* NO_COLOR: the roles fall back to bold, reverse and underline */
+    TT_EXPECT(&t, "Roofline", QUICK);
+    cr_assert(!screen_has_colour(&t), "colours despite NO_COLOR");
     TT_EXPECT(&t, "Roofline: NVIDIA H200, fp32", QUICK);
     TT_EXPECT(&t, "algorithm, CSR_ALG1", QUICK);
     cr_assert(!screen_has_braille(&t), "no braille without UTF-8");

@@ -51,6 +51,7 @@ void tt_start(tt_term *t, int cols, int rows, const char *lang, const char *extr
                   /* the script outlives a Ctrl-C to report it (a trap, not
                    * an ignore: ditto must not inherit SIG_IGN) */
                   "trap : INT\n"
+                  "ulimit -c 0\n"
                   "before=$(stty -g)\n"
                   "'%s' %s\n"
                   "rc=$?\n"
