@@ -1031,8 +1031,7 @@ static void replay_seek(tui_app *a, int pos)
         a->pos = 0;
     }
     while (a->pos < pos)
-        tui_app_event(a, cJSON_GetArrayItem(a->events, a->pos++));
-    /* cJSON_GetArrayItem walks the list: fine for the sizes sessions have */
+        tui_app_event(a, a->ev[a->pos++]);
     a->model.dirty = TUI_D_ALL;
     a->status_dirty = 1;
 }
@@ -1042,8 +1041,7 @@ static int step_boundary(tui_app *a, int dir)
 {
     int i = dir > 0 ? a->pos : a->pos - 2;
     for (; i >= 0 && i < a->nev; i += dir) {
-        const cJSON *ev = cJSON_GetArrayItem(a->events, i);
-        if (dt_streq(dt_json_str(ev, "type", ""), "step_finished"))
+        if (dt_streq(dt_json_str(a->ev[i], "type", ""), "step_finished"))
             return i + 1;
     }
     return dir > 0 ? a->nev : 0;
@@ -1123,6 +1121,10 @@ tui_app *tui_app_new(const tui_opts *o, int replay)
     a->err_fd = a->winch_fd = -1;
     a->events = o->events;
     a->nev = cJSON_GetArraySize(o->events);
+    a->ev = dt_xcalloc((size_t)a->nev + 1, sizeof *a->ev);
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o->events) a->ev[i++] = it;
     return a;
 }
 
@@ -1193,6 +1195,7 @@ void tui_app_free(tui_app *a)
     tui_kb_close(a);
     hw_spec_free(a->gpu_spec);
     dt_buf_free(&a->errline);
+    free(a->ev);
     if (a->o->loop == NULL)
         dt_loop_free(a->loop);
     free(a);

@@ -28,8 +28,8 @@ void tui_layout_compute(int cols, int rows, tui_layout *out)
     int h = rows - 2;
     if (cols >= 180 && rows >= 45) {
         out->tier = TUI_TIER_WIDE;
-        int lw = clampi(cols * 2 / 11, 34, 48);
-        int rw = clampi(cols / 3, 60, 90);
+        int lw = clampi(cols / 5, 34, 56);
+        int rw = clampi(cols * 31 / 100, 60, 90);
         int mw = cols - lw - rw;
         int sh = clampi(h * 11 / 20, 8, h - 6);
         int rh = clampi(h * 7 / 20, 6, h - 8);

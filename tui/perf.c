@@ -139,7 +139,7 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
     static const hw_occ_axis axes[] = {HW_AXIS_REGS, HW_AXIS_THREADS, HW_AXIS_SMEM};
     static const char *names[] = {"registers", "threads", "smem"};
     int value[] = {o.regs, o.threads, (int)(o.static_smem + o.dyn_smem)};
-    say(out, TUI_R_DIM, width, "what if one input changes (bar height: occupancy; bright: now):");
+    say(out, TUI_R_DIM, width, "what if one input changes (height: occupancy):");
     for (int i = 0; i < 3; i++) {
         hw_occ_curve c;
         if (hw_occ_curve_make(g, &o, axes[i], &c, NULL) != 0)
@@ -199,9 +199,9 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
                                        "cuSPARSE");
         return;
     }
-    int roofc = width >= 48, occc = width >= 54, dramc = width >= 63, l2c = width >= 70;
+    int roofc = width >= 45, occc = width >= 51, dramc = width >= 60, l2c = width >= 67;
     dt_buf h = DT_BUF_INIT;
-    dt_buf_printf(&h, "  %-12s %9s %7s %8s", "version", "time us", "GB/s", "speedup");
+    dt_buf_printf(&h, "  %-9s %9s %7s %8s", "version", "time us", "GB/s", "speedup");
     if (roofc)
         dt_buf_printf(&h, " %6s", "%roof");
     if (occc)
@@ -217,7 +217,7 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
         dt_buf b = DT_BUF_INIT;
         char ver[24];
         snprintf(ver, sizeof ver, "v%d", x->version);
-        dt_buf_printf(&b, "  %-12s %9.2f %7.0f %7.2fx", ver, x->us, x->gbps, x->speedup);
+        dt_buf_printf(&b, "  %-9s %9.2f %7.0f %7.2fx", ver, x->us, x->gbps, x->speedup);
         double pr = pct_of_roof(rl, x->flops, x->min_bytes, x->us, x->dram_bytes);
         if (roofc) {
             if (pr >= 0)
@@ -252,7 +252,7 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
     if (last->base_us > 0) {
         double gbps = last->min_bytes / (last->base_us * 1e-6) / 1e9;
         dt_buf b = DT_BUF_INIT;
-        dt_buf_printf(&b, "  %-12s %9.2f %7.0f %7.2fx", "cuSPARSE", last->base_us, gbps, 1.0);
+        dt_buf_printf(&b, "  %-9s %9.2f %7.0f %7.2fx", "cuSPARSE", last->base_us, gbps, 1.0);
         double pr = pct_of_roof(rl, last->flops, last->min_bytes, last->base_us, 0);
         if (roofc && pr >= 0)
             dt_buf_printf(&b, " %5.1f%%", pr);
@@ -261,7 +261,7 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
     }
     if (m->tune_best && dt_json_num(m->tune_best, "us", 0) > 0) {
         double us = dt_json_num(m->tune_best, "us", 0);
-        tui_lines_addf(out, TUI_R_OK, "  %-12s %9.2f %7.0f %7.2fx  %s", "tuned", us,
+        tui_lines_addf(out, TUI_R_OK, "  %-9s %9.2f %7.0f %7.2fx  %s", "tuned", us,
                        dt_json_num(m->tune_best, "gbps", 0),
                        dt_json_num(m->tune_best, "speedup", 0),
                        dt_json_str(m->tune_best, "strategy", ""));
@@ -361,9 +361,8 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         hw_rl_place q;
         if (hw_roofline_place(rl, &pts[i], &q, NULL) != 0)
             continue;
-        tui_line *ln = tui_lines_addf(out, TUI_R_NORMAL,
-                                      "  %c %-9s AI %.3g FLOP/B, %.1f%% of the roof, %s%s",
-                                      info.marker[i], pts[i].label, q.ai, q.pct_roof,
+        tui_line *ln = tui_lines_addf(out, TUI_R_NORMAL, "  %c %-9s %5.1f%% of roof, AI %.3g, %s%s",
+                                      info.marker[i], pts[i].label, q.pct_roof, q.ai,
                                       q.memory_bound ? "memory-bound" : "compute-bound",
                                       info.clipped[i] ? " (outside the view)" : "");
         tui_line_span(ln, 2, 1, i == nbase ? TUI_R_BASE_POINT : TUI_R_POINT);

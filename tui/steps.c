@@ -43,13 +43,12 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
         const tui_step *s = &m->steps[i];
         dt_buf b = DT_BUF_INIT;
         const char *g = tui_glyph_status(s->status, utf8, spin);
-        /* narrow: the id goes first, the kind and the time matter more */
+        /* most telling first: the kind, the time, the spend; the agent's
+         * name (the kind's, in words) where room is left */
         if (width >= 26)
             dt_buf_printf(&b, "%s %2d %-8s v%-2d", g, s->id, s->kind, s->version);
         else
             dt_buf_printf(&b, "%s %-8s v%-2d", g, s->kind, s->version);
-        if (width >= 46)
-            dt_buf_printf(&b, " %-19.19s", s->agent);
         if (dt_streq(s->status, "running")) {
             double age = now - s->t_start;
             dt_buf_printf(&b, " %6.1fs", age > 0 ? age : 0);
@@ -58,12 +57,22 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
         } else {
             dt_buf_printf(&b, " %6.2fs", s->seconds);
         }
-        if (width >= 62 && s->tokens_in + s->tokens_out > 0)
-            dt_buf_printf(&b, " %6ld tok", s->tokens_in + s->tokens_out);
-        if (width >= 72 && s->cost > 0)
-            dt_buf_printf(&b, " $%.4f", s->cost);
+        long tok = s->tokens_in + s->tokens_out;
+        int cols = tui_str_width(b.data, (int)b.len);
+        if (tok > 0 && width - cols >= 11) {
+            if (tok >= 10000)
+                dt_buf_printf(&b, " %5.1fk tok", tok / 1000.0);
+            else
+                dt_buf_printf(&b, " %5ld tok", tok);
+        }
+        cols = tui_str_width(b.data, (int)b.len);
+        if (s->cost > 0 && width - cols >= 8)
+            dt_buf_printf(&b, " $%.3f", s->cost);
+        cols = tui_str_width(b.data, (int)b.len);
+        if (width - cols >= 12)
+            dt_buf_printf(&b, "  %.*s", width - cols - 2, s->agent);
         int role = status_role(s->status);
-        tui_line *ln = tui_lines_add(out, b.data, (int)b.len, role == TUI_R_OK ? TUI_R_NORMAL : role);
+        tui_line *ln = tui_lines_add(out, b.data, (int)b.len, role);
         int glen = (int)strlen(g);
         if (dt_streq(s->status, "approved"))
             tui_line_span(ln, 0, glen, TUI_R_OK);

@@ -184,7 +184,8 @@ struct tui_app {
     dt_buf errline;
     /* replay */
     const cJSON *events;
-    int nev, pos; /* events applied: [0, pos) */
+    const cJSON **ev;  /* the events as an array: cJSON's are lists */
+    int nev, pos;      /* events applied: [0, pos) */
     int playing;
     long long play_timer;
     /* measurement hooks for the latency benchmark */

@@ -114,6 +114,37 @@ Test(render, a_failed_or_rejected_step_should_say_so)
     cJSON_Delete(e);
 }
 
+Test(render, steps_should_show_tokens_cost_and_agent_as_room_allows)
+{
+    tui_model m;
+    tui_model_init(&m);
+    cJSON *e = cJSON_Parse("[{\"type\":\"step_started\",\"step\":1,\"kind\":\"generate\","
+                           "\"version\":3,\"agent\":\"Code Generator\",\"inputs\":{}},"
+                           "{\"type\":\"step_finished\",\"step\":1,\"status\":\"edited\","
+                           "\"ok\":true,\"seconds\":4.5,\"tokens_in\":9000,\"tokens_out\":3345,"
+                           "\"cost\":0.0123}]");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, e) tui_model_apply(&m, it);
+    cr_assert_eq(m.tokens_in + m.tokens_out, 12345);
+    tui_lines l = {0};
+    tui_steps_build(&m, 64, 1, 0, 0, &l);
+    cr_assert_str_eq(l.v[0].text, "✎  1 generate v3    4.50s  12.3k tok $0.012  Code Generator");
+    cr_assert_eq(l.v[0].role, TUI_R_EDITED);
+    tui_lines_clear(&l);
+    tui_steps_build(&m, 34, 1, 0, 0, &l);
+    cr_assert_str_eq(l.v[0].text, "✎  1 generate v3    4.50s $0.012", "no room for tokens");
+    tui_lines_clear(&l);
+    tui_steps_build(&m, 22, 1, 0, 0, &l);
+    cr_assert_str_eq(l.v[0].text, "✎ generate v3    4.50s", "narrow: no id");
+    tui_lines_clear(&l);
+    dt_buf s = DT_BUF_INIT;
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| step 1/1 | 12345 tok $0.0123"), "%s", s.data);
+    dt_buf_free(&s);
+    tui_model_clear(&m);
+    cJSON_Delete(e);
+}
+
 static int is_rule(const char *id, void *ud)
 {
     (void)ud;

@@ -290,8 +290,6 @@ Test(tmux, an_llm_stream_should_flow_into_the_reasoning_pane_in_order)
         cr_assert_geq(at, prev, "%s out of order:\n%s", w, scr);
         prev = at;
     }
-    if (getenv("TT_SHOW"))
-        fprintf(stderr, "%s\n", scr);
     free(scr);
     TT_EXPECT(&t, "| running plan", QUICK);
     tt_keys(&t, "q");
