@@ -198,11 +198,22 @@ void tt_assert_no_sanitizer_reports(tt_term *t)
     closedir(d);
 }
 
+/* Kill the server on socket name and remove the socket file, which a
+ * killed server leaves behind in tmux's folder. */
+static void kill_server(const char *sock)
+{
+    tu_proc p = tu_run("env -u TMUX tmux -L %s kill-server", sock);
+    tu_proc_free(&p);
+    const char *dir = getenv("TMUX_TMPDIR");
+    char *path = dt_xasprintf("%s/tmux-%d/%s", dir && *dir ? dir : "/tmp", (int)getuid(), sock);
+    unlink(path);
+    free(path);
+}
+
 void tt_stop(tt_term *t)
 {
     if (t->running) {
-        tu_proc p = tu_run("env -u TMUX tmux -L %s kill-server", t->sock);
-        tu_proc_free(&p);
+        kill_server(t->sock);
         t->running = 0;
     }
     if (t->dir[0]) {
@@ -215,10 +226,8 @@ void tt_stop(tt_term *t)
 
 void tt_fini(void)
 {
-    if (reg_sock[0]) {
-        tu_proc p = tu_run("env -u TMUX tmux -L %s kill-server", reg_sock);
-        tu_proc_free(&p);
-    }
+    if (reg_sock[0])
+        kill_server(reg_sock);
     if (reg_dir[0])
         tu_rmtree(reg_dir);
     reg_sock[0] = reg_dir[0] = '\0';
