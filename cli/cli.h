@@ -67,6 +67,14 @@ extern const char cli_tune_usage[];
 char *cli_config_path(void);
 cJSON *cli_config_load(dt_buf *problems);
 
+/* The workbench (cli/tui.c): `ditto tui SPEC`, `ditto replay ID`, and the
+ * built-in default problem `ditto` with no command opens on a terminal. */
+int cli_tui(int argc, char **argv);
+int cli_replay(int argc, char **argv);
+int cli_tui_default(void);
+extern const char cli_tui_usage[];
+extern const char cli_replay_usage[];
+
 /* `ditto kb` (cli/kb.c): review and query the knowledge base. */
 int cli_kb(int argc, char **argv);
 extern const char cli_kb_usage[];

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char profile_usage[] =
     "usage: ditto profile MATRIX|SPEC.json [--json] [--n N] [--k K] [--allow-nonfinite]\n"
@@ -29,6 +30,10 @@ static const char profile_usage[] =
     "  gen:dl:rows=N,cols=C,nnz=M\n";
 
 const cli_command cli_commands[] = {
+    {"tui", cli_tui, "open the workbench on a problem spec (what `ditto` alone does)",
+     cli_tui_usage},
+    {"replay", cli_replay, "step through a recorded session in the workbench, offline",
+     cli_replay_usage},
     {"hw", cli_hw, "list and show GPU spec files", cli_hw_usage},
     {"occupancy", cli_occupancy, "theoretical occupancy of a launch", cli_occupancy_usage},
     {"roofline", cli_roofline, "a GPU's roofline with kernels placed on it", cli_roofline_usage},
@@ -101,13 +106,18 @@ int cli_print_usage(const char *cmd)
     return CLI_USAGE;
 }
 
-/* Until the workbench lands, `ditto` with no command (what `make run` runs)
- * profiles the built-in default problem's matrix. */
+/* `ditto` with no command (what `make run` runs) opens the workbench on the
+ * built-in default problem. Without a terminal (a pipe, a CI log) there is
+ * nothing to open it on: it profiles the default problem's matrix instead,
+ * and says so. */
 static int run_default(void)
 {
+    if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO))
+        return cli_tui_default();
     char *argv[] = {"profile", "gen:rmat:rows=1M,nnz=16M,seed=1", NULL};
-    printf("ditto: no command given: profiling the built-in default problem's matrix,\n"
-           "       %s (run 'ditto --help' for the commands)\n\n",
+    printf("ditto: no command and no terminal: profiling the built-in default problem's\n"
+           "       matrix, %s, instead of opening the workbench\n"
+           "       (run 'ditto --help' for the commands)\n\n",
            argv[1]);
     return cli_profile(2, argv);
 }

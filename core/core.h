@@ -233,4 +233,67 @@ void dt_loop_run(dt_loop *l);
 void dt_loop_stop(dt_loop *l);
 int dt_loop_stopped(const dt_loop *l);
 
+/* ---- diff ----------------------------------------------------------------
+ *
+ * Line diff by Myers' O(ND) algorithm in linear space (the middle-snake
+ * bisection), so a 2,000-line kernel against a rewrite costs kilobytes, not
+ * an N x D table; plus word-level marking of what changed inside a pair of
+ * lines. Lines are split on '\n' (a final newline does not make an empty
+ * last line; a '\r' before it is kept as part of the line). The results are
+ * minimal: no shorter edit script exists. Nothing here fails except by
+ * aborting on out-of-memory. */
+
+typedef enum { DT_DIFF_EQUAL, DT_DIFF_DELETE, DT_DIFF_INSERT } dt_diff_op;
+
+typedef struct dt_diff_line {
+    dt_diff_op op;
+    int a; /* 0-based line of the old text; -1 for an insert */
+    int b; /* 0-based line of the new text; -1 for a delete */
+} dt_diff_line;
+
+/* The edit script: every line of both texts exactly once, in order, deletes
+ * of a change block before its inserts. The line arrays point into copies
+ * the diff owns. */
+typedef struct dt_diff {
+    dt_diff_line *ops;
+    int nops;
+    int ndel, nins;
+    int na, nb;
+    const char **a_line, **b_line; /* line starts (not NUL-terminated) */
+    int *a_len, *b_len;            /* line lengths in bytes, without the '\n' */
+    char *a_text, *b_text;         /* the copies */
+} dt_diff;
+
+/* Diff old text a against new text b (either may be NULL: empty). */
+void dt_diff_text(const char *a, const char *b, dt_diff *out);
+void dt_diff_free(dt_diff *d); /* a zeroed or freed diff is a no-op */
+
+/* Hunks: each run of changes with up to `context` equal lines around it;
+ * runs whose context would touch are merged. start/end index ops (end
+ * exclusive); a0/alen and b0/blen are the 0-based line ranges as a unified
+ * header shows them (1-based there). Returns the count; *out (caller frees)
+ * is NULL when there is no change. */
+typedef struct dt_diff_hunk {
+    int start, end;
+    int a0, alen, b0, blen;
+} dt_diff_hunk;
+int dt_diff_hunks(const dt_diff *d, int context, dt_diff_hunk **out);
+
+/* Word-level marking of an old line against its replacement: the byte ranges
+ * of a that were removed and of b that were inserted, as minimal over tokens
+ * (runs of [A-Za-z0-9_], runs of blanks, single other bytes; a UTF-8
+ * sequence stays whole). Adjacent ranges are merged. *adel and *bins are
+ * caller-freed (NULL when the count is 0). */
+typedef struct dt_diff_span {
+    int off, len;
+} dt_diff_span;
+void dt_diff_words(const char *a, int alen, const char *b, int blen, dt_diff_span **adel,
+                   int *nadel, dt_diff_span **bins, int *nbins);
+
+/* Append a unified diff ("--- a_name", "+++ b_name", "@@ -1,3 +1,4 @@"
+ * hunks, numbered as GNU diff -u numbers them) to out; nothing when the
+ * texts are equal. */
+void dt_diff_unified(const dt_diff *d, const char *a_name, const char *b_name, int context,
+                     dt_buf *out);
+
 #endif /* DITTO_CORE_H */

@@ -1,0 +1,1250 @@
+/* app.c -- the workbench: layout, the one run loop (terminal, stderr and
+ * resize pipes next to the workers and LLM streams), keys, overlays, the
+ * editor round trip, replay, and drawing what is dirty once per loop turn. */
+#include "tui/ui.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+/* The run's sink outlives the app (the run is freed after we return), so
+ * the sink points here, not at the app; one workbench per process. */
+static struct {
+    tui_app *a;
+} relay;
+
+static const tui_pane_ops *const pane_ops[TUI_NPANES] = {
+    [TUI_P_STEPS] = &tui_steps_ops, [TUI_P_REASON] = &tui_reason_ops,
+    [TUI_P_SOURCE] = &tui_source_ops, [TUI_P_DIAG] = &tui_diag_ops, [TUI_P_PERF] = &tui_perf_ops};
+
+static void relayout(tui_app *a);
+static void replay_seek(tui_app *a, int pos);
+
+/* ---- small state helpers ------------------------------------------------------------- */
+
+void tui_app_mark(tui_app *a, unsigned dirty)
+{
+    if (dirty & TUI_D_STEPS)
+        a->panes[TUI_P_STEPS].stale = 1;
+    if (dirty & TUI_D_REASON)
+        a->panes[TUI_P_REASON].stale = 1;
+    if (dirty & TUI_D_SOURCE)
+        a->panes[TUI_P_SOURCE].stale = 1;
+    if (dirty & TUI_D_DIAG)
+        a->panes[TUI_P_DIAG].stale = 1;
+    if (dirty & TUI_D_PERF)
+        a->panes[TUI_P_PERF].stale = 1;
+    a->status_dirty = 1;
+    if (a->modal != TUI_MODAL_NONE)
+        a->mdirty = 1;
+}
+
+static long flash_expired(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    tui_app *a = ud;
+    a->status_dirty = 1;
+    return DT_LOOP_NOMORE;
+}
+
+void tui_app_flash(tui_app *a, int alert, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->flash, sizeof a->flash, fmt, ap);
+    va_end(ap);
+    a->flash_alert = alert;
+    a->flash_until = dt_now() + (alert ? 6.0 : 3.0);
+    a->status_dirty = 1;
+    dt_loop_add_timer(a->loop, alert ? 6010 : 3010, flash_expired, a);
+}
+
+int tui_app_sel(const tui_app *a)
+{
+    if (a->model.nsteps == 0)
+        return -1;
+    if (a->sel_follow || a->sel < 0 || a->sel >= a->model.nsteps)
+        return a->model.nsteps - 1;
+    return a->sel;
+}
+
+void tui_app_select(tui_app *a, int si, int follow)
+{
+    a->sel = si;
+    a->sel_follow = follow;
+    a->src_mark = 0;
+    a->panes[TUI_P_REASON].top = 0;
+    a->panes[TUI_P_REASON].cur = 0;
+    a->panes[TUI_P_REASON].follow = follow;
+    tui_app_mark(a, TUI_D_REASON | TUI_D_SOURCE | TUI_D_STEPS);
+}
+
+void tui_app_src_pair(const tui_app *a, int *from, int *to)
+{
+    if (a->src_to >= 0 && a->src_to < a->model.nrevs) {
+        *from = a->src_from;
+        *to = a->src_to;
+        return;
+    }
+    *to = tui_model_rev_for_step(&a->model, tui_app_sel(a));
+    *from = *to > 0 ? *to - 1 : -1;
+}
+
+void tui_app_focus(tui_app *a, int pane)
+{
+    if (pane < 0 || pane >= TUI_NPANES)
+        return;
+    int old = a->focus;
+    a->focus = pane;
+    a->focus_stamp[pane] = ++a->focus_clock;
+    int slot = a->lay.slot[pane];
+    if (a->slot_pane[slot] != pane) {
+        a->slot_pane[slot] = pane;
+        relayout(a);
+    }
+    a->panes[old].redraw = 1;
+    a->panes[pane].redraw = 1;
+    a->status_dirty = 1;
+}
+
+const hw_spec *tui_app_gpu(tui_app *a)
+{
+    /* The spec the figures use: the one the measurements were placed on,
+     * else the one the occupancy was computed for. */
+    const char *name = NULL;
+    if (a->model.nmeas && a->model.meas[a->model.nmeas - 1].gpu[0])
+        name = a->model.meas[a->model.nmeas - 1].gpu;
+    else if (a->model.occupancy)
+        name = dt_json_str(a->model.occupancy, "gpu", NULL);
+    if (name == NULL || *name == '\0')
+        return NULL;
+    if (a->gpu_spec && dt_streq(a->gpu_spec_name, name))
+        return a->gpu_spec;
+    hw_spec_free(a->gpu_spec);
+    snprintf(a->gpu_spec_name, sizeof a->gpu_spec_name, "%s", name);
+    a->gpu_spec = hw_load(name, NULL);
+    return a->gpu_spec;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+void tui_app_event(tui_app *a, const cJSON *ev)
+{
+    int awaiting_before = a->model.awaiting;
+    tui_model_apply(&a->model, ev);
+    /* A new gate: show that step, so the person reviews what is asked. */
+    if (a->model.awaiting && a->model.awaiting != awaiting_before && !a->replay) {
+        int si = tui_model_step_index(&a->model, a->model.awaiting);
+        if (si == a->model.nsteps - 1)
+            tui_app_select(a, si, 1);
+    }
+    if (dt_streq(dt_json_str(ev, "type", ""), "step_started") && a->sel_follow)
+        tui_app_select(a, a->model.nsteps - 1, 1);
+}
+
+static void sink(ag_run *r, const cJSON *ev, void *ud)
+{
+    (void)r;
+    (void)ud;
+    if (relay.a)
+        tui_app_event(relay.a, ev);
+}
+
+/* ---- layout --------------------------------------------------------------------------------- */
+
+static void place_modal(tui_app *a)
+{
+    /* top_panel would show a hidden overlay again */
+    if (a->mwin == NULL || panel_hidden(a->mpanel))
+        return;
+    int h, w, y, x;
+    if (a->modal == TUI_MODAL_KB) {
+        h = LINES - 2;
+        w = COLS;
+        y = 0;
+        x = 0;
+    } else {
+        h = LINES * 4 / 5;
+        w = COLS * 4 / 5;
+        if (w < 40)
+            w = COLS;
+        if (w > 110)
+            w = 110;
+        if (a->modal == TUI_MODAL_VERSIONS) {
+            int want = a->model.nrevs + 3;
+            if (h > want)
+                h = want;
+            if (w > 70)
+                w = 70;
+        }
+        y = (LINES - 2 - h) / 2;
+        x = (COLS - w) / 2;
+    }
+    if (h < 3)
+        h = 3;
+    if (w < 10)
+        w = 10;
+    if (y < 0)
+        y = 0;
+    wresize(a->mwin, h, w);
+    move_panel(a->mpanel, y, x);
+    top_panel(a->mpanel);
+    a->mdirty = 1;
+}
+
+static void relayout(tui_app *a)
+{
+    tui_layout_compute(COLS, LINES, &a->lay);
+    for (int i = 0; i < TUI_NPANES; i++) {
+        int slot = a->lay.slot[i];
+        int shown = !a->lay.too_small && a->slot_pane[slot] == i;
+        tui_pane_place(&a->panes[i], a->lay.pane[i], shown);
+    }
+    /* the focus never rests on a hidden pane */
+    if (!a->panes[a->focus].shown && !a->lay.too_small) {
+        a->slot_pane[a->lay.slot[a->focus]] = a->focus;
+        relayout(a);
+        return;
+    }
+    tui_rect s = a->lay.status;
+    if (a->lay.too_small)
+        s = (tui_rect){0, 0, LINES > 0 ? LINES : 1, COLS > 0 ? COLS : 1};
+    if (s.h < 1)
+        s.h = 1;
+    wresize(a->status_win, s.h, s.w > 0 ? s.w : 1);
+    move_panel(a->status_panel, s.y, s.x);
+    place_modal(a);
+    a->status_dirty = 1;
+    a->full_redraw = 1;
+}
+
+/* A slot's pane when several share it, for a new layout tier: the one the
+ * person focused last, else the first (the source before diagnostics and
+ * performance). */
+static void fix_slots(tui_app *a)
+{
+    tui_layout_compute(COLS, LINES, &a->lay);
+    for (int s = 0; s < TUI_NPANES; s++)
+        a->slot_pane[s] = -1;
+    for (int i = 0; i < TUI_NPANES; i++) {
+        int s = a->lay.slot[i];
+        if (a->slot_pane[s] < 0 || a->focus_stamp[i] > a->focus_stamp[a->slot_pane[s]])
+            a->slot_pane[s] = i;
+    }
+}
+
+static void resized(tui_app *a)
+{
+    struct winsize ws;
+    if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 &&
+        (ws.ws_row != LINES || ws.ws_col != COLS))
+        resizeterm(ws.ws_row, ws.ws_col);
+    fix_slots(a);
+    relayout(a);
+}
+
+/* ---- drawing ------------------------------------------------------------------------------- */
+
+static void draw_text_modal(tui_app *a)
+{
+    WINDOW *w = a->mwin;
+    int h, wd;
+    getmaxyx(w, h, wd);
+    werase(w);
+    tui_frame(w, a->text_title, "Esc close", 1, a->utf8);
+    int rows = h - 2;
+    if (a->text_top > a->text.n - rows)
+        a->text_top = a->text.n - rows;
+    if (a->text_top < 0)
+        a->text_top = 0;
+    for (int i = 0; i < rows && a->text_top + i < a->text.n; i++)
+        tui_put_line(w, 1 + i, 2, &a->text.v[a->text_top + i], 0, wd - 4, -1, NULL, a->utf8);
+}
+
+static void draw_prompt(tui_app *a)
+{
+    WINDOW *w = a->status_win;
+    int h, cols;
+    getmaxyx(w, h, cols);
+    if (h < 2)
+        return;
+    static const char *labels[] = {
+        [TUI_ASK_REJECT] = "Reject -- reason for the agent: ",
+        [TUI_ASK_SEARCH] = "Search: ",
+        [TUI_ASK_KB_APPROVE] = "Approve -- note (optional): ",
+        [TUI_ASK_KB_REJECT] = "Reject -- note (required): ",
+    };
+    const char *label = a->modal == TUI_MODAL_CONFIRM ? a->confirm_q : labels[a->ask];
+    wattr_set(w, tui_attr(TUI_R_PROMPT), tui_pair(TUI_R_PROMPT), NULL);
+    mvwhline(w, 1, 0, ' ', cols);
+    int x = tui_put(w, 1, 0, label, (int)strlen(label), 0, cols, tui_attr(TUI_R_PROMPT),
+                    tui_pair(TUI_R_PROMPT), a->utf8);
+    if (a->modal == TUI_MODAL_CONFIRM)
+        return;
+    /* the tail of the text when it is longer than the row */
+    int room = cols - x - 1;
+    int start = 0, width = 0;
+    for (int i = a->input_len - 1; i >= 0; i--) {
+        int cw = wcwidth(a->input_buf[i]);
+        if (width + (cw < 0 ? 1 : cw) > room)
+            break;
+        width += cw < 0 ? 1 : cw;
+        start = i;
+    }
+    wattr_set(w, tui_attr(TUI_R_NORMAL), tui_pair(TUI_R_NORMAL), NULL);
+    mvwhline(w, 1, x, ' ', cols - x);
+    if (a->input_len > start)
+        mvwaddnwstr(w, 1, x, a->input_buf + start, a->input_len - start);
+    wattr_set(w, tui_attr(TUI_R_CURSOR), tui_pair(TUI_R_CURSOR), NULL);
+    waddch(w, ' ');
+}
+
+void tui_app_render(tui_app *a)
+{
+    if (a->model.dirty) {
+        tui_app_mark(a, a->model.dirty);
+        a->model.dirty = 0;
+    }
+    if (a->full_redraw) {
+        for (int i = 0; i < TUI_NPANES; i++)
+            a->panes[i].redraw = 1;
+        a->status_dirty = 1;
+        a->mdirty = 1;
+        clearok(curscr, TRUE);
+    }
+    int drew = a->full_redraw;
+    a->full_redraw = 0;
+    if (a->lay.too_small) {
+        WINDOW *w = a->status_win;
+        werase(w);
+        char msg[96];
+        snprintf(msg, sizeof msg, "ditto: the terminal is too small (%dx%d; need %dx%d)", COLS,
+                 LINES, TUI_MIN_COLS, TUI_MIN_ROWS);
+        tui_put(w, 0, 0, msg, (int)strlen(msg), 0, COLS, tui_attr(TUI_R_WARNING),
+                tui_pair(TUI_R_WARNING), a->utf8);
+        update_panels();
+        doupdate();
+        return;
+    }
+    for (int i = 0; i < TUI_NPANES; i++) {
+        tui_pane *p = &a->panes[i];
+        if (p->shown && (p->stale || p->redraw)) {
+            tui_pane_draw(p, a);
+            drew = 1;
+        }
+    }
+    if (a->modal != TUI_MODAL_NONE && a->mdirty && a->mwin) {
+        if (a->modal == TUI_MODAL_TEXT)
+            draw_text_modal(a);
+        else if (a->modal == TUI_MODAL_KB)
+            tui_kb_draw(a);
+        else if (a->modal == TUI_MODAL_VERSIONS)
+            tui_versions_draw(a);
+        a->mdirty = 0;
+        drew = 1;
+    }
+    if (a->status_dirty) {
+        tui_status_draw(a);
+        if (a->modal == TUI_MODAL_PROMPT || a->modal == TUI_MODAL_CONFIRM)
+            draw_prompt(a);
+        a->status_dirty = 0;
+        drew = 1;
+    }
+    if (!drew)
+        return;
+    update_panels();
+    doupdate();
+    a->frames++;
+}
+
+static void before_sleep(dt_loop *l, void *ud)
+{
+    (void)l;
+    tui_app_render(ud);
+}
+
+/* ---- overlays -------------------------------------------------------------------------------- */
+
+static void open_modal(tui_app *a, tui_modal m)
+{
+    a->modal = m;
+    if (a->mwin == NULL) {
+        a->mwin = newwin(3, 10, 0, 0);
+        a->mpanel = new_panel(a->mwin);
+    }
+    show_panel(a->mpanel);
+    place_modal(a);
+    a->status_dirty = 1;
+}
+
+static void close_modal(tui_app *a)
+{
+    if (a->modal == TUI_MODAL_KB)
+        tui_kb_close(a);
+    a->modal = TUI_MODAL_NONE;
+    if (a->mpanel)
+        hide_panel(a->mpanel);
+    a->full_redraw = 1;
+}
+
+void tui_app_show_text(tui_app *a, const char *title)
+{
+    snprintf(a->text_title, sizeof a->text_title, "%s", title);
+    a->text_top = 0;
+    open_modal(a, TUI_MODAL_TEXT);
+}
+
+void tui_app_open_entry(tui_app *a, const char *id)
+{
+    const cJSON *e = a->k ? kb_get(a->k, id) : NULL;
+    if (e == NULL) {
+        tui_app_flash(a, 1, "no knowledge-base entry %s", id);
+        return;
+    }
+    tui_lines_clear(&a->text);
+    int w = COLS * 4 / 5;
+    if (w > 110)
+        w = 110;
+    tui_kb_entry_lines(e, kb_origin(a->k, id, NULL), w - 4, &a->text);
+    char title[200];
+    snprintf(title, sizeof title, "Knowledge: %s", id);
+    tui_app_show_text(a, title);
+}
+
+void tui_app_jump_source(tui_app *a, int rev, int line)
+{
+    int from, to;
+    tui_app_src_pair(a, &from, &to);
+    if (rev != to) {
+        a->src_to = rev;
+        a->src_from = rev > 0 ? rev - 1 : -1;
+    }
+    a->src_mark = line;
+    a->src_jump = line;
+    tui_app_focus(a, TUI_P_SOURCE);
+    tui_app_mark(a, TUI_D_SOURCE);
+}
+
+static void help(tui_app *a)
+{
+    static const char *live[] = {
+        "Review",
+        "  a        approve the step awaiting review",
+        "  e        edit it: the plan (JSON) or the kernel source in $VISUAL/$EDITOR;",
+        "           the edit is re-validated and the steps after it run again",
+        "  r        reject it with a reason: the reason goes back to the agent",
+        "  A        approve this and every later step",
+        "  t        tune now (after the current measurement)",
+        "  k        knowledge review: approve or reject proposed entries",
+        "",
+    };
+    static const char *replay_keys[] = {
+        "Replay (offline: no worker, no LLM)",
+        "  .  ,     next / previous event",
+        "  >  <     next / previous step",
+        "  space    play or pause",
+        "  0  $     the first / the last event",
+        "  k        the knowledge base",
+        "",
+    };
+    static const char *common[] = {
+        "Looking around",
+        "  Tab, Shift-Tab   move the focus between panes (a hidden pane comes forward)",
+        "  arrows, PgUp, PgDn, g, G   move and scroll; the mouse wheel scrolls too",
+        "  Enter    on a step: its reasoning; on a rule: the knowledge-base entry;",
+        "           on a diagnostic: its line in the source",
+        "  Left, Right   scroll sideways",
+        "  v        pick two versions of the kernel to compare",
+        "  d        source: the whole file or the changes only;  ] [  next / previous change",
+        "  /        search in the focused pane;  n N  next / previous match",
+        "  Ctrl-L   redraw",
+        "  ?        this help",
+        "  q        quit (asks first while the run is working)",
+    };
+    tui_lines_clear(&a->text);
+    if (a->replay)
+        for (size_t i = 0; i < DT_ARRAY_LEN(replay_keys); i++)
+            tui_lines_add(&a->text, replay_keys[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+    else
+        for (size_t i = 0; i < DT_ARRAY_LEN(live); i++)
+            tui_lines_add(&a->text, live[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(common); i++)
+        tui_lines_add(&a->text, common[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+    tui_app_show_text(a, "Keys");
+}
+
+static int text_key(tui_app *a, int k)
+{
+    int h = a->mwin ? getmaxy(a->mwin) - 2 : 10;
+    switch (k) {
+    case KEY_UP:
+        a->text_top--;
+        break;
+    case KEY_DOWN:
+        a->text_top++;
+        break;
+    case KEY_PPAGE:
+        a->text_top -= h - 1;
+        break;
+    case KEY_NPAGE:
+    case ' ':
+        a->text_top += h - 1;
+        break;
+    case 'g':
+    case KEY_HOME:
+        a->text_top = 0;
+        break;
+    case 'G':
+    case KEY_END:
+        a->text_top = a->text.n;
+        break;
+    case 27:
+    case 'q':
+    case '?':
+    case '\n':
+    case '\r':
+    case KEY_ENTER:
+        close_modal(a);
+        return 1;
+    default:
+        return 0;
+    }
+    a->mdirty = 1;
+    return 1;
+}
+
+/* ---- the prompt ------------------------------------------------------------------------------- */
+
+static tui_modal prompt_return; /* the modal a prompt came from (the KB screen) */
+
+void tui_app_prompt(tui_app *a, tui_ask ask, const char *initial)
+{
+    prompt_return = a->modal;
+    a->ask = ask;
+    a->input_len = 0;
+    if (initial)
+        for (const char *p = initial; *p && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1; p++)
+            a->input_buf[a->input_len++] = (wchar_t)(unsigned char)*p;
+    a->modal = TUI_MODAL_PROMPT;
+    curs_set(0);
+    a->status_dirty = 1;
+}
+
+/* The typed text as UTF-8 (the session log and the agents speak UTF-8,
+ * whatever the terminal's encoding). Caller frees. */
+static char *input_utf8(const tui_app *a)
+{
+    dt_buf b = DT_BUF_INIT;
+    for (int i = 0; i < a->input_len; i++) {
+        unsigned c = (unsigned)a->input_buf[i];
+        if (c < 0x80) {
+            dt_buf_putc(&b, (char)c);
+        } else if (c < 0x800) {
+            dt_buf_putc(&b, (char)(0xC0 | (c >> 6)));
+            dt_buf_putc(&b, (char)(0x80 | (c & 0x3F)));
+        } else if (c < 0x10000) {
+            dt_buf_putc(&b, (char)(0xE0 | (c >> 12)));
+            dt_buf_putc(&b, (char)(0x80 | ((c >> 6) & 0x3F)));
+            dt_buf_putc(&b, (char)(0x80 | (c & 0x3F)));
+        } else {
+            dt_buf_putc(&b, (char)(0xF0 | (c >> 18)));
+            dt_buf_putc(&b, (char)(0x80 | ((c >> 12) & 0x3F)));
+            dt_buf_putc(&b, (char)(0x80 | ((c >> 6) & 0x3F)));
+            dt_buf_putc(&b, (char)(0x80 | (c & 0x3F)));
+        }
+    }
+    return dt_buf_take(&b);
+}
+
+static void search(tui_app *a, int dir, int from_next)
+{
+    tui_pane *p = &a->panes[a->focus];
+    if (p->search[0] == '\0') {
+        tui_app_flash(a, 0, "no search: / starts one");
+        return;
+    }
+    int at = p->ops->cursor ? p->cur : p->top;
+    int i = tui_lines_find(&p->lines, p->search, at + (from_next ? dir : 0), dir);
+    if (i < 0) {
+        tui_app_flash(a, 1, "not found in %s: %s", p->ops->title, p->search);
+        p->redraw = 1;
+        return;
+    }
+    tui_pane_scroll_to(p, i);
+    if (!p->ops->cursor)
+        p->top = i;
+    p->redraw = 1;
+}
+
+static void submit_prompt(tui_app *a)
+{
+    char *text = input_utf8(a);
+    a->modal = prompt_return;
+    a->status_dirty = 1;
+    a->mdirty = 1;
+    dt_err e = {0};
+    switch (a->ask) {
+    case TUI_ASK_REJECT:
+        if (a->run == NULL || ag_awaiting(a->run) == NULL) {
+            tui_app_flash(a, 1, "nothing awaits review");
+        } else if (*text == '\0') {
+            tui_app_flash(a, 1, "a rejection needs a reason (it goes back to the agent)");
+        } else if (ag_decide(a->run, AG_REJECT, NULL, text, &e) != 0) {
+            tui_app_flash(a, 1, "%s", e.msg);
+        } else {
+            tui_app_flash(a, 0, "rejected: the agent tries again with your reason");
+        }
+        break;
+    case TUI_ASK_SEARCH: {
+        tui_pane *p = &a->panes[a->focus];
+        snprintf(p->search, sizeof p->search, "%s", text);
+        p->redraw = 1;
+        if (*text)
+            search(a, 1, 0);
+        break;
+    }
+    case TUI_ASK_KB_APPROVE:
+        tui_kb_review(a, "approved", text);
+        break;
+    case TUI_ASK_KB_REJECT:
+        if (*text == '\0')
+            tui_app_flash(a, 1, "a rejection needs a note: other reviewers learn from it");
+        else
+            tui_kb_review(a, "rejected", text);
+        break;
+    }
+    free(text);
+}
+
+static void prompt_key(tui_app *a, int k, int is_char)
+{
+    if (!is_char) {
+        if (k == KEY_BACKSPACE && a->input_len > 0)
+            a->input_len--;
+        else if (k == KEY_ENTER)
+            submit_prompt(a);
+        a->status_dirty = 1;
+        return;
+    }
+    if (k == '\n' || k == '\r') {
+        submit_prompt(a);
+    } else if (k == 27) {
+        a->modal = prompt_return;
+        a->mdirty = 1;
+    } else if (k == 127 || k == 8) {
+        if (a->input_len > 0)
+            a->input_len--;
+    } else if (k == 21) { /* Ctrl-U */
+        a->input_len = 0;
+    } else if (k >= 0x20 && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1) {
+        a->input_buf[a->input_len++] = (wchar_t)k;
+    }
+    a->status_dirty = 1;
+}
+
+/* ---- decisions ---------------------------------------------------------------------------------- */
+
+/* Open $VISUAL/$EDITOR on text; the edited text (caller frees) or NULL. */
+static char *edit_text(const char *text, const char *suffix)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path = dt_xasprintf("%s/ditto-edit-XXXXXX%s", tmp && *tmp ? tmp : "/tmp", suffix);
+    int fd = mkstemps(path, (int)strlen(suffix));
+    if (fd < 0) {
+        free(path);
+        return NULL;
+    }
+    size_t len = strlen(text);
+    ssize_t w = write(fd, text, len);
+    close(fd);
+    char *out = NULL;
+    if (w == (ssize_t)len) {
+        const char *ed = getenv("VISUAL");
+        if (ed == NULL || *ed == '\0')
+            ed = getenv("EDITOR");
+        if (ed == NULL || *ed == '\0')
+            ed = "vi";
+        char *cmd = dt_xasprintf("%s '%s'", ed, path);
+        int rc = system(cmd);
+        free(cmd);
+        if (rc == 0)
+            out = dt_read_file(path, NULL, NULL);
+    }
+    unlink(path);
+    free(path);
+    return out;
+}
+
+static void edit(tui_app *a)
+{
+    const ag_step *s = ag_awaiting(a->run);
+    if (s == NULL) {
+        tui_app_flash(a, 1, "nothing awaits review");
+        return;
+    }
+    ag_kind kind = ag_step_kind(s);
+    if (kind != AG_GENERATE && kind != AG_PLAN) {
+        tui_app_flash(a, 1, "only the plan and the kernel source can be edited (this is %s)",
+                      ag_kind_name(kind));
+        return;
+    }
+    const cJSON *art = ag_step_artifact(s);
+    char *before = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
+                                       : dt_json_print(art, 1);
+    tui_term_suspend();
+    char *after = edit_text(before, kind == AG_GENERATE ? ".cu" : ".json");
+    tui_term_resume();
+    resized(a);
+    a->full_redraw = 1;
+    dt_err e = {0};
+    if (after == NULL) {
+        tui_app_flash(a, 1, "the editor failed or the file could not be read back; the step "
+                            "still awaits review");
+    } else if (strcmp(after, before) == 0) {
+        tui_app_flash(a, 0, "no change: the step still awaits review");
+    } else if (kind == AG_GENERATE) {
+        cJSON *v = cJSON_CreateString(after);
+        if (ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
+            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
+        else
+            tui_app_flash(a, 0, "edited: the new source is checked and compiled again");
+        cJSON_Delete(v);
+    } else {
+        cJSON *v = dt_json_parse(after, strlen(after), "edited plan", &e);
+        if (v == NULL || ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
+            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
+        else
+            tui_app_flash(a, 0, "edited: the plan is checked again");
+        cJSON_Delete(v);
+    }
+    free(before);
+    free(after);
+}
+
+static int review_possible(tui_app *a)
+{
+    if (a->replay) {
+        tui_app_flash(a, 1, "a replay is read-only");
+        return 0;
+    }
+    if (a->run == NULL || ag_awaiting(a->run) == NULL) {
+        tui_app_flash(a, 1, "nothing awaits review");
+        return 0;
+    }
+    return 1;
+}
+
+static void quit(tui_app *a)
+{
+    if (!a->replay && a->run && !ag_run_done(a->run) && a->model.started) {
+        snprintf(a->confirm_q, sizeof a->confirm_q,
+                 "The run is still working: stop it and quit? (y/n) ");
+        prompt_return = a->modal;
+        a->modal = TUI_MODAL_CONFIRM;
+        a->status_dirty = 1;
+        return;
+    }
+    a->quit = 1;
+}
+
+static void confirm_key(tui_app *a, int k)
+{
+    a->modal = prompt_return;
+    a->status_dirty = 1;
+    if (k == 'y' || k == 'Y') {
+        /* A gate that waits can be closed properly (the session records the
+         * stop); a step in flight is abandoned and `ditto resume` re-runs it. */
+        if (a->run && ag_awaiting(a->run))
+            ag_stop(a->run);
+        a->exit_code = AG_EXIT_STOPPED;
+        a->quit = 1;
+    }
+}
+
+/* ---- keys ----------------------------------------------------------------------------------------- */
+
+static int pane_at(tui_app *a, int y, int x)
+{
+    for (int i = 0; i < TUI_NPANES; i++) {
+        tui_pane *p = &a->panes[i];
+        if (p->shown && y >= p->r.y && y < p->r.y + p->r.h && x >= p->r.x && x < p->r.x + p->r.w)
+            return i;
+    }
+    return -1;
+}
+
+static void mouse(tui_app *a)
+{
+    MEVENT ev;
+    if (getmouse(&ev) != OK || a->modal != TUI_MODAL_NONE)
+        return;
+    int pi = pane_at(a, ev.y, ev.x);
+    if (pi < 0)
+        return;
+    tui_pane *p = &a->panes[pi];
+    if (ev.bstate & (BUTTON4_PRESSED | BUTTON5_PRESSED)) {
+        /* the wheel scrolls the pane under it, not the focused one */
+        int k = (ev.bstate & BUTTON4_PRESSED) ? KEY_UP : KEY_DOWN;
+        for (int i = 0; i < 3; i++) {
+            if (p->ops->cursor) {
+                p->top += k == KEY_UP ? -1 : 1;
+                if (p->top < 0)
+                    p->top = 0;
+                if (p->top > p->lines.n - tui_pane_rows(p))
+                    p->top = p->lines.n - tui_pane_rows(p) > 0 ? p->lines.n - tui_pane_rows(p) : 0;
+                p->follow = 0;
+                p->redraw = 1;
+            } else {
+                tui_pane_key(p, a, k);
+            }
+        }
+    } else if (ev.bstate & BUTTON1_PRESSED) {
+        tui_app_focus(a, pi);
+        int line = p->top + ev.y - p->r.y - 1;
+        if (p->ops->cursor && line >= 0 && line < p->lines.n) {
+            p->cur = line;
+            p->redraw = 1;
+            if (pi == TUI_P_STEPS && p->lines.v[line].tag >= 0)
+                tui_app_select(a, p->lines.v[line].tag,
+                               p->lines.v[line].tag == a->model.nsteps - 1);
+        }
+    }
+}
+
+static void replay_key(tui_app *a, int k);
+
+static void global_key(tui_app *a, int k)
+{
+    dt_err e = {0};
+    switch (k) {
+    case '\t':
+        tui_app_focus(a, (a->focus + 1) % TUI_NPANES);
+        break;
+    case KEY_BTAB:
+        tui_app_focus(a, (a->focus + TUI_NPANES - 1) % TUI_NPANES);
+        break;
+    case 'q':
+        quit(a);
+        break;
+    case '?':
+        help(a);
+        break;
+    case 'k':
+        tui_kb_open(a);
+        if (a->modal == TUI_MODAL_KB)
+            open_modal(a, TUI_MODAL_KB);
+        break;
+    case 'v':
+        if (a->model.nrevs == 0) {
+            tui_app_flash(a, 0, "no kernel version yet");
+            break;
+        }
+        a->vpick_sel = 0;
+        a->vpick_from = -1;
+        open_modal(a, TUI_MODAL_VERSIONS);
+        break;
+    case '/':
+        tui_app_prompt(a, TUI_ASK_SEARCH, NULL);
+        break;
+    case 'n':
+        search(a, 1, 1);
+        break;
+    case 'N':
+        search(a, -1, 1);
+        break;
+    case 12: /* Ctrl-L */
+        a->full_redraw = 1;
+        break;
+    case 'a':
+        if (review_possible(a) && ag_decide(a->run, AG_APPROVE, NULL, NULL, &e) != 0)
+            tui_app_flash(a, 1, "%s", e.msg);
+        break;
+    case 'A':
+        if (review_possible(a)) {
+            ag_approve_rest(a->run);
+            tui_app_flash(a, 0, "approving this and every later step");
+        }
+        break;
+    case 'r':
+        if (review_possible(a))
+            tui_app_prompt(a, TUI_ASK_REJECT, NULL);
+        break;
+    case 'e':
+        if (review_possible(a))
+            edit(a);
+        break;
+    case 't':
+        if (a->replay || a->run == NULL || a->model.finished) {
+            tui_app_flash(a, 1, "nothing to tune: the run is not live");
+        } else {
+            ag_request_tune(a->run);
+            tui_app_flash(a, 0, "tune requested: it runs after the current measurement");
+        }
+        break;
+    default:
+        if (a->replay)
+            replay_key(a, k);
+        break;
+    }
+}
+
+static void key(tui_app *a, int k, int is_char)
+{
+    if (!is_char && k == KEY_RESIZE) {
+        resized(a);
+        return;
+    }
+    if (!is_char && k == KEY_MOUSE) {
+        mouse(a);
+        return;
+    }
+    switch (a->modal) {
+    case TUI_MODAL_PROMPT:
+        prompt_key(a, k, is_char);
+        return;
+    case TUI_MODAL_CONFIRM:
+        confirm_key(a, k);
+        return;
+    case TUI_MODAL_TEXT:
+        text_key(a, k);
+        return;
+    case TUI_MODAL_KB:
+        if (!tui_kb_key(a, k) && k == '?')
+            help(a);
+        if (a->modal == TUI_MODAL_NONE)
+            close_modal(a);
+        return;
+    case TUI_MODAL_VERSIONS:
+        tui_versions_key(a, k);
+        if (a->modal == TUI_MODAL_NONE)
+            close_modal(a);
+        return;
+    case TUI_MODAL_NONE:
+        break;
+    }
+    if (a->model.dirty) {
+        tui_app_mark(a, a->model.dirty);
+        a->model.dirty = 0;
+    }
+    tui_pane *p = &a->panes[a->focus];
+    tui_pane_refresh(p, a);
+    if (p->ops->key(p, a, k))
+        return;
+    global_key(a, k);
+}
+
+int tui_app_input(tui_app *a)
+{
+    int n = 0;
+    for (;;) {
+        wint_t wch;
+        int rc = wget_wch(a->input, &wch);
+        if (rc == ERR)
+            break;
+        n++;
+        key(a, (int)wch, rc != KEY_CODE_YES);
+        if (a->quit)
+            break;
+    }
+    return n;
+}
+
+static void on_tty(dt_loop *l, int fd, int mask, void *ud)
+{
+    (void)mask;
+    tui_app *a = ud;
+    if (tui_app_input(a) > 0)
+        return;
+    /* Readable and no key: the terminal may be gone (its SIGHUP ignored by
+     * whoever started us); polling a hung-up tty would spin forever. */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+        dt_loop_del_fd(l, fd, 0);
+        if (!a->replay && a->run && !ag_run_done(a->run))
+            a->exit_code = AG_EXIT_STOPPED;
+        a->quit = 1;
+    }
+}
+
+/* stderr, captured: each line goes to the diagnostics pane. */
+static void on_err(dt_loop *l, int fd, int mask, void *ud)
+{
+    (void)l;
+    (void)mask;
+    tui_app *a = ud;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0)
+        return;
+    dt_buf_append(&a->errline, buf, (size_t)n);
+    char *nl;
+    while ((nl = memchr(a->errline.data, '\n', a->errline.len)) != NULL) {
+        *nl = '\0';
+        const char *line = a->errline.data;
+        int worker = dt_startswith(line, "worker ");
+        tui_model_log(&a->model, "warning", worker ? "worker" : "stderr", line);
+        size_t used = (size_t)(nl - a->errline.data) + 1;
+        memmove(a->errline.data, a->errline.data + used, a->errline.len - used);
+        a->errline.len -= used;
+        a->errline.data[a->errline.len] = '\0';
+    }
+}
+
+static void on_winch(dt_loop *l, int fd, int mask, void *ud)
+{
+    (void)l;
+    (void)mask;
+    char buf[64];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    resized(ud);
+}
+
+static long on_tick(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    tui_app *a = ud;
+    if (a->model.running) {
+        a->spin++;
+        a->panes[TUI_P_STEPS].stale = 1;
+    }
+    return 200;
+}
+
+/* ---- replay ---------------------------------------------------------------------------------------------- */
+
+static void replay_seek(tui_app *a, int pos)
+{
+    if (pos < 0)
+        pos = 0;
+    if (pos > a->nev)
+        pos = a->nev;
+    if (pos < a->pos) {
+        /* back: rebuild from the start (events are cheap to apply) */
+        tui_model_clear(&a->model);
+        a->pos = 0;
+    }
+    while (a->pos < pos)
+        tui_app_event(a, a->ev[a->pos++]);
+    a->model.dirty = TUI_D_ALL;
+    a->status_dirty = 1;
+}
+
+/* The position just after the next (dir 1) or previous (dir -1) step_finished. */
+static int step_boundary(tui_app *a, int dir)
+{
+    int i = dir > 0 ? a->pos : a->pos - 2;
+    for (; i >= 0 && i < a->nev; i += dir) {
+        if (dt_streq(dt_json_str(a->ev[i], "type", ""), "step_finished"))
+            return i + 1;
+    }
+    return dir > 0 ? a->nev : 0;
+}
+
+static long on_play(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    tui_app *a = ud;
+    if (!a->playing || a->pos >= a->nev) {
+        a->playing = 0;
+        a->play_timer = 0;
+        a->status_dirty = 1;
+        return DT_LOOP_NOMORE;
+    }
+    replay_seek(a, a->pos + 1);
+    return 120;
+}
+
+static void replay_key(tui_app *a, int k)
+{
+    switch (k) {
+    case '.':
+        replay_seek(a, a->pos + 1);
+        break;
+    case ',':
+        replay_seek(a, a->pos - 1);
+        break;
+    case '>':
+        replay_seek(a, step_boundary(a, 1));
+        break;
+    case '<':
+        replay_seek(a, step_boundary(a, -1));
+        break;
+    case '0':
+        replay_seek(a, 0);
+        break;
+    case '$':
+        replay_seek(a, a->nev);
+        break;
+    case ' ':
+        a->playing = !a->playing;
+        if (a->playing && a->play_timer == 0)
+            a->play_timer = dt_loop_add_timer(a->loop, 120, on_play, a);
+        a->status_dirty = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------------------------- */
+
+tui_app *tui_app_new(const tui_opts *o, int replay)
+{
+    tui_app *a = dt_xcalloc(1, sizeof *a);
+    a->o = o;
+    a->replay = replay;
+    a->loop = o->loop ? o->loop : dt_loop_new();
+    a->run = replay ? NULL : o->run;
+    a->k = o->kb;
+    tui_model_init(&a->model);
+    for (int i = 0; i < TUI_NPANES; i++) {
+        a->panes[i].id = (tui_pane_id)i;
+        a->panes[i].ops = pane_ops[i];
+        a->panes[i].stale = 1;
+    }
+    a->panes[TUI_P_REASON].follow = 1;
+    a->panes[TUI_P_DIAG].follow = 1;
+    a->focus = TUI_P_STEPS;
+    a->sel = -1;
+    a->sel_follow = 1;
+    a->src_from = a->src_to = -1;
+    a->src_whole = 1;
+    a->src_built_from = a->src_built_to = -2;
+    a->err_fd = a->winch_fd = -1;
+    a->events = o->events;
+    a->nev = cJSON_GetArraySize(o->events);
+    a->ev = dt_xcalloc((size_t)a->nev + 1, sizeof *a->ev);
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o->events) a->ev[i++] = it;
+    return a;
+}
+
+int tui_app_open(tui_app *a, dt_err *e)
+{
+    if (tui_term_open(&a->err_fd, &a->winch_fd, e) != 0)
+        return -1;
+    a->utf8 = tui_term_utf8();
+    tui_theme_init();
+    /* Keys are read from a pad: wgetch never refreshes a pad, so reading
+     * never paints over the panels. */
+    a->input = newpad(1, 1);
+    keypad(a->input, TRUE);
+    nodelay(a->input, TRUE);
+    a->status_win = newwin(2, COLS > 0 ? COLS : 1, LINES > 2 ? LINES - 2 : 0, 0);
+    a->status_panel = new_panel(a->status_win);
+    fix_slots(a);
+    relayout(a);
+    dt_loop_add_fd(a->loop, 0, DT_READABLE, on_tty, a);
+    dt_loop_add_fd(a->loop, a->err_fd, DT_READABLE, on_err, a);
+    dt_loop_add_fd(a->loop, a->winch_fd, DT_READABLE, on_winch, a);
+    dt_loop_set_beforesleep(a->loop, before_sleep, a);
+    if (!a->replay)
+        a->tick_timer = dt_loop_add_timer(a->loop, 200, on_tick, a);
+    relay.a = a;
+    return 0;
+}
+
+void tui_app_close(tui_app *a)
+{
+    relay.a = NULL;
+    dt_loop_set_beforesleep(a->loop, NULL, NULL);
+    dt_loop_del_fd(a->loop, 0, 0);
+    if (a->err_fd >= 0) {
+        /* what is still in the pipe goes to the real stderr on close */
+        dt_loop_del_fd(a->loop, a->err_fd, 0);
+        dt_loop_del_fd(a->loop, a->winch_fd, 0);
+    }
+    if (a->tick_timer)
+        dt_loop_del_timer(a->loop, a->tick_timer);
+    if (a->play_timer)
+        dt_loop_del_timer(a->loop, a->play_timer);
+    a->tick_timer = a->play_timer = 0;
+    for (int i = 0; i < TUI_NPANES; i++)
+        tui_pane_free(&a->panes[i]);
+    if (a->mpanel)
+        del_panel(a->mpanel);
+    if (a->mwin)
+        delwin(a->mwin);
+    if (a->status_panel)
+        del_panel(a->status_panel);
+    if (a->status_win)
+        delwin(a->status_win);
+    if (a->input)
+        delwin(a->input);
+    a->mpanel = a->status_panel = NULL;
+    a->mwin = a->status_win = a->input = NULL;
+    tui_term_close();
+    a->err_fd = a->winch_fd = -1;
+}
+
+void tui_app_free(tui_app *a)
+{
+    if (a == NULL)
+        return;
+    tui_model_clear(&a->model);
+    tui_lines_clear(&a->text);
+    tui_kb_close(a);
+    hw_spec_free(a->gpu_spec);
+    dt_buf_free(&a->errline);
+    free(a->ev);
+    if (a->o->loop == NULL)
+        dt_loop_free(a->loop);
+    free(a);
+}
+
+int tui_run_live(const tui_opts *o, dt_err *e)
+{
+    if (o->loop == NULL || o->run == NULL)
+        return dt_err_set(e, "the workbench needs a loop and a run");
+    tui_app *a = tui_app_new(o, 0);
+    if (o->model)
+        snprintf(a->model.model_name, sizeof a->model.model_name, "%s", o->model);
+    if (tui_app_open(a, e) != 0) {
+        tui_app_free(a);
+        return -1;
+    }
+    ag_add_sink(o->run, sink, NULL);
+    tui_app_render(a);
+    dt_err se = {0};
+    if (ag_run_start(o->run, o->resume_events, &se) != 0) {
+        tui_model_log(&a->model, "error", "ditto", se.msg);
+        tui_app_flash(a, 1, "the run could not start: %s (q quits)", se.msg);
+        a->exit_code = AG_EXIT_ERROR;
+    }
+    if (o->model)
+        snprintf(a->model.model_name, sizeof a->model.model_name, "%s", o->model);
+    while (!a->quit)
+        if (dt_loop_run_once(a->loop, -1) < 0 && errno != EINTR)
+            break;
+    int code = a->exit_code;
+    tui_app_close(a);
+    tui_app_free(a);
+    return code;
+}
+
+int tui_run_replay(const tui_opts *o, dt_err *e)
+{
+    tui_app *a = tui_app_new(o, 1);
+    if (tui_app_open(a, e) != 0) {
+        tui_app_free(a);
+        return -1;
+    }
+    if (o->title)
+        snprintf(a->model.session, sizeof a->model.session, "%s", o->title);
+    tui_app_flash(a, 0, "replay: . next event, > next step, space play, $ the end, ? help");
+    while (!a->quit)
+        if (dt_loop_run_once(a->loop, -1) < 0 && errno != EINTR)
+            break;
+    tui_app_close(a);
+    tui_app_free(a);
+    return 0;
+}
