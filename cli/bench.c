@@ -211,7 +211,7 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
     dt_buf_printf(&m,
                   "%s (written by `ditto bench`; do not edit by hand) -->\n"
                   "## GPU (regime: %s): ditto's kernels against the best cuSPARSE algorithm\n\n"
-                  "Measured %s on %s (cc %s, %d SMs), driver %.0f, CUDA %s, with:\n\n"
+                  "Measured %s on %s (cc %s, %d SMs), CUDA driver API %d.%d, CUDA %s, with:\n\n"
                   "    %s\n\n"
                   "Each case: the expert planner ranks the templates, the tuner tries their "
                   "parameter variants (cheap timings, then the finalists re-verified with the "
@@ -226,7 +226,8 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
                   mbegin, regime, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
-                  (int)dt_json_num(dev, "sms", 0), dt_json_num(hello, "driver_version", 0),
+                  (int)dt_json_num(dev, "sms", 0), (int)dt_json_num(hello, "driver_version", 0) / 1000,
+                  (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline);
     dt_buf_puts(&m, "### Summary (speedup over the best cuSPARSE algorithm)\n\n"
                     "| op | regime | cases | geomean | min | max | failed |\n"

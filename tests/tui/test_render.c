@@ -148,7 +148,7 @@ Test(render, steps_should_show_tokens_cost_and_agent_as_room_allows)
 static int is_rule(const char *id, void *ud)
 {
     (void)ud;
-    return strcmp(id, "rule.spmv.csr-thread-for-short-regular-rows") == 0;
+    return strcmp(id, "rule.spmv.sell16-for-regular-rows") == 0;
 }
 
 Test(render, a_plan_should_link_each_decision_to_its_rule)
@@ -163,7 +163,7 @@ Test(render, a_plan_should_link_each_decision_to_its_rule)
         if (l.v[i].link == NULL)
             continue;
         links++;
-        cr_assert_str_eq(l.v[i].link, "rule.spmv.csr-thread-for-short-regular-rows");
+        cr_assert_str_eq(l.v[i].link, "rule.spmv.sell16-for-regular-rows");
         /* a wrapped rationale item links on every line; the id is marked
          * where it is written */
         const char *at = strstr(l.v[i].text, "rule.spmv");

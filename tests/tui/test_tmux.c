@@ -106,11 +106,11 @@ Test(tmux, the_workbench_should_show_steps_and_source_and_quit_cleanly)
     tt_keys(&t, "a");
     TT_EXPECT(&t, "review plan v1", SLOW);
     /* the teaching path, live: the plan names its rule; Enter opens it */
-    TT_EXPECT(&t, "rule.spmv.csr-thread-for-short-regular-rows", QUICK);
+    TT_EXPECT(&t, "rule.spmv.sell16-for-regular-rows", QUICK);
     tt_keys(&t, "Tab");
     tt_keys(&t, "Enter");
-    TT_EXPECT(&t, "Knowledge: rule.spmv.csr-thread-for-short-regular-rows", QUICK);
-    TT_EXPECT(&t, "Short, regular rows", QUICK);
+    TT_EXPECT(&t, "Knowledge: rule.spmv.sell16-for-regular-rows", QUICK);
+    TT_EXPECT(&t, "Regular short rows whose slices span", QUICK);
     tt_keys(&t, "Escape");
     cr_assert(tt_wait_gone(&t, "Knowledge: rule.spmv", QUICK));
     tt_keys(&t, "a");
@@ -361,7 +361,7 @@ Test(tmux, a_replay_should_show_measurements_the_roofline_and_occupancy)
      * left the focus on the source: three Tabs on is the steps pane) */
     tt_keys(&t, "Tab Tab Tab");
     tt_keys(&t, "g Down Tab Enter");
-    TT_EXPECT(&t, "Knowledge: rule.spmv.csr-thread-for-short-regular-rows", QUICK);
+    TT_EXPECT(&t, "Knowledge: rule.spmv.sell16-for-regular-rows", QUICK);
     tt_keys(&t, "Escape");
     cr_assert(tt_wait_gone(&t, "Knowledge: rule.spmv", QUICK));
     /* any two versions: the picker, older first */

@@ -396,13 +396,13 @@ cJSON *tt_session_events(void)
 
     start(&e, 2, "plan", 1, "Kernel Architect");
     text(&e, 2, "Decision: csr-thread (one thread per row), candidate 1 of 1.\n");
-    text(&e, 2, "  because [rule.spmv.csr-thread-for-short-regular-rows] Short, regular rows\n");
+    text(&e, 2, "  because [rule.spmv.sell16-for-regular-rows] Short, regular rows\n");
     cJSON *plan = dt_json_obj();
     dt_json_set_str(plan, "strategy", "csr-thread");
     cJSON *rat = dt_json_arr();
     cJSON *r1 = dt_json_obj();
-    dt_json_set_str(r1, "rule", "rule.spmv.csr-thread-for-short-regular-rows");
-    dt_json_set_str(r1, "text", "Short, regular rows: one thread per row (csr-thread)");
+    dt_json_set_str(r1, "rule", "rule.spmv.sell16-for-regular-rows");
+    dt_json_set_str(r1, "text", "Regular short rows: SELL with 16-bit column offsets (sell16-thread)");
     dt_json_set_num(r1, "score", 55);
     cJSON_AddItemToArray(rat, r1);
     dt_json_set_take(plan, "rationale", rat);

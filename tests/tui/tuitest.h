@@ -60,7 +60,7 @@ void tt_fini(void);
 /* ---- recorded sessions ---------------------------------------------------- */
 
 /* Write a finished session under root: profile, a plan whose rationale
- * names rule.spmv.csr-thread-for-short-regular-rows, check and compile with
+ * names rule.spmv.sell16-for-regular-rows, check and compile with
  * occupancy, two kernel versions, a compiler warning on line 3, and two
  * measurements with CUPTI metrics against cuSPARSE CSR_ALG1. Returns the
  * session id (caller frees); *nev gets the event count. */
