@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 
 const char cli_export_usage[] =
-    "usage: ditto export SESSION --out DIR [--session-dir DIR] [--force] [--no-matrix]\n"
+    "usage: ditto export SESSION --out DIR [--version N] [--session-dir DIR] [--force]\n"
+    "                    [--no-matrix]\n"
     "\n"
     "Write a session's best kernel as a standalone project in DIR:\n"
     "  kernel.cu    the kernel with ditto.cuh inlined and, defined at the top, the dtype and\n"
@@ -33,7 +34,9 @@ const char cli_export_usage[] =
     "The best kernel is the one the session finished with (session_finished), else the\n"
     "fastest measured version. A session that never measured a kernel still exports its\n"
     "last verified (else compiled, else generated) version, and the README says it was\n"
-    "never measured. Only CSR-format kernels can be exported. DIR must be empty or new\n"
+    "never measured. --version N exports version N instead (`ditto sessions show ID` lists\n"
+    "them). Only CSR-format kernels can be exported: when the best needs another format,\n"
+    "the error names the CSR versions to pick from. DIR must be empty or new\n"
     "unless --force is given (then the files above are overwritten, nothing else).\n"
     "\n"
     "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
@@ -337,6 +340,69 @@ static int choose_best(const sess_log *log, const ex_scan *s, ex_best *b, dt_err
     return best_source(log, s, b, NULL) == 0
                ? 0
                : dt_err_set(e, "kernel %s of session %s has no source", b->label, log->id);
+}
+
+/* Version `want` of the session, measured or not. -1 with e naming the versions there are. */
+static int choose_version(const sess_log *log, const ex_scan *s, int want, ex_best *b, dt_err *e)
+{
+    memset(b, 0, sizeof *b);
+    for (int i = 0; i < s->n; i++) {
+        const ex_version *x = &s->v[i];
+        if (x->version != want || x->source == NULL)
+            continue;
+        b->version = want;
+        if (x->measure)
+            from_measure(b, x->measure);
+        else
+            snprintf(b->status, sizeof b->status,
+                     "version %d was never measured in the session (%s)", want,
+                     x->verified == 1   ? "it passed verification"
+                     : x->verified == 0 ? "it failed verification"
+                                        : "never verified");
+        b->verify = x->verify;
+        b->params = cJSON_Duplicate(x->params, 1);
+        snprintf(b->strategy, sizeof b->strategy, "%s", x->strategy);
+        set_label(b);
+        return best_source(log, s, b, NULL) == 0
+                   ? 0
+                   : dt_err_set(e, "kernel %s of session %s has no source", b->label, log->id);
+    }
+    dt_buf have = DT_BUF_INIT;
+    for (int i = 0; i < s->n; i++)
+        if (s->v[i].source)
+            dt_buf_printf(&have, "%sv%d %s", have.len ? ", " : "", s->v[i].version,
+                          s->v[i].strategy);
+    dt_err_set(e, "session %s has no kernel version %d (it has: %s)", log->id, want,
+               have.len ? have.data : "none");
+    dt_buf_free(&have);
+    return -1;
+}
+
+/* The measured versions of the session whose kernels are CSR, as "v1 csr-vector 3.07 us,
+ * ..." for an error message; "" when none. */
+static void csr_versions(const ex_scan *s, char *out, size_t len)
+{
+    out[0] = '\0';
+    size_t used = 0;
+    for (int i = 0; i < s->n && used + 1 < len; i++) {
+        const ex_version *x = &s->v[i];
+        if (x->source == NULL || x->measure == NULL)
+            continue;
+        gpu_contract c;
+        dt_err ce = {0};
+        if (gpu_contract_from_source(x->source, &c, &ce) != 0)
+            continue;
+        int csr = c.format == NULL || strcmp(c.format, "csr") == 0;
+        gpu_contract_clear(&c);
+        if (!csr)
+            continue;
+        int n = snprintf(out + used, len - used, "%sv%d %s (%.2f us, %.2fx)", used ? ", " : "",
+                         x->version, x->strategy, dt_json_num(x->measure, "us", 0),
+                         dt_json_num(x->measure, "speedup", 0));
+        if (n < 0)
+            break;
+        used += (size_t)n < len - used ? (size_t)n : len - used - 1;
+    }
 }
 
 /* ---- the export itself ----------------------------------------------------------------- */
@@ -1230,12 +1296,21 @@ int cli_export(int argc, char **argv)
     if (cli_wants_help(argc, argv))
         return cli_print_usage("export");
     const char *id = NULL, *session_dir = NULL, *out = NULL;
-    int force = 0, no_matrix = 0;
+    int force = 0, no_matrix = 0, version = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((strcmp(a, "--out") == 0 || strcmp(a, "--session-dir") == 0) && i + 1 >= argc)
+        if ((strcmp(a, "--out") == 0 || strcmp(a, "--session-dir") == 0 ||
+             strcmp(a, "--version") == 0) &&
+            i + 1 >= argc)
             return cli_usage_error("export", "%s needs a value", a);
-        if (strcmp(a, "--out") == 0)
+        if (strcmp(a, "--version") == 0) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > 100000)
+                return cli_usage_error("export",
+                                       "--version: expected a version number (1, 2, ...)");
+            version = (int)v;
+        } else if (strcmp(a, "--out") == 0)
             out = argv[++i];
         else if (strcmp(a, "--session-dir") == 0)
             session_dir = argv[++i];
@@ -1289,14 +1364,22 @@ int cli_export(int argc, char **argv)
                 probs.len ? ": " : "\n", dt_buf_str(&probs));
         goto done;
     }
-    if (choose_best(log, &s, &x.best, &e) != 0) {
+    if ((version > 0 ? choose_version(log, &s, version, &x.best, &e)
+                     : choose_best(log, &s, &x.best, &e)) != 0) {
         fprintf(stderr, "ditto export: %s\n", e.msg);
         goto done;
     }
     session_matrix(&x, &s);
     session_sms(&x);
     if (prepare_contract(&x, &e) != 0) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
+        char alt[600] = "";
+        if (x.have_contract && x.c.format && strcmp(x.c.format, "csr") != 0)
+            csr_versions(&s, alt, sizeof alt);
+        if (alt[0])
+            fprintf(stderr, "ditto export: %s; measured CSR versions, for --version N: %s\n", e.msg,
+                    alt);
+        else
+            fprintf(stderr, "ditto export: %s\n", e.msg);
         goto done;
     }
     kernel = kernel_file(&x, &e);

@@ -99,6 +99,48 @@ Test(export_errors, a_kernel_in_another_format_should_be_refused_naming_the_form
     ex_fixture_free(&f);
 }
 
+/* The best needs ELL, an earlier version is CSR: the refusal names it, and
+ * --version exports it. */
+Test(export_errors, a_non_csr_best_should_name_the_csr_versions_and_version_should_pick_one)
+{
+    ex_fix f = ex_fixture();
+    char *csr = ex_spmv_source(256);
+    char *ell = ex_spmv_source(128);
+    char *at = strstr(ell, "\"format\": \"csr\"");
+    cr_assert_not_null(at);
+    memcpy(at, "\"format\": \"ell\"", strlen("\"format\": \"ell\""));
+    ex_opts o = {.v = {{csr, "{\"BLOCK\": 256}", 12.5}, {ell, "{\"BLOCK\": 128}", 9.0}},
+                 .nversions = 2};
+    ex_session(&f, &o);
+    char *args = dt_xasprintf("--out '%s'", f.out);
+    tu_proc p = ex_export(&f, args);
+    free(args);
+    cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+    one_line(&p, "measured CSR versions, for --version N: v1 ");
+    cr_assert(strstr(p.err, "12.50 us"), "%s", p.err);
+    cr_assert(!dt_file_exists(f.out));
+    tu_proc_free(&p);
+
+    args = dt_xasprintf("--out '%s' --version 1", f.out);
+    p = ex_export(&f, args);
+    free(args);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    char *kpath = dt_xasprintf("%s/kernel.cu", f.out);
+    cr_assert(dt_file_exists(kpath));
+    free(kpath);
+    tu_proc_free(&p);
+
+    args = dt_xasprintf("--out '%s' --force --version 7", f.out);
+    p = ex_export(&f, args);
+    free(args);
+    cr_assert_eq(p.status, 1);
+    one_line(&p, "has no kernel version 7 (it has: v1");
+    tu_proc_free(&p);
+    free(csr);
+    free(ell);
+    ex_fixture_free(&f);
+}
+
 Test(export_errors, a_session_without_any_kernel_should_say_so)
 {
     ex_fix f = ex_fixture();
