@@ -9,8 +9,8 @@
 
 #include "core/core.h"
 
-#define CLI_OK 0
-#define CLI_FAIL 1
+#define CLI_OK    0
+#define CLI_FAIL  1
 #define CLI_USAGE 2
 
 typedef struct cli_command {
@@ -30,6 +30,10 @@ int cli_wants_help(int argc, char **argv);
 int cli_usage_error(const char *cmd, const char *fmt, ...) DT_PRINTF(2, 3);
 /* Print the usage text of a command to stdout; returns CLI_OK. */
 int cli_print_usage(const char *cmd);
+/* "--flag VALUE" or "--flag=VALUE" at argv[*i] (cli/wiring.c): the value,
+ * advancing *i past it; NULL when argv[*i] is not this flag, with *missing
+ * set when it is but the value is absent. */
+const char *cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
 /* The hardware commands (cli/hw.c, cli/occupancy.c, cli/roofline.c) and
  * their usage texts, which live beside them. */
 int cli_hw(int argc, char **argv);

@@ -26,24 +26,6 @@ const char cli_occupancy_usage[] =
 
 static const char CMD[] = "occupancy";
 
-/* "--flag VALUE" or "--flag=VALUE": the value, advancing *i; NULL when the
- * argument is not this flag. *missing is set when the value is absent. */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
     char *end = NULL;
@@ -157,29 +139,29 @@ int cli_occupancy(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         int missing = 0;
         const char *v;
-        if ((v = flag_value(argc, argv, &i, "--gpu", &missing)) != NULL) {
+        if ((v = cli_flag_value(argc, argv, &i, "--gpu", &missing)) != NULL) {
             gpu = v;
-        } else if ((v = flag_value(argc, argv, &i, "--threads", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--threads", &missing)) != NULL) {
             if (parse_int(v, 1, 65536, &threads) != 0)
                 return cli_usage_error(
                     CMD, "--threads takes threads per block (1 or more), not '%s'", v);
-        } else if ((v = flag_value(argc, argv, &i, "--regs", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--regs", &missing)) != NULL) {
             if (parse_int(v, 0, 1024, &regs) != 0)
                 return cli_usage_error(CMD,
                                        "--regs takes registers per thread (0 to 255), not '%s'", v);
-        } else if ((v = flag_value(argc, argv, &i, "--smem", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--smem", &missing)) != NULL) {
             if (dt_parse_size(v, &smem) != 0 || smem > ((int64_t)1 << 29))
                 return cli_usage_error(CMD,
                                        "--smem takes bytes of static shared memory per block "
                                        "(e.g. 12288 or 12Ki), not '%s'",
                                        v);
-        } else if ((v = flag_value(argc, argv, &i, "--dyn-smem", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--dyn-smem", &missing)) != NULL) {
             if (dt_parse_size(v, &dyn) != 0 || dyn > ((int64_t)1 << 29))
                 return cli_usage_error(CMD,
                                        "--dyn-smem takes bytes of dynamic shared memory per "
                                        "block (e.g. 65536 or 64Ki), not '%s'",
                                        v);
-        } else if ((v = flag_value(argc, argv, &i, "--carveout", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--carveout", &missing)) != NULL) {
             if (strcmp(v, "default") == 0)
                 carveout = HW_CARVEOUT_DEFAULT;
             else if (parse_int(v, 0, 100, &carveout) != 0)

@@ -29,22 +29,6 @@ const char cli_roofline_usage[] =
 
 static const char CMD[] = "roofline";
 
-static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* A non-negative number with an optional decimal prefix (k, M, G, T, P) or,
  * for times, a unit (s, ms, us, ns). */
 static int parse_qty(const char *s, int time, double *out)
@@ -167,24 +151,24 @@ int cli_roofline(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         int missing = 0;
         const char *v;
-        if ((v = flag_value(argc, argv, &i, "--gpu", &missing)) != NULL) {
+        if ((v = cli_flag_value(argc, argv, &i, "--gpu", &missing)) != NULL) {
             gpu = v;
-        } else if ((v = flag_value(argc, argv, &i, "--dtype", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--dtype", &missing)) != NULL) {
             dtypes = v;
-        } else if ((v = flag_value(argc, argv, &i, "--svg", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--svg", &missing)) != NULL) {
             svg = v;
-        } else if ((v = flag_value(argc, argv, &i, "--point", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--point", &missing)) != NULL) {
             if (n >= HW_PLOT_MAX_POINTS)
                 return cli_usage_error(CMD, "--point: at most %d points", HW_PLOT_MAX_POINTS);
             char why[200];
             if (parse_point(v, &pts[n], why, sizeof why) != 0)
                 return cli_usage_error(CMD, "--point '%s': %s", v, why);
             n++;
-        } else if ((v = flag_value(argc, argv, &i, "--width", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--width", &missing)) != NULL) {
             width = atoi(v);
             if (width < 30 || width > 1000)
                 return cli_usage_error(CMD, "--width takes 30 to 1000 columns, not '%s'", v);
-        } else if ((v = flag_value(argc, argv, &i, "--height", &missing)) != NULL) {
+        } else if ((v = cli_flag_value(argc, argv, &i, "--height", &missing)) != NULL) {
             height = atoi(v);
             if (height < 8 || height > 500)
                 return cli_usage_error(CMD, "--height takes 8 to 500 rows, not '%s'", v);

@@ -1,9 +1,11 @@
 /* run.c -- `ditto run` and `ditto resume`: the pipeline headless, with a
  * printer of one line per step, reviews answered on stdin, the session log,
- * Lua hooks and the knowledge base wired in; and `ditto tune`. */
+ * Lua hooks and the knowledge base wired in (the parts the workbench shares
+ * are in cli/wiring.c); and `ditto tune`. */
 #include "agents/agents.h"
 #include "agents/llm.h"
 #include "cli/cli.h"
+#include "cli/wiring.h"
 #include "gpu/gpu.h"
 #include "knowledge/knowledge.h"
 #include "scripting/scripting.h"
@@ -16,67 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- the session sink ------------------------------------------------------------------ */
-
-typedef struct session_sink {
-    sess *s;
-    char *root;
-    int failed;
-    const sess_log *resume; /* when resuming: the session is already open */
-} session_sink;
-
-static void artifact_files(session_sink *ss, const cJSON *ev)
-{
-    const char *name = dt_json_str(ev, "name", "");
-    int v = (int)dt_json_num(ev, "version", 0);
-    const cJSON *j = cJSON_GetObjectItem(ev, "json");
-    char file[128];
-    dt_err e = {0};
-    if (strcmp(name, "kernel") == 0) {
-        snprintf(file, sizeof file, "kernel_v%d.cu", v);
-        const char *src = dt_json_str(ev, "content", "");
-        sess_write_artifact(ss->s, file, src, strlen(src), &e);
-        return;
-    }
-    if (strcmp(name, "compile") == 0) {
-        snprintf(file, sizeof file, "compile_v%d.log", v);
-        const char *log = dt_json_str(cJSON_GetObjectItem(j, "nvrtc"), "log", "");
-        sess_write_artifact(ss->s, file, log, strlen(log), &e);
-    }
-    if (strcmp(name, "report") == 0 || strcmp(name, "tune") == 0 || strcmp(name, "kb_entry") == 0)
-        snprintf(file, sizeof file, "%s.json", name);
-    else
-        snprintf(file, sizeof file, "%s_v%d.json", name, v);
-    char *text = dt_json_print(j, 1);
-    sess_write_artifact(ss->s, file, text, strlen(text), &e);
-    free(text);
-    if (e.msg[0])
-        fprintf(stderr, "ditto: session: %s\n", e.msg);
-}
-
-static void session_event(ag_run *r, const cJSON *ev, void *ud)
-{
-    (void)r;
-    session_sink *ss = ud;
-    if (ss->failed)
-        return;
-    dt_err e = {0};
-    if (ss->s == NULL)
-        return;
-    /* Artifacts first: the event that names them then never points at a
-     * file a crash did not write. */
-    if (dt_streq(dt_json_str(ev, "type", ""), "artifact"))
-        artifact_files(ss, ev);
-    cJSON *copy = cJSON_Duplicate(ev, 1);
-    if (dt_streq(dt_json_str(ev, "type", ""), "session_started"))
-        dt_json_set_str(copy, "session", sess_id(ss->s));
-    if (sess_append(ss->s, copy, &e) != 0) {
-        fprintf(stderr, "ditto: session: %s (recording stops; the run goes on)\n", e.msg);
-        ss->failed = 1;
-    }
-    cJSON_Delete(copy);
-}
-
 /* ---- the printer -------------------------------------------------------------------------- */
 
 typedef struct printer {
@@ -85,8 +26,8 @@ typedef struct printer {
     int tty_in;
     ag_run *run;
     dt_loop *loop;
-    dt_buf queue;      /* whole lines typed ahead of a review prompt */
-    int waiting;       /* a review prompt is shown */
+    dt_buf queue; /* whole lines typed ahead of a review prompt */
+    int waiting;  /* a review prompt is shown */
     int eof;
     int policy_auto_if_eof;
     const char *session_id;
@@ -131,18 +72,17 @@ static void summary_line(const cJSON *art, const char *kind, char *out, size_t l
         snprintf(out, len, "%zu bytes of CUDA from %s", strlen(dt_json_str(art, "source", "")),
                  dt_json_str(art, "template", "?"));
     } else if (strcmp(kind, "compile") == 0) {
-        const cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(art, "nvrtc"),
-                                                                "kernels"),
-                                            0);
+        const cJSON *k = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(art, "nvrtc"), "kernels"), 0);
         snprintf(out, len, "%.0f registers, %.0f B smem, %.0f rule finding(s)",
                  dt_json_num(k, "registers", 0), dt_json_num(k, "smem", 0),
                  (double)cJSON_GetArraySize(cJSON_GetObjectItem(art, "rules")));
     } else if (strcmp(kind, "verify") == 0) {
         snprintf(out, len, "%.0f checks passed", dt_json_num(art, "checks_run", 0));
     } else if (strcmp(kind, "measure") == 0) {
-        snprintf(out, len, "%.2f us (%s), %.0f GB/s, %.2fx cuSPARSE %s",
-                 dt_json_num(art, "us", 0), dt_json_str(art, "method", ""),
-                 dt_json_num(art, "gbps", 0), dt_json_num(art, "speedup", 0),
+        snprintf(out, len, "%.2f us (%s), %.0f GB/s, %.2fx cuSPARSE %s", dt_json_num(art, "us", 0),
+                 dt_json_str(art, "method", ""), dt_json_num(art, "gbps", 0),
+                 dt_json_num(art, "speedup", 0),
                  dt_json_str(cJSON_GetObjectItem(art, "baseline"), "best", ""));
     } else if (strcmp(kind, "tune") == 0) {
         const cJSON *b = cJSON_GetObjectItem(art, "best");
@@ -180,8 +120,7 @@ static int drain(printer *p)
     while (ag_awaiting(p->run) && (line = pop_line(p)) != NULL) {
         const ag_step *s = ag_awaiting(p->run);
         if (!p->tty_in)
-            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s),
-                   line);
+            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s), line);
         if (p->waiting == 2) {
             dt_err e = {0};
             p->waiting = 0;
@@ -269,16 +208,16 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         const char *st = dt_json_str(ev, "status", "");
         if (!dt_json_bool(ev, "ok", 1) && dt_streq(st, "approved"))
             st = "failed";
-        printf("[%2d] %-4s %-8s v%-2d %-22s %6.2fs  %s\n", sid, glyph(st), kind,
-               ag_step_version(s), ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0),
-               sum);
+        printf("[%2d] %-4s %-8s v%-2d %-22s %6.2fs  %s\n", sid, glyph(st), kind, ag_step_version(s),
+               ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0), sum);
         fflush(stdout);
         p->steps++;
     } else if (strcmp(type, "transition") == 0) {
         if (dt_json_str(ev, "edge", NULL))
             printf("     -> %s again (%s, %s): %s\n", dt_json_str(ev, "to", ""),
                    dt_json_str(ev, "edge", ""),
-                   dt_json_num(ev, "iteration", 0) > 0 ? "feedback" : "", dt_json_str(ev, "reason", ""));
+                   dt_json_num(ev, "iteration", 0) > 0 ? "feedback" : "",
+                   dt_json_str(ev, "reason", ""));
     } else if (strcmp(type, "log") == 0) {
         printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_json_str(ev, "message", ""));
     } else if (strcmp(type, "awaiting_review") == 0) {
@@ -433,28 +372,6 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
     drain(p);
 }
 
-/* ---- Lua adapters ---------------------------------------------------------------------------- */
-
-static int lua_review(ag_run *r, const ag_step *s, dt_buf *reason, void *ud)
-{
-    lx_state *L = ud;
-    cJSON *view = ag_step_view(r, s);
-    dt_buf errs = DT_BUF_INIT;
-    lx_decision d = lx_review(L, view, reason, &errs);
-    if (errs.len)
-        fprintf(stderr, "ditto: lua review: %s", errs.data);
-    dt_buf_free(&errs);
-    cJSON_Delete(view);
-    return d == LX_APPROVE ? AG_APPROVE : d == LX_REJECT ? AG_REJECT : -1;
-}
-
-static void lua_hook(ag_run *r, ag_kind kind, const char *phase, cJSON **data, dt_buf *log,
-                     dt_buf *errors, void *ud)
-{
-    (void)r;
-    lx_run_hooks(ud, ag_kind_name(kind), phase, data, log, errors);
-}
-
 /* ---- run / resume ---------------------------------------------------------------------------- */
 
 const char cli_run_usage[] =
@@ -477,103 +394,6 @@ const char cli_run_usage[] =
     "3 no GPU (stopped after compiling), 4 stopped by a person, 5 an error (matrix,\n"
     "worker, LLM).\n";
 
-typedef struct run_args {
-    const char *spec_or_session;
-    const char *backend, *review, *session_dir, *out, *launcher;
-    const char *api, *endpoint, *model, *key_env;
-    const char *hooks[16];
-    int nhooks;
-    int lua_unsafe, json, verbose, workers, no_session, tune_variants;
-    double goal, deadline;
-} run_args;
-
-static int parse_run_args(const char *cmd, int argc, char **argv, run_args *a)
-{
-    memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define OPT(name, field)                                                                         \
-    if (strcmp(s, name) == 0) {                                                                  \
-        if (v == NULL)                                                                           \
-            return cli_usage_error(cmd, "%s needs a value", name);                               \
-        a->field = v;                                                                            \
-        i++;                                                                                     \
-        continue;                                                                                \
-    }
-        OPT("--backend", backend)
-        OPT("--review", review)
-        OPT("--session-dir", session_dir)
-        OPT("--out", out)
-        OPT("--launcher", launcher)
-        OPT("--api", api)
-        OPT("--endpoint", endpoint)
-        OPT("--model", model)
-        OPT("--api-key-env", key_env)
-#undef OPT
-        if (strcmp(s, "--hook") == 0 && v) {
-            if (a->nhooks < 16)
-                a->hooks[a->nhooks++] = v;
-            i++;
-        } else if (strcmp(s, "--workers") == 0 && v) {
-            a->workers = atoi(v);
-            if (a->workers < 1 || a->workers > 64)
-                return cli_usage_error(cmd, "--workers: expected 1 to 64");
-            i++;
-        } else if (strcmp(s, "--tune-variants") == 0 && v) {
-            a->tune_variants = atoi(v);
-            i++;
-        } else if ((strcmp(s, "--goal") == 0 || strcmp(s, "--deadline") == 0) && v) {
-            double x;
-            if (dt_parse_double(v, &x) != 0 || x <= 0)
-                return cli_usage_error(cmd, "%s: expected a positive number", s);
-            if (s[2] == 'g')
-                a->goal = x;
-            else
-                a->deadline = x;
-            i++;
-        } else if (strcmp(s, "--lua-unsafe") == 0) {
-            a->lua_unsafe = 1;
-        } else if (strcmp(s, "--json") == 0) {
-            a->json = 1;
-        } else if (strcmp(s, "-v") == 0 || strcmp(s, "--verbose") == 0) {
-            a->verbose = 1;
-        } else if (strcmp(s, "--no-session") == 0) {
-            a->no_session = 1;
-        } else if (s[0] == '-' && s[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (a->spec_or_session == NULL) {
-            a->spec_or_session = s;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", s);
-        }
-    }
-    if (a->spec_or_session == NULL)
-        return cli_usage_error(cmd, strcmp(cmd, "run") == 0 ? "give a problem spec (JSON)"
-                                                             : "give a session id");
-    if (a->backend && !dt_streq(a->backend, "expert") && !dt_streq(a->backend, "llm"))
-        return cli_usage_error(cmd, "--backend: expected expert or llm");
-    if (a->review && !dt_streq(a->review, "ask") && !dt_streq(a->review, "auto"))
-        return cli_usage_error(cmd, "--review: expected ask or auto");
-    return CLI_OK;
-}
-
-static void apply_policy(ag_opts *o, const sp_spec *spec, const char *override)
-{
-    const char *rv = override ? override : spec->review;
-    for (int k = 0; k < AG_NKINDS; k++) {
-        if (dt_streq(rv, "auto"))
-            o->policy[k] = AG_POLICY_AUTO;
-        else if (dt_streq(rv, "map") && spec->review_map)
-            o->policy[k] = dt_streq(dt_json_str(spec->review_map, ag_kind_name((ag_kind)k), "auto"),
-                                    "ask")
-                               ? AG_POLICY_ASK
-                               : AG_POLICY_AUTO;
-        else
-            o->policy[k] = AG_POLICY_ASK;
-    }
-}
-
 static void quiet_worker_log(int w, const char *line, void *ud)
 {
     (void)ud;
@@ -583,8 +403,10 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 
 static int run_common(const char *cmd, int argc, char **argv, int resume)
 {
-    run_args a;
-    int rc = parse_run_args(cmd, argc, argv, &a);
+    cli_run_args a;
+    int rc = cli_run_args_parse(
+        cmd, argc, argv, 1,
+        strcmp(cmd, "run") == 0 ? "give a problem spec (JSON)" : "give a session id", &a);
     if (rc != CLI_OK)
         return rc;
     dt_buf probs = DT_BUF_INIT;
@@ -602,7 +424,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     dt_err e = {0};
     int status = AG_EXIT_ERROR;
     if (resume) {
-        log = sess_log_read(root, a.spec_or_session, &e);
+        log = sess_log_read(root, a.spec, &e);
         if (log == NULL) {
             fprintf(stderr, "ditto resume: %s\n", e.msg);
             goto out;
@@ -614,42 +436,17 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                     dt_buf_str(&probs));
             goto out;
         }
-    } else if (sp_spec_load(&spec, a.spec_or_session, &probs) != 0) {
+    } else if (sp_spec_load(&spec, a.spec, &probs) != 0) {
         fputs(dt_buf_str(&probs), stderr);
         status = AG_EXIT_USAGE;
         goto out;
     }
-    const char *backend = a.backend ? a.backend
-                                    : dt_json_str(cfg, "backend", spec.backend);
+    const char *backend = a.backend ? a.backend : dt_json_str(cfg, "backend", spec.backend);
     llm_config lc;
     llm_config_init(&lc);
     int have_llm = 0;
     if (dt_streq(backend, "llm")) {
-        const cJSON *lj = cJSON_GetObjectItem(cfg, "llm");
-        if (lj && llm_config_from_json(&lc, lj, &probs) != 0) {
-            fprintf(stderr, "ditto %s: config llm: %s", cmd, dt_buf_str(&probs));
-            llm_config_clear(&lc);
-            status = AG_EXIT_USAGE;
-            goto out;
-        }
-        if (a.api)
-            lc.api = dt_streq(a.api, "anthropic") ? LLM_ANTHROPIC : LLM_OPENAI;
-        if (a.endpoint) {
-            free(lc.endpoint);
-            lc.endpoint = dt_xstrdup(a.endpoint);
-        }
-        if (a.model) {
-            free(lc.model);
-            lc.model = dt_xstrdup(a.model);
-        }
-        if (a.key_env) {
-            free(lc.api_key_env);
-            lc.api_key_env = dt_xstrdup(a.key_env);
-        }
-        if (lc.endpoint == NULL || lc.model == NULL) {
-            fprintf(stderr, "ditto %s: the llm backend needs an endpoint and a model (--endpoint, "
-                            "--model or \"llm\" in %s)\n",
-                    cmd, "config.json");
+        if (cli_llm_settings(cmd, cfg, &a.llm, &lc) != 0) {
             llm_config_clear(&lc);
             status = AG_EXIT_USAGE;
             goto out;
@@ -660,7 +457,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
     gpu_pool_opts po = {.workers = a.workers ? a.workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = a.launcher ? a.launcher : dt_json_str(wj, "launcher", NULL),
-                        .deadline_s = a.deadline > 0 ? a.deadline : dt_json_num(wj, "deadline_s", 600),
+                        .deadline_s =
+                            a.deadline > 0 ? a.deadline : dt_json_num(wj, "deadline_s", 600),
                         .log = quiet_worker_log};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
     if (pool == NULL) {
@@ -673,25 +471,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     if (probs.len)
         fprintf(stderr, "ditto: knowledge base: %s", probs.data);
     dt_buf_reset(&probs);
-    lx_state *L = NULL;
-    lx_opts lo = {.unsafe = a.lua_unsafe};
-    L = lx_new(&lo, &e);
-    if (L) {
-        char *cdir = dt_config_dir();
-        if (cdir) {
-            char *hdir = dt_xasprintf("%s/hooks", cdir);
-            lx_load_dir(L, hdir, &probs);
-            free(hdir);
-            free(cdir);
-        }
-        for (int i = 0; i < a.nhooks; i++) {
-            dt_err he = {0};
-            if (lx_load_file(L, a.hooks[i], &he) != 0)
-                dt_buf_printf(&probs, "%s\n", he.msg);
-        }
-        if (probs.len)
-            fprintf(stderr, "ditto: hooks: %s", probs.data);
-    }
+    cli_lua lua = {.L = cli_lua_open(a.lua_unsafe, a.hooks, a.nhooks), .prefix = "ditto: "};
     ag_opts o = {.spec = &spec,
                  .pool = pool,
                  .backend = backend,
@@ -702,19 +482,15 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                  .goal_speedup = a.goal > 0 ? a.goal : dt_json_num(cfg, "goal_speedup", 1.0),
                  .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
                  .tune_budget_variants =
-                     a.tune_variants ? a.tune_variants
-                                     : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
+                     a.tune_variants
+                         ? a.tune_variants
+                         : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
                  .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
-    apply_policy(&o, &spec, a.review);
-    if (L && lx_hook_count(L) > 0) {
-        o.reviewer = lua_review;
-        o.reviewer_ud = L;
-        o.hook = lua_hook;
-        o.hook_ud = L;
-    }
-    session_sink ss = {.root = root};
+    cli_review_policy(&o, &spec, a.review);
+    cli_lua_attach(&o, &lua);
+    cli_session_sink ss = {.root = root};
     if (resume) {
-        ss.s = sess_open(root, a.spec_or_session, &e);
+        ss.s = sess_open(root, a.spec, &e);
         if (ss.s == NULL) {
             fprintf(stderr, "ditto resume: %s\n", e.msg);
             ss.failed = 1;
@@ -743,7 +519,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         pr.run = run;
         ag_add_sink(run, print_event, &pr);
         if (!a.no_session)
-            ag_add_sink(run, session_event, &ss);
+            ag_add_sink(run, cli_session_event, &ss);
         dt_loop_add_fd(loop, 0, DT_READABLE, on_stdin, &pr);
         if (ag_run_start(run, log ? log->events : NULL, &e) != 0) {
             fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
@@ -763,7 +539,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         sess_close(ss.s);
     }
     dt_buf_free(&pr.queue);
-    lx_free(L);
+    lx_free(lua.L);
     kb_close(k);
     gpu_pool_free(pool);
     dt_loop_free(loop);

@@ -2,10 +2,12 @@
  * (the workbench on a recorded session, offline) and the built-in default
  * problem that `ditto` with no command opens. The wiring is run.c's: the
  * worker pool, the knowledge base, Lua hooks, the session log and the
- * orchestrator; the workbench only renders and decides. */
+ * orchestrator, the shared parts from cli/wiring.c; the workbench only
+ * renders and decides. */
 #include "agents/agents.h"
 #include "agents/llm.h"
 #include "cli/cli.h"
+#include "cli/wiring.h"
 #include "gpu/gpu.h"
 #include "knowledge/knowledge.h"
 #include "scripting/scripting.h"
@@ -52,235 +54,10 @@ static const char default_spec[] =
     "{\"op\": \"spmv\", \"matrix\": \"gen:rmat:rows=1M,nnz=16M,seed=1\", \"dtype\": \"fp32\","
     " \"backend\": \"expert\", \"review\": \"ask\"}";
 
-/* ---- the session sink (as run.c records it) ------------------------------------------- */
-
-typedef struct session_sink {
-    sess *s;
-    char *root;
-    int failed;
-    char problem[600]; /* shown after the workbench closes: it cannot print while open */
-} session_sink;
-
-static void artifact_files(session_sink *ss, const cJSON *ev)
-{
-    const char *name = dt_json_str(ev, "name", "");
-    int v = (int)dt_json_num(ev, "version", 0);
-    const cJSON *j = cJSON_GetObjectItem(ev, "json");
-    char file[128];
-    dt_err e = {0};
-    if (strcmp(name, "kernel") == 0) {
-        snprintf(file, sizeof file, "kernel_v%d.cu", v);
-        const char *src = dt_json_str(ev, "content", "");
-        sess_write_artifact(ss->s, file, src, strlen(src), &e);
-        return;
-    }
-    if (strcmp(name, "compile") == 0) {
-        snprintf(file, sizeof file, "compile_v%d.log", v);
-        const char *log = dt_json_str(cJSON_GetObjectItem(j, "nvrtc"), "log", "");
-        sess_write_artifact(ss->s, file, log, strlen(log), &e);
-    }
-    if (strcmp(name, "report") == 0 || strcmp(name, "tune") == 0 || strcmp(name, "kb_entry") == 0)
-        snprintf(file, sizeof file, "%s.json", name);
-    else
-        snprintf(file, sizeof file, "%s_v%d.json", name, v);
-    char *text = dt_json_print(j, 1);
-    sess_write_artifact(ss->s, file, text, strlen(text), &e);
-    free(text);
-    if (e.msg[0] && !ss->problem[0])
-        snprintf(ss->problem, sizeof ss->problem, "session: %s", e.msg);
-}
-
-static void session_event(ag_run *r, const cJSON *ev, void *ud)
-{
-    (void)r;
-    session_sink *ss = ud;
-    if (ss->failed)
-        return;
-    dt_err e = {0};
-    if (ss->s == NULL && dt_streq(dt_json_str(ev, "type", ""), "session_started")) {
-        ss->s = sess_create(ss->root, cJSON_GetObjectItem(ev, "spec"),
-                            cJSON_GetObjectItem(ev, "fingerprint"), &e);
-        if (ss->s == NULL) {
-            snprintf(ss->problem, sizeof ss->problem,
-                     "cannot record the session: %s (the run went on)", e.msg);
-            ss->failed = 1;
-            return;
-        }
-    }
-    if (ss->s == NULL)
-        return;
-    /* Artifacts first: the event that names them never points at a file a
-     * crash did not write. */
-    if (dt_streq(dt_json_str(ev, "type", ""), "artifact"))
-        artifact_files(ss, ev);
-    cJSON *copy = cJSON_Duplicate(ev, 1);
-    if (dt_streq(dt_json_str(ev, "type", ""), "session_started"))
-        dt_json_set_str(copy, "session", sess_id(ss->s));
-    if (sess_append(ss->s, copy, &e) != 0) {
-        snprintf(ss->problem, sizeof ss->problem, "session: %s (recording stopped)", e.msg);
-        ss->failed = 1;
-    }
-    cJSON_Delete(copy);
-}
-
-/* ---- Lua adapters ------------------------------------------------------------------------ */
-
-static int lua_review(ag_run *r, const ag_step *s, dt_buf *reason, void *ud)
-{
-    lx_state *L = ud;
-    cJSON *view = ag_step_view(r, s);
-    dt_buf errs = DT_BUF_INIT;
-    lx_decision d = lx_review(L, view, reason, &errs);
-    /* stderr is the workbench's diagnostics pane while it is open */
-    if (errs.len)
-        fprintf(stderr, "lua review: %s", errs.data);
-    dt_buf_free(&errs);
-    cJSON_Delete(view);
-    return d == LX_APPROVE ? AG_APPROVE : d == LX_REJECT ? AG_REJECT : -1;
-}
-
-static void lua_hook(ag_run *r, ag_kind kind, const char *phase, cJSON **data, dt_buf *log,
-                     dt_buf *errors, void *ud)
-{
-    (void)r;
-    lx_run_hooks(ud, ag_kind_name(kind), phase, data, log, errors);
-}
-
-/* ---- ditto tui -------------------------------------------------------------------------------- */
-
-typedef struct tui_args {
-    const char *spec;
-    const char *backend, *review, *session_dir, *out, *launcher;
-    const char *api, *endpoint, *model, *key_env;
-    const char *hooks[16];
-    int nhooks;
-    int lua_unsafe, workers, no_session, tune_variants;
-    double goal, deadline;
-} tui_args;
-
-static int parse_args(int argc, char **argv, tui_args *a)
-{
-    const char *cmd = "tui";
-    memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **field = NULL;
-        if (strcmp(s, "--backend") == 0)
-            field = &a->backend;
-        else if (strcmp(s, "--review") == 0)
-            field = &a->review;
-        else if (strcmp(s, "--session-dir") == 0)
-            field = &a->session_dir;
-        else if (strcmp(s, "--out") == 0)
-            field = &a->out;
-        else if (strcmp(s, "--launcher") == 0)
-            field = &a->launcher;
-        else if (strcmp(s, "--api") == 0)
-            field = &a->api;
-        else if (strcmp(s, "--endpoint") == 0)
-            field = &a->endpoint;
-        else if (strcmp(s, "--model") == 0)
-            field = &a->model;
-        else if (strcmp(s, "--api-key-env") == 0)
-            field = &a->key_env;
-        if (field) {
-            if (v == NULL)
-                return cli_usage_error(cmd, "%s needs a value", s);
-            *field = v;
-            i++;
-        } else if (strcmp(s, "--hook") == 0 && v) {
-            if (a->nhooks < 16)
-                a->hooks[a->nhooks++] = v;
-            i++;
-        } else if (strcmp(s, "--workers") == 0 && v) {
-            a->workers = atoi(v);
-            if (a->workers < 1 || a->workers > 64)
-                return cli_usage_error(cmd, "--workers: expected 1 to 64");
-            i++;
-        } else if (strcmp(s, "--tune-variants") == 0 && v) {
-            a->tune_variants = atoi(v);
-            i++;
-        } else if ((strcmp(s, "--goal") == 0 || strcmp(s, "--deadline") == 0) && v) {
-            double x;
-            if (dt_parse_double(v, &x) != 0 || x <= 0)
-                return cli_usage_error(cmd, "%s: expected a positive number", s);
-            if (s[2] == 'g')
-                a->goal = x;
-            else
-                a->deadline = x;
-            i++;
-        } else if (strcmp(s, "--lua-unsafe") == 0) {
-            a->lua_unsafe = 1;
-        } else if (strcmp(s, "--no-session") == 0) {
-            a->no_session = 1;
-        } else if (s[0] == '-' && s[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", s);
-        } else if (a->spec == NULL) {
-            a->spec = s;
-        } else {
-            return cli_usage_error(cmd, "unexpected argument '%s'", s);
-        }
-    }
-    if (a->backend && !dt_streq(a->backend, "expert") && !dt_streq(a->backend, "llm"))
-        return cli_usage_error(cmd, "--backend: expected expert or llm");
-    if (a->review && !dt_streq(a->review, "ask") && !dt_streq(a->review, "auto"))
-        return cli_usage_error(cmd, "--review: expected ask or auto");
-    return CLI_OK;
-}
-
-static void apply_policy(ag_opts *o, const sp_spec *spec, const char *override)
-{
-    const char *rv = override ? override : spec->review;
-    for (int k = 0; k < AG_NKINDS; k++) {
-        if (dt_streq(rv, "auto"))
-            o->policy[k] = AG_POLICY_AUTO;
-        else if (dt_streq(rv, "map") && spec->review_map)
-            o->policy[k] = dt_streq(dt_json_str(spec->review_map, ag_kind_name((ag_kind)k), "auto"),
-                                    "ask")
-                               ? AG_POLICY_ASK
-                               : AG_POLICY_AUTO;
-        else
-            o->policy[k] = AG_POLICY_ASK;
-    }
-}
-
-/* The LLM settings: config.json's "llm", then the flags. 0, or -1 with the
- * problem printed. */
-static int llm_settings(const tui_args *a, const cJSON *cfg, llm_config *lc)
-{
-    dt_buf probs = DT_BUF_INIT;
-    const cJSON *lj = cJSON_GetObjectItem(cfg, "llm");
-    if (lj && llm_config_from_json(lc, lj, &probs) != 0) {
-        fprintf(stderr, "ditto tui: config llm: %s", dt_buf_str(&probs));
-        dt_buf_free(&probs);
-        return -1;
-    }
-    dt_buf_free(&probs);
-    if (a->api)
-        lc->api = dt_streq(a->api, "anthropic") ? LLM_ANTHROPIC : LLM_OPENAI;
-    if (a->endpoint) {
-        free(lc->endpoint);
-        lc->endpoint = dt_xstrdup(a->endpoint);
-    }
-    if (a->model) {
-        free(lc->model);
-        lc->model = dt_xstrdup(a->model);
-    }
-    if (a->key_env) {
-        free(lc->api_key_env);
-        lc->api_key_env = dt_xstrdup(a->key_env);
-    }
-    if (lc->endpoint == NULL || lc->model == NULL) {
-        fprintf(stderr, "ditto tui: the llm backend needs an endpoint and a model (--endpoint, "
-                        "--model or \"llm\" in config.json)\n");
-        return -1;
-    }
-    return 0;
-}
+/* ---- ditto tui ------------------------------------------------------------------------------- */
 
 /* Wire everything as `ditto run` does, then hand the run to the workbench. */
-static int workbench(const tui_args *a, sp_spec *spec)
+static int workbench(const cli_run_args *a, sp_spec *spec)
 {
     dt_buf probs = DT_BUF_INIT;
     cJSON *cfg = cli_config_load(&probs);
@@ -301,7 +78,7 @@ static int workbench(const tui_args *a, sp_spec *spec)
     llm_config_init(&lc);
     int have_llm = 0;
     if (dt_streq(backend, "llm")) {
-        if (llm_settings(a, cfg, &lc) != 0) {
+        if (cli_llm_settings("tui", cfg, &a->llm, &lc) != 0) {
             llm_config_clear(&lc);
             cJSON_Delete(cfg);
             return CLI_USAGE;
@@ -326,24 +103,7 @@ static int workbench(const tui_args *a, sp_spec *spec)
     if (probs.len)
         fprintf(stderr, "ditto: knowledge base: %s", probs.data);
     dt_buf_reset(&probs);
-    lx_opts lo = {.unsafe = a->lua_unsafe};
-    lx_state *L = lx_new(&lo, &e);
-    if (L) {
-        char *cdir = dt_config_dir();
-        if (cdir) {
-            char *hdir = dt_xasprintf("%s/hooks", cdir);
-            lx_load_dir(L, hdir, &probs);
-            free(hdir);
-            free(cdir);
-        }
-        for (int i = 0; i < a->nhooks; i++) {
-            dt_err he = {0};
-            if (lx_load_file(L, a->hooks[i], &he) != 0)
-                dt_buf_printf(&probs, "%s\n", he.msg);
-        }
-        if (probs.len)
-            fprintf(stderr, "ditto: hooks: %s", probs.data);
-    }
+    cli_lua lua = {.L = cli_lua_open(a->lua_unsafe, a->hooks, a->nhooks), .prefix = ""};
     const cJSON *tj = cJSON_GetObjectItem(cfg, "tune");
     ag_opts o = {.spec = spec,
                  .pool = pool,
@@ -353,23 +113,19 @@ static int workbench(const tui_args *a, sp_spec *spec)
                  .kb = k,
                  .goal_speedup = a->goal > 0 ? a->goal : dt_json_num(cfg, "goal_speedup", 1.0),
                  .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
-                 .tune_budget_variants = a->tune_variants ? a->tune_variants
-                                                          : (int)dt_json_num(tj, "variants", 24),
+                 .tune_budget_variants =
+                     a->tune_variants ? a->tune_variants : (int)dt_json_num(tj, "variants", 24),
                  .tune_budget_s = dt_json_num(tj, "seconds", 120)};
-    apply_policy(&o, spec, a->review);
-    if (L && lx_hook_count(L) > 0) {
-        o.reviewer = lua_review;
-        o.reviewer_ud = L;
-        o.hook = lua_hook;
-        o.hook_ud = L;
-    }
-    session_sink ss = {.root = root};
+    cli_review_policy(&o, spec, a->review);
+    cli_lua_attach(&o, &lua);
+    char problem[600] = ""; /* shown after the workbench closes: it cannot print while open */
+    cli_session_sink ss = {.root = root, .problem = problem, .problem_size = sizeof problem};
     ag_run *run = ag_run_new(loop, &o, &e);
     if (run == NULL) {
         fprintf(stderr, "ditto tui: %s\n", e.msg);
     } else {
         if (!a->no_session)
-            ag_add_sink(run, session_event, &ss);
+            ag_add_sink(run, cli_session_event, &ss);
         tui_opts to = {.loop = loop, .run = run, .kb = k, .model = have_llm ? lc.model : NULL};
         int rc = tui_run_live(&to, &e);
         if (rc < 0) {
@@ -378,20 +134,19 @@ static int workbench(const tui_args *a, sp_spec *spec)
         } else {
             status = rc;
             if (ag_run_done(run))
-                printf("ditto tui: the run finished with exit status %d\n",
-                       ag_run_exit_code(run));
+                printf("ditto tui: the run finished with exit status %d\n", ag_run_exit_code(run));
             if (ss.s)
                 printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
         }
-        if (ss.problem[0])
-            fprintf(stderr, "ditto tui: %s\n", ss.problem);
+        if (problem[0])
+            fprintf(stderr, "ditto tui: %s\n", problem);
     }
     ag_run_free(run);
     if (ss.s) {
         sess_sync(ss.s, &e);
         sess_close(ss.s);
     }
-    lx_free(L);
+    lx_free(lua.L);
     kb_close(k);
     gpu_pool_free(pool);
 out_loop:
@@ -407,8 +162,8 @@ int cli_tui(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tui");
-    tui_args a;
-    int rc = parse_args(argc, argv, &a);
+    cli_run_args a;
+    int rc = cli_run_args_parse("tui", argc, argv, 0, NULL, &a);
     if (rc != CLI_OK)
         return rc;
     if (a.spec == NULL)
@@ -431,7 +186,7 @@ int cli_tui(int argc, char **argv)
 
 int cli_tui_default(void)
 {
-    tui_args a;
+    cli_run_args a;
     memset(&a, 0, sizeof a);
     sp_spec spec;
     sp_spec_init(&spec);
@@ -451,7 +206,7 @@ int cli_tui_default(void)
     return rc;
 }
 
-/* ---- ditto replay ------------------------------------------------------------------------------ */
+/* ---- ditto replay ---------------------------------------------------------------------------- */
 
 int cli_replay(int argc, char **argv)
 {
@@ -482,8 +237,9 @@ int cli_replay(int argc, char **argv)
         return CLI_FAIL;
     }
     if (!isatty(0) || !isatty(1)) {
-        fprintf(stderr, "ditto replay: the workbench needs a terminal on stdin and stdout "
-                        "(`ditto sessions show %s` prints a session)\n",
+        fprintf(stderr,
+                "ditto replay: the workbench needs a terminal on stdin and stdout "
+                "(`ditto sessions show %s` prints a session)\n",
                 id);
         sess_log_free(log);
         return CLI_USAGE;
