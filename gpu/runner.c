@@ -108,8 +108,7 @@ void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem 
     gpu_vars_set(out, "n", p->op == SP_SPMM ? p->n : 0);
     gpu_vars_set(out, "k", p->op == SP_SDDMM ? p->n : 0);
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params)
-        gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
 }
 
 /* ---- host-side operands ------------------------------------------------------ */
@@ -295,8 +294,8 @@ static int make_operands(const sp_csr *a, const double *av, const wk_problem *p,
             row = 0;
         } else {
             row = (p->op == SP_SPMM && layout == SP_ROW_MAJOR) ? idx / (size_t)p->n
-                  : p->op == SP_SPMM ? idx % rows
-                                     : idx;
+                  : p->op == SP_SPMM                           ? idx % rows
+                                                               : idx;
             len = (double)(a->rowptr[row + 1] - a->rowptr[row]);
         }
         double m = fabs(p->alpha) * mag[idx] + fabs(p->beta) * fabs(o->out0[idx]);
@@ -384,8 +383,8 @@ static const double *matrix_rounded(wk_matrix *m, sp_dtype t, dt_err *e)
     return m->rounded[t];
 }
 
-static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *params,
-                                 sp_dtype t, dt_err *e)
+static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *params, sp_dtype t,
+                                 dt_err *e)
 {
     char *ps = params ? dt_json_print(params, 0) : dt_xstrdup("{}");
     char key[128];
@@ -473,11 +472,11 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
     int nopt = 0, nowned = 0;
     for (int i = 0; i < kn->noptions && nopt < 48; i++)
         opts[nopt++] = kn->options[i];
-#define OWN(...)                                                                                 \
-    do {                                                                                         \
-        owned_store[nowned] = (dt_buf)DT_BUF_INIT;                                               \
-        dt_buf_printf(&owned_store[nowned], __VA_ARGS__);                                        \
-        opts[nopt++] = owned_store[nowned++].data;                                               \
+#define OWN(...)                                                                                   \
+    do {                                                                                           \
+        owned_store[nowned] = (dt_buf)DT_BUF_INIT;                                                 \
+        dt_buf_printf(&owned_store[nowned], __VA_ARGS__);                                          \
+        opts[nopt++] = owned_store[nowned++].data;                                                 \
     } while (0)
     OWN("-DDITTO_T=%s", t_name(p->dtype));
     OWN("-DDITTO_S=%s", p->dtype == SP_FP64 ? "double" : "float");
@@ -540,8 +539,12 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
             snprintf(arch, sizeof arch, "sm_%d%d", w->dev.cc_major, w->dev.cc_minor);
         else
             snprintf(arch, sizeof arch, "sm_90");
-        gpu_compile_req creq = {.source = kn->source, .name = kn->name, .options = opts,
-                                .noptions = nopt, .arch = arch, .names = is_expr ? names : NULL,
+        gpu_compile_req creq = {.source = kn->source,
+                                .name = kn->name,
+                                .options = opts,
+                                .noptions = nopt,
+                                .arch = arch,
+                                .names = is_expr ? names : NULL,
                                 .nnames = is_expr ? 1 : 0};
         if (nv == NULL || gpu_compile(nv, &creq, out, e) != 0) {
             e->code = WK_ECOMPILE;
@@ -701,9 +704,9 @@ static int init_output(instance *in, const wk_problem *p, const operands *o, dt_
     uint64_t bits = poison_bits(p->dtype);
     for (size_t i = 0; i < o->nout; i++)
         memcpy(tmp + i * es, &bits, es);
-    int rc = o->nout ? dev_check(CU(cuMemcpyHtoD)(in->out.ptr, tmp, o->nout * es),
-                                 "copy to device", e)
-                     : 0;
+    int rc = o->nout
+                 ? dev_check(CU(cuMemcpyHtoD)(in->out.ptr, tmp, o->nout * es), "copy to device", e)
+                 : 0;
     free(tmp);
     return rc;
 }
@@ -878,8 +881,14 @@ static void check_cusparse(battery *b, wk_matrix *m, const wk_problem *p, sp_lay
     size_t es = (size_t)sp_dtype_size(p->dtype);
     dev_buf in1 = {0}, in2 = {0}, out = {0};
     double *cs = xalloc_doubles(o->nout, e);
-    gpu_cs_problem cp = {.op = p->op, .dtype = p->dtype, .n = p->n, .layout = layout,
-                         .host = m->a, .csr = csr, .alpha = p->alpha, .beta = p->beta};
+    gpu_cs_problem cp = {.op = p->op,
+                         .dtype = p->dtype,
+                         .n = p->n,
+                         .layout = layout,
+                         .host = m->a,
+                         .csr = csr,
+                         .alpha = p->alpha,
+                         .beta = p->beta};
     gpu_cs_result r;
     memset(&r, 0, sizeof r);
     int rc = -1;
@@ -932,8 +941,9 @@ static void check_cusparse(battery *b, wk_matrix *m, const wk_problem *p, sp_lay
     dt_json_set_str(c, "algorithm", alg);
     if (cs_bad) {
         char d[160];
-        snprintf(d, sizeof d, "note: cuSPARSE itself is outside the reference tolerance at %zu "
-                              "outputs",
+        snprintf(d, sizeof d,
+                 "note: cuSPARSE itself is outside the reference tolerance at %zu "
+                 "outputs",
                  cs_bad);
         dt_json_set_str(c, "note", d);
     }
@@ -970,7 +980,10 @@ static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o
         const double *v;
         size_t n;
         const char *name;
-    } arrs[] = {{&in->in1, o->in1, o->nin1, p->op == SP_SPMV ? "x" : p->op == SP_SPMM ? "B" : "A"},
+    } arrs[] = {{&in->in1, o->in1, o->nin1,
+                 p->op == SP_SPMV   ? "x"
+                 : p->op == SP_SPMM ? "B"
+                                    : "A"},
                 {&in->in2, o->in2, o->nin2, "Bt"},
                 {&in->bias, o->bias, (size_t)in->a->rows, "bias"}};
     for (size_t i = 0; i < DT_ARRAY_LEN(arrs); i++) {
@@ -1141,8 +1154,8 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
         if (diff == 0)
             snprintf(d, sizeof d, "bit-identical on a second run");
         else
-            snprintf(d, sizeof d, "%zu outputs differ on a second run (%zu beyond tolerance)",
-                     diff, beyond);
+            snprintf(d, sizeof d, "%zu outputs differ on a second run (%zu beyond tolerance)", diff,
+                     beyond);
         dt_json_set_str(ck, "detail", d);
         if (beyond) {
             set_first_bad(ck, first, a, p, layout, got[0][first], g2[first], 0);
@@ -1217,20 +1230,34 @@ sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
     return a;
 }
 
-int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+/* The start of a request on a loaded matrix: its problem, the matrix it
+ * names, and -- when need names the request ("verify needs a GPU") -- a
+ * device. NULL with e otherwise. */
+static wk_matrix *request_begin(wk_state *w, const cJSON *req, wk_problem *p, const char *need,
+                                dt_err *e)
 {
-    wk_problem p;
-    if (wk_problem_parse(req, &p, e) != 0)
-        return -1;
+    if (wk_problem_parse(req, p, e) != 0)
+        return NULL;
     wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
     if (m == NULL) {
         e->code = WK_ENOTFOUND;
-        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+        dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
+        return NULL;
     }
-    if (!w->dev.present) {
+    if (need != NULL && !w->dev.present) {
         e->code = WK_ENODEV;
-        return dt_err_set(e, "verify needs a GPU: %s", w->dev.reason);
+        dt_err_set(e, "%s: %s", need, w->dev.reason);
+        return NULL;
     }
+    return m;
+}
+
+int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    wk_problem p;
+    wk_matrix *m = request_begin(w, req, &p, "verify needs a GPU", e);
+    if (m == NULL)
+        return -1;
     wk_kernel kn;
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
@@ -1294,7 +1321,6 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 
 /* ---- measure ------------------------------------------------------------------ */
 
-
 static void stats_into(cJSON *o, const char *key, const dev_stats *s)
 {
     dt_json_set_take(o, key, dev_stats_json(s));
@@ -1331,17 +1357,9 @@ static int time_modes(dev_enqueue_fn fn, void *ud, int min_runs, double min_s, i
 int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    if (wk_problem_parse(req, &p, e) != 0)
+    wk_matrix *m = request_begin(w, req, &p, "measure needs a GPU", e);
+    if (m == NULL)
         return -1;
-    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
-    if (m == NULL) {
-        e->code = WK_ENOTFOUND;
-        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
-    }
-    if (!w->dev.present) {
-        e->code = WK_ENODEV;
-        return dt_err_set(e, "measure needs a GPU: %s", w->dev.reason);
-    }
     wk_kernel kn;
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
@@ -1375,8 +1393,8 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
     int l2_resident = bytes <= 0.5 * (double)w->dev.l2_bytes;
     if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
-        time_modes(enqueue_kernel, &lu, min_runs, min_s, l2_resident, fast, st, gnote,
-                   sizeof gnote, e) != 0) {
+        time_modes(enqueue_kernel, &lu, min_runs, min_s, l2_resident, fast, st, gnote, sizeof gnote,
+                   e) != 0) {
         e->code = wk_from_dev(e->code);
         goto done;
     }
@@ -1418,16 +1436,17 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     dt_json_set_take(out, "launch", launch);
     if (suspect) {
         e->code = WK_ESUSPECT;
-        dt_err_set(e, "suspect: %.2f us is below the physical floor of %.2f us (%.0f bytes at "
-                      "%.0f GB/s): the kernel cannot have done its work",
+        dt_err_set(e,
+                   "suspect: %.2f us is below the physical floor of %.2f us (%.0f bytes at "
+                   "%.0f GB/s): the kernel cannot have done its work",
                    us, floor_us, bytes, bw);
         goto done;
     }
     if (want_base) {
         cJSON *base = dt_json_obj();
         dt_err be = {0};
-        if (wk_baseline_into(m, &p, kn.contract.layout, min_runs, min_s, method, fast, base,
-                             &be) != 0) {
+        if (wk_baseline_into(m, &p, kn.contract.layout, min_runs, min_s, method, fast, base, &be) !=
+            0) {
             if (be.code == WK_EFAULT) {
                 *e = be;
                 cJSON_Delete(base);
@@ -1476,8 +1495,14 @@ int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int mi
         e->code = wk_from_dev(e->code);
         goto done;
     }
-    gpu_cs_problem cp = {.op = p->op, .dtype = p->dtype, .n = p->n, .layout = layout,
-                         .host = m->a, .csr = csr, .alpha = p->alpha, .beta = p->beta};
+    gpu_cs_problem cp = {.op = p->op,
+                         .dtype = p->dtype,
+                         .n = p->n,
+                         .layout = layout,
+                         .host = m->a,
+                         .csr = csr,
+                         .alpha = p->alpha,
+                         .beta = p->beta};
     if (p->op == SP_SPMV) {
         cp.x = in1.ptr;
         cp.y = ob.ptr;
@@ -1530,8 +1555,9 @@ int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int mi
          * cannot be timed with it is listed but not eligible as the best. */
         const dev_stats *prim = l2_graph ? &r.graph : &r.cold;
         if (!prim->valid) {
-            dt_json_set_str(aj, "note", l2_graph ? "not graph-capturable: not comparable"
-                                                 : "no cold timing: not comparable");
+            dt_json_set_str(aj, "note",
+                            l2_graph ? "not graph-capturable: not comparable"
+                                     : "no cold timing: not comparable");
             continue;
         }
         dt_json_set_num(aj, "us", prim->median_us);
@@ -1582,17 +1608,9 @@ done:
 int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    if (wk_problem_parse(req, &p, e) != 0)
+    wk_matrix *m = request_begin(w, req, &p, "baseline needs a GPU", e);
+    if (m == NULL)
         return -1;
-    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
-    if (m == NULL) {
-        e->code = WK_ENOTFOUND;
-        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
-    }
-    if (!w->dev.present) {
-        e->code = WK_ENODEV;
-        return dt_err_set(e, "baseline needs a GPU: %s", w->dev.reason);
-    }
     const char *lay = dt_json_str(req, "layout", "row");
     sp_layout layout = strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR;
     double flops = 0, bytes = 0;
@@ -1617,13 +1635,9 @@ int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    if (wk_problem_parse(req, &p, e) != 0)
+    wk_matrix *m = request_begin(w, req, &p, NULL, e);
+    if (m == NULL)
         return -1;
-    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
-    if (m == NULL) {
-        e->code = WK_ENOTFOUND;
-        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
-    }
     const double *av = matrix_rounded(m, p.dtype, e);
     if (av == NULL)
         return -1;
@@ -1665,17 +1679,9 @@ static const char *default_metrics[] = {
 int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    if (wk_problem_parse(req, &p, e) != 0)
+    wk_matrix *m = request_begin(w, req, &p, "metrics need a GPU", e);
+    if (m == NULL)
         return -1;
-    wk_matrix *m = wk_matrix_find(w, dt_json_str(req, "matrix", ""));
-    if (m == NULL) {
-        e->code = WK_ENOTFOUND;
-        return dt_err_set(e, "matrix: no loaded matrix '%s'", dt_json_str(req, "matrix", ""));
-    }
-    if (!w->dev.present) {
-        e->code = WK_ENODEV;
-        return dt_err_set(e, "metrics need a GPU: %s", w->dev.reason);
-    }
     char why[512] = "";
     if (gpu_cupti_probe(why, sizeof why) != 0) {
         /* Not an error: counters are often restricted; the answer says why. */
@@ -1712,7 +1718,8 @@ int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     int rc = -1;
     if (make_operands(m->a, in.av, &p, kn.contract.layout, 0, 0, &o, e) != 0)
         goto done_noops;
-    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 || dev_sync(e) != 0) {
+    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
+        dev_sync(e) != 0) {
         e->code = wk_from_dev(e->code);
         goto done;
     }
