@@ -109,15 +109,35 @@ spmv_merge_path(int rows, int nnz, const int *__restrict__ rowptr, const int *__
     const int nval = nz1 - nz0;   /* nonzeros in this tile; nrow + nval = d1 - d0 */
 
     /* Stage the tile, coalesced. Row nrow (row1) does not end here: its
-     * end is a sentinel the walk never reaches. */
-    for (int i = tid; i < nrow; i += BLOCK)
-        s_end[i] = rowptr[row0 + i + 1] - nz0;
-    if (tid == 0)
+     * end is a sentinel the walk never reaches. A thread stages at most
+     * ITEMS row ends and ITEMS products (nrow + nval <= TILE), so the loops
+     * are unrolled with every load of a kind issued before the first is
+     * used: two round trips to memory (col and val, then x) instead of two
+     * per item, which is what keeps enough bytes in flight at HBM sizes. */
+    int c[ITEMS];
+    T v[ITEMS];
+#pragma unroll
+    for (int it = 0; it < ITEMS; it++) {
+        const int i = tid + it * BLOCK;
+        if (i < nrow) {
+            s_end[i] = rowptr[row0 + i + 1] - nz0;
+            s_sum[i] = S(0);
+        }
+        if (i < nval) {
+            c[it] = col[nz0 + i];
+            v[it] = val[nz0 + i];
+        }
+    }
+    if (tid == 0) {
         s_end[nrow] = 0x7fffffff;
-    for (int k = tid; k < nval; k += BLOCK)
-        s_prod[k] = DT_LOAD(val[nz0 + k]) * DT_LOAD(__ldg(&x[col[nz0 + k]]));
-    for (int i = tid; i <= nrow; i += BLOCK)
-        s_sum[i] = S(0);
+        s_sum[nrow] = S(0);
+    }
+#pragma unroll
+    for (int it = 0; it < ITEMS; it++) {
+        const int k = tid + it * BLOCK;
+        if (k < nval)
+            s_prod[k] = DT_LOAD(v[it]) * DT_LOAD(__ldg(&x[c[it]]));
+    }
     __syncthreads();
 
     /* This thread's ITEMS steps of the tile. A row it both starts and ends

@@ -80,11 +80,10 @@ static int occ_from_json(const hw_spec *g, const cJSON *occ, hw_occ *o)
         return -1;
     const cJSON *cv = cJSON_GetObjectItem(in, "carveout");
     int carve = cJSON_IsNumber(cv) ? (int)cv->valuedouble : HW_CARVEOUT_DEFAULT;
-    return hw_occupancy(g, (int)dt_json_num(in, "threads", 256),
-                        (int)dt_json_num(in, "registers_per_thread", 32),
-                        (size_t)dt_json_num(in, "static_smem", 0),
-                        (size_t)dt_json_num(in, "dynamic_smem", 0), carve,
-                        dt_json_bool(in, "optin", 0), o, NULL);
+    return hw_occupancy(
+        g, (int)dt_json_num(in, "threads", 256), (int)dt_json_num(in, "registers_per_thread", 32),
+        (size_t)dt_json_num(in, "static_smem", 0), (size_t)dt_json_num(in, "dynamic_smem", 0),
+        carve, dt_json_bool(in, "optin", 0), o, NULL);
 }
 
 static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8, tui_lines *out)
@@ -97,7 +96,8 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
     }
     const cJSON *in = cJSON_GetObjectItem(occ, "input");
     say(out, TUI_R_DIM, width, "%s, %s: %.0f threads, %.0f registers, %.0f B smem",
-        dt_json_str(occ, "gpu", "?"), m->occ_compiled ? "as compiled" : "predicted before compiling",
+        dt_json_str(occ, "gpu", "?"),
+        m->occ_compiled ? "as compiled" : "predicted before compiling",
         dt_json_num(in, "threads", 0), dt_json_num(in, "registers_per_thread", 0),
         dt_json_num(in, "static_smem", 0) + dt_json_num(in, "dynamic_smem", 0));
     dt_buf lim = DT_BUF_INIT;
@@ -109,12 +109,10 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
     }
     if (lim.len)
         dt_buf_putc(&lim, ')');
-    tui_line *ln = tui_lines_addf(out, TUI_R_NORMAL,
-                                  "  theoretical %3.0f%%  %.0f blocks/SM, %.0f/%.0f warps",
-                                  dt_json_num(occ, "occupancy_pct", 0),
-                                  dt_json_num(occ, "blocks_per_sm", 0),
-                                  dt_json_num(occ, "warps_per_sm", 0),
-                                  dt_json_num(occ, "max_warps_per_sm", 0));
+    tui_line *ln = tui_lines_addf(
+        out, TUI_R_NORMAL, "  theoretical %3.0f%%  %.0f blocks/SM, %.0f/%.0f warps",
+        dt_json_num(occ, "occupancy_pct", 0), dt_json_num(occ, "blocks_per_sm", 0),
+        dt_json_num(occ, "warps_per_sm", 0), dt_json_num(occ, "max_warps_per_sm", 0));
     tui_line_span(ln, 2, 11, TUI_R_BOLD);
     ln = tui_lines_addf(out, TUI_R_NORMAL, "  limiter     %s%s", dt_json_str(occ, "limiter", "?"),
                         dt_buf_str(&lim));
@@ -175,11 +173,14 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
         say(out, TUI_R_DIM, width, "one more block per SM needs <= %d B smem", o.smem_for_next);
 }
 
-static double pct_of_roof(const hw_roofline *rl, double flops, double min_bytes, double us,
-                          double dram)
+/* Every point of the pane is placed at its algorithmic intensity (minimum
+ * bytes): cuSPARSE has no counters, and an L2-resident kernel's DRAM bytes
+ * say where its data came from, not how much work it did, so placing some
+ * points by DRAM bytes would rank two equally fast kernels differently.
+ * The DRAM/min column and the legend give the measured traffic apart. */
+static double pct_of_roof(const hw_roofline *rl, double flops, double min_bytes, double us)
 {
-    hw_rl_point p = {.flops = flops, .min_bytes = min_bytes, .seconds = us * 1e-6,
-                     .dram_bytes = dram};
+    hw_rl_point p = {.flops = flops, .min_bytes = min_bytes, .seconds = us * 1e-6};
     hw_rl_place pl;
     if (rl == NULL || flops <= 0 || min_bytes <= 0 || us <= 0 ||
         hw_roofline_place(rl, &p, &pl, NULL) != 0)
@@ -195,8 +196,9 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
             say(out, TUI_R_WARNING, width,
                 "no GPU: verification and measurement need one (this machine compiles only)");
         else
-            say(out, TUI_R_DIM, width, "none yet: each verified version is timed against "
-                                       "cuSPARSE");
+            say(out, TUI_R_DIM, width,
+                "none yet: each verified version is timed against "
+                "cuSPARSE");
         return;
     }
     int roofc = width >= 45, occc = width >= 51, dramc = width >= 60, l2c = width >= 67;
@@ -218,7 +220,7 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
         char ver[24];
         snprintf(ver, sizeof ver, "v%d", x->version);
         dt_buf_printf(&b, "  %-9s %9.2f %7.0f %7.2fx", ver, x->us, x->gbps, x->speedup);
-        double pr = pct_of_roof(rl, x->flops, x->min_bytes, x->us, x->dram_bytes);
+        double pr = pct_of_roof(rl, x->flops, x->min_bytes, x->us);
         if (roofc) {
             if (pr >= 0)
                 dt_buf_printf(&b, " %5.1f%%", pr);
@@ -243,8 +245,8 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
             else
                 dt_buf_printf(&b, " %6s", "-");
         }
-        tui_line *ln = tui_lines_add(out, b.data, (int)b.len,
-                                     x->speedup >= 1 ? TUI_R_OK : TUI_R_NORMAL);
+        tui_line *ln =
+            tui_lines_add(out, b.data, (int)b.len, x->speedup >= 1 ? TUI_R_OK : TUI_R_NORMAL);
         (void)ln;
         dt_buf_free(&b);
     }
@@ -253,7 +255,7 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
         double gbps = last->min_bytes / (last->base_us * 1e-6) / 1e9;
         dt_buf b = DT_BUF_INIT;
         dt_buf_printf(&b, "  %-9s %9.2f %7.0f %7.2fx", "cuSPARSE", last->base_us, gbps, 1.0);
-        double pr = pct_of_roof(rl, last->flops, last->min_bytes, last->base_us, 0);
+        double pr = pct_of_roof(rl, last->flops, last->min_bytes, last->base_us);
         if (roofc && pr >= 0)
             dt_buf_printf(&b, " %5.1f%%", pr);
         tui_lines_add(out, b.data, (int)b.len, TUI_R_DIM);
@@ -278,9 +280,9 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         say(out, TUI_R_DIM, width, "no GPU spec known yet (it comes with the check step)");
         return;
     }
-    tui_lines_addf(out, TUI_R_HEADING, "Roofline: %s, %s", g->full_name,
-                   hw_dtype_name(rl->dtype));
+    tui_lines_addf(out, TUI_R_HEADING, "Roofline: %s, %s", g->full_name, hw_dtype_name(rl->dtype));
     hw_rl_point pts[HW_PLOT_MAX_POINTS];
+    double dram[HW_PLOT_MAX_POINTS] = {0}; /* measured DRAM bytes, for the legend */
     int np = 0, nbase = -1;
     for (int i = 0; i < m->nmeas && np < HW_PLOT_MAX_POINTS - 2; i++) {
         const tui_meas *x = &m->meas[i];
@@ -292,7 +294,7 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         p->flops = x->flops;
         p->min_bytes = x->min_bytes;
         p->seconds = x->us * 1e-6;
-        p->dram_bytes = x->dram_bytes;
+        dram[np - 1] = x->dram_bytes;
     }
     const tui_meas *last = m->nmeas ? &m->meas[m->nmeas - 1] : NULL;
     if (last && last->base_us > 0 && last->flops > 0 && last->min_bytes > 0) {
@@ -361,10 +363,13 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         hw_rl_place q;
         if (hw_roofline_place(rl, &pts[i], &q, NULL) != 0)
             continue;
-        tui_line *ln = tui_lines_addf(out, TUI_R_NORMAL, "  %c %-9s %5.1f%% of roof, AI %.3g, %s%s",
-                                      info.marker[i], pts[i].label, q.pct_roof, q.ai,
-                                      q.memory_bound ? "memory-bound" : "compute-bound",
-                                      info.clipped[i] ? " (outside the view)" : "");
+        char dr[40] = "";
+        if (dram[i] > 0)
+            snprintf(dr, sizeof dr, " (DRAM %.3g)", pts[i].flops / dram[i]);
+        tui_line *ln = tui_lines_addf(
+            out, TUI_R_NORMAL, "  %c %-9s %5.1f%% of roof, AI %.3g%s, %s%s", info.marker[i],
+            pts[i].label, q.pct_roof, q.ai, dr, q.memory_bound ? "memory-bound" : "compute-bound",
+            info.clipped[i] ? " (outside the view)" : "");
         tui_line_span(ln, 2, 1, i == nbase ? TUI_R_BASE_POINT : TUI_R_POINT);
     }
     if (np == 0)
@@ -375,9 +380,9 @@ void tui_perf_build(const tui_model *m, const hw_spec *g, int width, int plot_h,
                     tui_lines *out)
 {
     hw_roofline rl;
-    int have_rl = g != NULL &&
-                  hw_roofline_init(&rl, g, dt_streq(m->dtype, "fp64") ? HW_FP64 : HW_FP32, 0, 1,
-                                   NULL) == 0;
+    int have_rl =
+        g != NULL &&
+        hw_roofline_init(&rl, g, dt_streq(m->dtype, "fp64") ? HW_FP64 : HW_FP32, 0, 1, NULL) == 0;
     occupancy(m, g, width, utf8, out);
     tui_lines_add(out, "", 0, TUI_R_NORMAL);
     measurements(m, have_rl ? &rl : NULL, width, out);

@@ -122,8 +122,8 @@ Test(worker_gpu, a_correct_kernel_should_pass_and_measure_reproducibly, .timeout
         free(s);
         cJSON_Delete(me);
     }
-    cr_assert(fabs(sp[0] - sp[1]) <= 0.05 * sp[0], "speedups %.3f and %.3f differ by > 5%%",
-              sp[0], sp[1]);
+    cr_assert(fabs(sp[0] - sp[1]) <= 0.05 * sp[0], "speedups %.3f and %.3f differ by > 5%%", sp[0],
+              sp[1]);
     free(m);
     close_pool(&f);
 }
@@ -137,10 +137,10 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
 {
     fixture f = open_pool();
     char *m = tu_matrix("bcsstk13.mtx");
-    const char *tpl[] = {"kernels/spmv_sell.cu",        "kernels/spmv_sell16.cu",
-                         "kernels/spmv_bsr.cu",         "kernels/spmv_csr16.cu",
-                         "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
-                         "kernels/spmv_csr_vector.cu",  "kernels/spmv_csr_thread.cu"};
+    const char *tpl[] = {
+        "kernels/spmv_sell.cu",       "kernels/spmv_sell16.cu",       "kernels/spmv_bsr.cu",
+        "kernels/spmv_csr16.cu",      "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
+        "kernels/spmv_csr_vector.cu", "kernels/spmv_csr_thread.cu",   "kernels/spmv_csr_stream.cu"};
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */
         cJSON *v = call(&f, "verify", tpl[i], 0);

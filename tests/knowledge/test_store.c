@@ -114,8 +114,9 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     cJSON_Delete(pits);
 
     /* Rules name one op and a strategy of that op, with features to match. */
-    static const char *spmv[] = {"csr-thread", "csr-vector", "csr-adaptive", "merge-path",
-                                 "sell-thread", "bsr-group",  "csr16-vector", "sell16-thread"};
+    static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream", "csr-adaptive",
+                                 "merge-path",   "sell-thread",  "bsr-group",  "csr16-vector",
+                                 "csr16-stream", "sell16-thread"};
     static const char *spmm[] = {"csr-warp-spmm", "csr-smem-spmm", "csr-tiled-spmm",
                                  "bsr-mma-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm"};
