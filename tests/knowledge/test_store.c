@@ -229,6 +229,22 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
     /* SpMM: shared-memory staging led on every H200 measurement */
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
                      "csr-smem-spmm");
+    /* ca-GrQc and adder_dcop_05 replicated to 32M nonzeros (`ditto kb retrieve
+     * --matrix rep:...:nnz=32M`): short, skewed rows at HBM size go to
+     * csr-stream (0.88-0.90x against 0.40-0.48x for csr-vector and merge-path
+     * on the H200), even past merge-path's power-law rule. */
+    cr_assert_str_eq(
+        best_rule(k, "spmv",
+                  "{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, "
+                  "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": 14.65, "
+                  "\"row_gini\": 0.55, \"empty_rows_frac\": 0, \"col_span_max\": 5228, " FILLS "}"),
+        "csr-stream");
+    cr_assert_str_eq(
+        best_rule(k, "spmv",
+                  "{\"rows\": 5228690, \"nnz\": 32003748, \"row_mean\": 6.12, "
+                  "\"row_cv\": 5.03, \"row_max\": 1310, \"row_max_over_mean\": 214, "
+                  "\"row_gini\": 0.30, \"empty_rows_frac\": 0, \"col_span_max\": 1812, " FILLS "}"),
+        "csr-stream");
     /* SDDMM: the warp template, split rows or not; the row-group one only
      * for rows of one or two entries */
     cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 64}"),

@@ -39,8 +39,7 @@ static int role_at(const tui_line *ln, int off)
     return r;
 }
 
-#define HAS(lines, s)                                                                            \
-    cr_assert_geq(tt_lines_find((lines), (s)), 0, "no line has [%s]", (s))
+#define HAS(lines, s) cr_assert_geq(tt_lines_find((lines), (s)), 0, "no line has [%s]", (s))
 
 Test(render, the_model_should_follow_a_session)
 {
@@ -72,21 +71,22 @@ Test(render, a_failed_or_rejected_step_should_say_so)
 {
     tui_model m;
     tui_model_init(&m);
-    cJSON *e = cJSON_Parse("[{\"type\":\"step_started\",\"step\":1,\"kind\":\"compile\","
-                           "\"version\":1,\"inputs\":{}},"
-                           "{\"type\":\"artifact\",\"step\":1,\"name\":\"compile\",\"version\":1,"
-                           "\"json\":{\"ok\":false,\"why\":\"3 errors\"}},"
-                           "{\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\","
-                           "\"ok\":false,\"seconds\":0.5},"
-                           "{\"type\":\"transition\",\"from\":\"compile\",\"to\":\"generate\","
-                           "\"edge\":\"compile->generate\",\"iteration\":1,\"reason\":\"3 errors\"},"
-                           "{\"type\":\"step_started\",\"step\":2,\"kind\":\"generate\","
-                           "\"version\":2,\"inputs\":{\"feedback\":\"line 4: error\"}},"
-                           "{\"type\":\"awaiting_review\",\"step\":2,\"policy\":\"ask\"},"
-                           "{\"type\":\"decision\",\"step\":2,\"decision\":\"reject\","
-                           "\"by\":\"person\",\"reason\":\"keep the bounds check\"},"
-                           "{\"type\":\"step_finished\",\"step\":2,\"status\":\"rejected\","
-                           "\"ok\":true,\"seconds\":0.1}]");
+    cJSON *e =
+        cJSON_Parse("[{\"type\":\"step_started\",\"step\":1,\"kind\":\"compile\","
+                    "\"version\":1,\"inputs\":{}},"
+                    "{\"type\":\"artifact\",\"step\":1,\"name\":\"compile\",\"version\":1,"
+                    "\"json\":{\"ok\":false,\"why\":\"3 errors\"}},"
+                    "{\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\","
+                    "\"ok\":false,\"seconds\":0.5},"
+                    "{\"type\":\"transition\",\"from\":\"compile\",\"to\":\"generate\","
+                    "\"edge\":\"compile->generate\",\"iteration\":1,\"reason\":\"3 errors\"},"
+                    "{\"type\":\"step_started\",\"step\":2,\"kind\":\"generate\","
+                    "\"version\":2,\"inputs\":{\"feedback\":\"line 4: error\"}},"
+                    "{\"type\":\"awaiting_review\",\"step\":2,\"policy\":\"ask\"},"
+                    "{\"type\":\"decision\",\"step\":2,\"decision\":\"reject\","
+                    "\"by\":\"person\",\"reason\":\"keep the bounds check\"},"
+                    "{\"type\":\"step_finished\",\"step\":2,\"status\":\"rejected\","
+                    "\"ok\":true,\"seconds\":0.1}]");
     const cJSON *it;
     cJSON_ArrayForEach(it, e) tui_model_apply(&m, it);
     cr_assert_str_eq(m.steps[0].status, "failed");
@@ -224,8 +224,7 @@ Test(render, the_source_should_diff_against_the_previous_version)
     cr_assert_not_null(strstr(l.v[row].text, "#define BLOCK 128"));
     cr_assert_not_null(strstr(l.v[row].text, "│"));
     for (int i = 1; i < l.n; i++)
-        cr_assert_eq(tui_str_width(l.v[i].text, l.v[i].len), 120, "row %d: %s", i,
-                     l.v[i].text);
+        cr_assert_eq(tui_str_width(l.v[i].text, l.v[i].len), 120, "row %d: %s", i, l.v[i].text);
     tui_lines_clear(&l);
     /* one version: the plain source, numbered */
     tui_source_build(&m, -1, 0, 90, 0, 1, 0, &l);
@@ -291,8 +290,8 @@ Test(render, the_roofline_should_plot_every_version_and_cusparse_in_braille)
     for (int i = fig + 1; i < fig + 1 + 16 && i < l.n; i++) {
         braille += has_braille(l.v[i].text);
         for (int k = 0; k < l.v[i].nspans; k++)
-            markers += l.v[i].spans[k].role == TUI_R_POINT ||
-                       l.v[i].spans[k].role == TUI_R_BASE_POINT;
+            markers +=
+                l.v[i].spans[k].role == TUI_R_POINT || l.v[i].spans[k].role == TUI_R_BASE_POINT;
         cr_assert_eq(tui_str_width(l.v[i].text, l.v[i].len), 80, "figure rows fill the width");
     }
     cr_assert_geq(braille, 3, "the ceilings are drawn in braille");
@@ -302,6 +301,12 @@ Test(render, the_roofline_should_plot_every_version_and_cusparse_in_braille)
     HAS(&l, "2 v2 ");
     HAS(&l, "3 cuSPARSE");
     HAS(&l, "memory-bound");
+    /* Every point sits at its algorithmic intensity (flops / minimum bytes),
+     * cuSPARSE's too, so % of roof compares as the times do: 1.2e5 flops in
+     * 12.34 us against 0.1 flop/B x 4.8 TB/s is 2.0 %, cuSPARSE's 16.91 us
+     * 1.5 % (1.37x apart). The measured DRAM intensity is shown beside it. */
+    HAS(&l, "1 v1          2.0% of roof, AI 0.1 (DRAM 0.0857), memory-bound");
+    HAS(&l, "3 cuSPARSE    1.5% of roof, AI 0.1, memory-bound");
     /* the table: time, bandwidth, speedup, achieved occupancy, DRAM traffic */
     int v1 = tt_lines_find(&l, "  v1 ");
     cr_assert_geq(v1, 0);
