@@ -7,6 +7,7 @@
  * power-law matrix can hold half its entries in a few rows. */
 #include "sparse/sparse.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -40,7 +41,8 @@ typedef struct ref_job {
     const double *x, *b;
     double alpha, beta;
     double *y;
-    int32_t n; /* SpMM columns / SDDMM K */
+    double *mag; /* NULL, or the same products with every term made positive */
+    int32_t n;   /* SpMM columns / SDDMM K */
     sp_layout layout;
     void (*fn)(struct ref_job *);
 } ref_job;
@@ -102,17 +104,27 @@ static void spmv_rows(ref_job *j)
 {
     const sp_csr *a = j->a;
     for (int32_t i = j->r0; i < j->r1; i++) {
-        double s = 0.0;
-        for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++)
+        double s = 0.0, m = 0.0;
+        for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
             s += a->val[k] * j->x[a->col[k]];
+            m += fabs(a->val[k] * j->x[a->col[k]]);
+        }
         /* beta == 0 must not read y: it may hold NaN poison. */
         j->y[i] = j->beta == 0.0 ? j->alpha * s : j->alpha * s + j->beta * j->y[i];
+        if (j->mag)
+            j->mag[i] = m;
     }
 }
 
 void sp_ref_spmv(const sp_csr *a, const double *x, double alpha, double beta, double *y)
 {
-    ref_job j = {.a = a, .x = x, .alpha = alpha, .beta = beta, .y = y, .fn = spmv_rows};
+    sp_ref_spmv_mag(a, x, alpha, beta, y, NULL);
+}
+
+void sp_ref_spmv_mag(const sp_csr *a, const double *x, double alpha, double beta, double *y,
+                     double *mag)
+{
+    ref_job j = {.a = a, .x = x, .alpha = alpha, .beta = beta, .y = y, .mag = mag, .fn = spmv_rows};
     run_parallel(j, a->nnz);
 }
 
@@ -120,28 +132,38 @@ static void spmm_rows(ref_job *j)
 {
     const sp_csr *a = j->a;
     int32_t n = j->n;
-    double *acc = calloc((size_t)(n > 0 ? n : 1), sizeof *acc);
+    /* acc: the row's n sums; accm: the same with every term made positive. */
+    double *acc = calloc(2 * (size_t)(n > 0 ? n : 1), sizeof *acc);
     if (acc == NULL)
-        abort(); /* n doubles; cannot fail in practice */
+        abort(); /* 2n doubles; cannot fail in practice */
+    double *accm = acc + (n > 0 ? n : 1);
     for (int32_t i = j->r0; i < j->r1; i++) {
         for (int32_t c = 0; c < n; c++)
-            acc[c] = 0.0;
+            acc[c] = accm[c] = 0.0;
         for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
             double v = a->val[k];
             int32_t r = a->col[k];
             if (j->layout == SP_ROW_MAJOR) {
                 const double *brow = j->b + (size_t)r * (size_t)n;
-                for (int32_t c = 0; c < n; c++)
+                for (int32_t c = 0; c < n; c++) {
                     acc[c] += v * brow[c];
+                    accm[c] += fabs(v * brow[c]);
+                }
             } else {
-                for (int32_t c = 0; c < n; c++)
-                    acc[c] += v * j->b[(size_t)c * (size_t)a->cols + (size_t)r];
+                for (int32_t c = 0; c < n; c++) {
+                    double t = v * j->b[(size_t)c * (size_t)a->cols + (size_t)r];
+                    acc[c] += t;
+                    accm[c] += fabs(t);
+                }
             }
         }
         for (int32_t c = 0; c < n; c++) {
             size_t idx = j->layout == SP_ROW_MAJOR ? (size_t)i * (size_t)n + (size_t)c
                                                    : (size_t)c * (size_t)a->rows + (size_t)i;
-            j->y[idx] = j->beta == 0.0 ? j->alpha * acc[c] : j->alpha * acc[c] + j->beta * j->y[idx];
+            j->y[idx] =
+                j->beta == 0.0 ? j->alpha * acc[c] : j->alpha * acc[c] + j->beta * j->y[idx];
+            if (j->mag)
+                j->mag[idx] = accm[c];
         }
     }
     free(acc);
@@ -150,7 +172,20 @@ static void spmm_rows(ref_job *j)
 void sp_ref_spmm(const sp_csr *a, const double *b, int32_t n, sp_layout layout, double alpha,
                  double beta, double *c)
 {
-    ref_job j = {.a = a, .b = b, .n = n, .layout = layout, .alpha = alpha, .beta = beta, .y = c,
+    sp_ref_spmm_mag(a, b, n, layout, alpha, beta, c, NULL);
+}
+
+void sp_ref_spmm_mag(const sp_csr *a, const double *b, int32_t n, sp_layout layout, double alpha,
+                     double beta, double *c, double *mag)
+{
+    ref_job j = {.a = a,
+                 .b = b,
+                 .n = n,
+                 .layout = layout,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .y = c,
+                 .mag = mag,
                  .fn = spmm_rows};
     run_parallel(j, a->nnz * (n > 0 ? n : 1));
 }
@@ -163,10 +198,14 @@ static void sddmm_rows(ref_job *j)
         const double *arow = j->x + (size_t)i * (size_t)kdim;
         for (int64_t k = s->rowptr[i]; k < s->rowptr[i + 1]; k++) {
             const double *brow = j->b + (size_t)s->col[k] * (size_t)kdim;
-            double d = 0.0;
-            for (int32_t t = 0; t < kdim; t++)
+            double d = 0.0, m = 0.0;
+            for (int32_t t = 0; t < kdim; t++) {
                 d += arow[t] * brow[t];
+                m += fabs(arow[t] * brow[t]);
+            }
             j->y[k] = j->beta == 0.0 ? j->alpha * d : j->alpha * d + j->beta * s->val[k];
+            if (j->mag)
+                j->mag[k] = m;
         }
     }
 }
@@ -174,7 +213,20 @@ static void sddmm_rows(ref_job *j)
 void sp_ref_sddmm(const sp_csr *s, const double *a, const double *b, int32_t k, double alpha,
                   double beta, double *out)
 {
-    ref_job j = {.a = s, .x = a, .b = b, .n = k, .alpha = alpha, .beta = beta, .y = out,
+    sp_ref_sddmm_mag(s, a, b, k, alpha, beta, out, NULL);
+}
+
+void sp_ref_sddmm_mag(const sp_csr *s, const double *a, const double *b, int32_t k, double alpha,
+                      double beta, double *out, double *mag)
+{
+    ref_job j = {.a = s,
+                 .x = a,
+                 .b = b,
+                 .n = k,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .y = out,
+                 .mag = mag,
                  .fn = sddmm_rows};
     run_parallel(j, s->nnz * (k > 0 ? k : 1));
 }

@@ -27,10 +27,10 @@ typedef enum { SP_SPMV, SP_SPMM, SP_SDDMM } sp_op;
 typedef enum { SP_EPI_NONE, SP_EPI_RELU, SP_EPI_GELU, SP_EPI_BIAS } sp_epilogue;
 typedef enum { SP_ROW_MAJOR, SP_COL_MAJOR } sp_layout;
 
-const char *sp_dtype_name(sp_dtype t);      /* "fp32" */
+const char *sp_dtype_name(sp_dtype t); /* "fp32" */
 int sp_dtype_parse(const char *s, sp_dtype *out);
-int sp_dtype_size(sp_dtype t);              /* bytes per element: 4, 8, 2, 2 */
-const char *sp_op_name(sp_op op);           /* "spmv" */
+int sp_dtype_size(sp_dtype t);    /* bytes per element: 4, 8, 2, 2 */
+const char *sp_op_name(sp_op op); /* "spmv" */
 int sp_op_parse(const char *s, sp_op *out);
 const char *sp_epilogue_name(sp_epilogue e);
 int sp_epilogue_parse(const char *s, sp_epilogue *out);
@@ -123,10 +123,10 @@ typedef struct sp_bsr {
     int32_t b;
     int32_t brows, bcols; /* block rows / columns: ceil(rows / b) ... */
     int64_t nblocks;
-    int64_t nnz;        /* nonzeros of the original matrix */
-    int64_t *browptr;   /* brows + 1 */
-    int32_t *bcol;      /* nblocks */
-    double *val;        /* nblocks * b * b */
+    int64_t nnz;      /* nonzeros of the original matrix */
+    int64_t *browptr; /* brows + 1 */
+    int32_t *bcol;    /* nblocks */
+    double *val;      /* nblocks * b * b */
 } sp_bsr;
 
 sp_bsr *sp_csr_to_bsr(const sp_csr *a, int32_t b, dt_err *e);
@@ -219,18 +219,28 @@ void sp_ref_spmm(const sp_csr *a, const double *b, int32_t n, sp_layout layout, 
  * C = alpha (A B^T) o spy(C) + beta C with B given transposed. */
 void sp_ref_sddmm(const sp_csr *s, const double *a, const double *b, int32_t k, double alpha,
                   double beta, double *out);
+/* The same, also writing into mag (one per output) the product with every
+ * term made positive -- sum |a_k x_k| for SpMV, likewise for SpMM and
+ * SDDMM, alpha and beta left out -- from the same pass: the scale of each
+ * output's rounding error, which the verifier's tolerance needs. */
+void sp_ref_spmv_mag(const sp_csr *a, const double *x, double alpha, double beta, double *y,
+                     double *mag);
+void sp_ref_spmm_mag(const sp_csr *a, const double *b, int32_t n, sp_layout layout, double alpha,
+                     double beta, double *c, double *mag);
+void sp_ref_sddmm_mag(const sp_csr *s, const double *a, const double *b, int32_t k, double alpha,
+                      double beta, double *out, double *mag);
 
 /* ---- pattern features: the PatternReport -------------------------------- */
 
 #define SP_HIST_BUCKETS 33 /* log2 buckets of row length: 0, 1, 2-3, 4-7, ... */
-#define SP_NBLOCK 4        /* block sizes 2, 4, 8, 16 */
+#define SP_NBLOCK       4  /* block sizes 2, 4, 8, 16 */
 
 typedef enum {
-    SP_CLASS_DIAGONAL,    /* every nonzero on the main diagonal */
-    SP_CLASS_BANDED,      /* bandwidth small relative to rows, few diagonals */
-    SP_CLASS_BLOCK,       /* block fill at some b >= 0.6 */
-    SP_CLASS_POWER_LAW,   /* heavy tail: max row >> mean and gini high */
-    SP_CLASS_SKEWED,      /* cv of row length > 1 without a power-law tail */
+    SP_CLASS_DIAGONAL,     /* every nonzero on the main diagonal */
+    SP_CLASS_BANDED,       /* bandwidth small relative to rows, few diagonals */
+    SP_CLASS_BLOCK,        /* block fill at some b >= 0.6 */
+    SP_CLASS_POWER_LAW,    /* heavy tail: max row >> mean and gini high */
+    SP_CLASS_SKEWED,       /* cv of row length > 1 without a power-law tail */
     SP_CLASS_UNIFORM_LONG, /* regular rows, mean >= 32 */
     SP_CLASS_UNIFORM_SHORT /* regular rows, mean < 32 */
 } sp_class;
@@ -241,37 +251,37 @@ typedef struct sp_report {
     /* sizes */
     int32_t rows, cols;
     int64_t nnz;
-    double density;          /* nnz / (rows * cols) */
-    int32_t empty_rows;      /* rows with no entry */
+    double density;     /* nnz / (rows * cols) */
+    int32_t empty_rows; /* rows with no entry */
     /* row-length distribution */
-    double row_mean;         /* nnz / rows */
-    double row_std;          /* population standard deviation */
-    double row_cv;           /* std / mean (0 when mean is 0) */
+    double row_mean; /* nnz / rows */
+    double row_std;  /* population standard deviation */
+    double row_cv;   /* std / mean (0 when mean is 0) */
     int32_t row_min, row_max;
-    double row_gini;         /* Gini coefficient of row lengths, 0 = all equal */
+    double row_gini;                   /* Gini coefficient of row lengths, 0 = all equal */
     int64_t row_hist[SP_HIST_BUCKETS]; /* bucket 0: empty; b >= 1: [2^(b-1), 2^b) */
     /* shape */
-    int32_t bandwidth;       /* max |i - j| over nonzeros */
-    int32_t col_span_max;    /* max over rows of last column - first column */
-    int64_t diagonals;       /* distinct (j - i) values */
-    double diag_fraction;    /* fraction of nonzeros on the main diagonal */
+    int32_t bandwidth;    /* max |i - j| over nonzeros */
+    int32_t col_span_max; /* max over rows of last column - first column */
+    int64_t diagonals;    /* distinct (j - i) values */
+    double diag_fraction; /* fraction of nonzeros on the main diagonal */
     /* block structure, b = 2, 4, 8, 16 */
-    int64_t blocks[SP_NBLOCK];     /* non-empty aligned b x b blocks */
-    double block_fill[SP_NBLOCK];  /* nnz / (blocks * b * b) */
+    int64_t blocks[SP_NBLOCK];    /* non-empty aligned b x b blocks */
+    double block_fill[SP_NBLOCK]; /* nnz / (blocks * b * b) */
     /* locality of x gathers in SpMV */
-    double x_lines_per_row;  /* distinct 128-byte lines of x (fp32) per row, mean */
-    double x_lines_per_nnz;  /* the same divided by row length: 1/32 is ideal */
+    double x_lines_per_row; /* distinct 128-byte lines of x (fp32) per row, mean */
+    double x_lines_per_nnz; /* the same divided by row length: 1/32 is ideal */
     /* cost model: minimum bytes moved and flops (each input read once, each
      * output written once), per dtype index [SP_FP32 .. SP_BF16] */
-    int32_t n_spmm;          /* N used for SpMM numbers */
-    int32_t k_sddmm;         /* K used for SDDMM numbers */
+    int32_t n_spmm;  /* N used for SpMM numbers */
+    int32_t k_sddmm; /* K used for SDDMM numbers */
     double spmv_flops, spmm_flops, sddmm_flops;
     double spmv_bytes[4], spmm_bytes[4], sddmm_bytes[4];
     double spmv_ai[4], spmm_ai[4], sddmm_ai[4]; /* flops / bytes */
     /* classification */
     sp_class cls;
-    char cls_reason[256];    /* the numbers that decided the class */
-    double seconds;          /* time spent computing this report */
+    char cls_reason[256]; /* the numbers that decided the class */
+    double seconds;       /* time spent computing this report */
 } sp_report;
 
 /* Minimum flops and bytes of one op on a rows x cols matrix with nnz
@@ -292,15 +302,15 @@ void sp_report_text(const sp_report *r, dt_buf *out);
 
 typedef struct sp_spec {
     sp_op op;
-    char *matrix;        /* path or generator spec, as written */
+    char *matrix; /* path or generator spec, as written */
     sp_dtype dtype;
-    int32_t n;           /* SpMM columns of B / SDDMM inner dimension K */
+    int32_t n; /* SpMM columns of B / SDDMM inner dimension K */
     double alpha, beta;
     sp_epilogue epilogue;
-    char *gpu;           /* hardware name or "auto" */
-    char *backend;       /* "expert" | "llm" */
-    char *review;        /* "ask" | "auto" (or a per-step map, kept as JSON) */
-    cJSON *review_map;   /* per-step policy when review is an object, else NULL */
+    char *gpu;         /* hardware name or "auto" */
+    char *backend;     /* "expert" | "llm" */
+    char *review;      /* "ask" | "auto" (or a per-step map, kept as JSON) */
+    cJSON *review_map; /* per-step policy when review is an object, else NULL */
 } sp_spec;
 
 /* Defaults: spmv, fp32, n 32, alpha 1, beta 0, none, auto, expert, ask. */

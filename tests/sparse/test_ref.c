@@ -108,3 +108,73 @@ Test(ref, results_should_not_depend_on_the_thread_count)
     free(y4);
     sp_csr_free(a);
 }
+
+/* The _mag variants write the same results and, from the same pass, the
+ * product with every term made positive: bit for bit what the plain
+ * functions give on |A| and |B| (|a b| = |a| |b| exactly in floating point,
+ * and the order of the sums is the same). */
+Test(ref, mag_variants_should_equal_the_plain_references_on_absolute_values)
+{
+    dt_err e = {0};
+    sp_coo *coo = sp_coo_new(400, 300, 1, &e);
+    dt_rng g;
+    dt_rng_seed(&g, 11);
+    for (int i = 0; i < 400; i++) {
+        int len = i == 5 ? 250 : (int)dt_rng_below(&g, 12); /* empty rows and a long one */
+        for (int t = 0; t < len; t++)
+            sp_coo_push(coo, i, (int32_t)dt_rng_below(&g, 300), dt_rng_uniform(&g) - 0.5, &e);
+    }
+    sp_csr *a = sp_coo_to_csr(coo, &e);
+    sp_coo_free(coo);
+    sp_csr *aa = sp_csr_dup(a, &e);
+    cr_assert_not_null(aa, "%s", e.msg);
+    for (int64_t k = 0; k < aa->nnz; k++)
+        aa->val[k] = fabs(aa->val[k]);
+    const int n = 5;
+    size_t nb = (size_t)400 * n; /* big enough for every operand below */
+    double *b = malloc(nb * sizeof *b), *bb = malloc(nb * sizeof *bb),
+           *b2 = malloc(nb * sizeof *b2), *bb2 = malloc(nb * sizeof *bb2);
+    for (size_t i = 0; i < nb; i++) {
+        b[i] = dt_rng_uniform(&g) - 0.5;
+        bb[i] = fabs(b[i]);
+        b2[i] = dt_rng_uniform(&g) - 0.5;
+        bb2[i] = fabs(b2[i]);
+    }
+    double *y = malloc(nb * sizeof *y), *mag = malloc(nb * sizeof *mag),
+           *want = malloc(nb * sizeof *want), *wmag = malloc(nb * sizeof *wmag);
+    size_t nnz = (size_t)a->nnz;
+    double *o = malloc(nnz * sizeof *o), *om = malloc(nnz * sizeof *om),
+           *wo = malloc(nnz * sizeof *wo), *wom = malloc(nnz * sizeof *wom);
+
+    sp_ref_spmv_mag(a, b, -1.5, 0.0, y, mag);
+    sp_ref_spmv(a, b, -1.5, 0.0, want);
+    sp_ref_spmv(aa, bb, 1.0, 0.0, wmag);
+    for (int i = 0; i < 400; i++) {
+        cr_assert_eq(y[i], want[i], "spmv row %d", i);
+        cr_assert_eq(mag[i], wmag[i], "spmv |.| row %d", i);
+    }
+    for (int l = 0; l < 2; l++) {
+        sp_layout lay = l ? SP_COL_MAJOR : SP_ROW_MAJOR;
+        for (size_t i = 0; i < nb; i++)
+            y[i] = want[i] = b2[i]; /* beta != 0 reads C */
+        sp_ref_spmm_mag(a, b, n, lay, 0.5, 2.0, y, mag);
+        sp_ref_spmm(a, b, n, lay, 0.5, 2.0, want);
+        sp_ref_spmm(aa, bb, n, lay, 1.0, 0.0, wmag);
+        for (size_t i = 0; i < (size_t)400 * n; i++) {
+            cr_assert_eq(y[i], want[i], "spmm layout %d output %zu", l, i);
+            cr_assert_eq(mag[i], wmag[i], "spmm |.| layout %d output %zu", l, i);
+        }
+    }
+    sp_ref_sddmm_mag(a, b, b2, n, 1.0, 0.25, o, om);
+    sp_ref_sddmm(a, b, b2, n, 1.0, 0.25, wo);
+    sp_ref_sddmm(aa, bb, bb2, n, 1.0, 0.0, wom);
+    for (size_t k = 0; k < nnz; k++) {
+        cr_assert_eq(o[k], wo[k], "sddmm entry %zu", k);
+        cr_assert_eq(om[k], wom[k], "sddmm |.| entry %zu", k);
+    }
+    double *all[] = {b, bb, b2, bb2, y, mag, want, wmag, o, om, wo, wom};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+    sp_csr_free(a);
+    sp_csr_free(aa);
+}
