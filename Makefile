@@ -38,12 +38,14 @@ ifneq ($(CI),)
 WARN += -Werror
 endif
 
-CPPFLAGS_ALL = -I. -D_GNU_SOURCE $(CUDA_INC) $(PKG_CFLAGS)
+# -pthread on every compile and link: the fp64 references (sparse/ref.c)
+# start threads. POSIX threads are part of glibc: nothing to bundle.
+CPPFLAGS_ALL = -I. -D_GNU_SOURCE -pthread $(CUDA_INC) $(PKG_CFLAGS)
 CSTD := -std=c11
 REL_FLAGS := -O2 -g
 DBG_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
              -fno-sanitize-recover=undefined
-SYS_LIBS := -ldl -lpthread -lm
+SYS_LIBS := -ldl -pthread -lm
 
 # Product sources by module. cli/ holds the command-line front end and main().
 MODULES := core sparse hardware gpu agents knowledge scripting sessions tui cli
@@ -180,8 +182,8 @@ FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
 fuzz: $(FUZZ_TARGETS)
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h sparse/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
-	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lpthread -lm
+	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
+	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lm
 
 fuzz-run: fuzz
 	@for t in $(FUZZ_TARGETS); do \

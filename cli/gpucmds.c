@@ -265,10 +265,33 @@ static void print_measure(const cJSON *m)
     }
     if (dt_json_str(base, "error", NULL))
         printf("  cuSPARSE: %s\n", dt_json_str(base, "error", ""));
-    if (dt_json_num(m, "speedup", 0) > 0)
+    const cJSON *pr = cJSON_GetObjectItem(base, "paired");
+    if (pr && dt_json_num(m, "speedup", 0) > 0)
+    {
+        dt_buf pl = {0};
+        const cJSON *x;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItem(pr, "placement_speedups"))
+        {
+            dt_buf_printf(&pl, "%s%.3f", pl.len ? " " : "", x->valuedouble);
+        }
+        printf("  speedup    %.3fx vs the best cuSPARSE algorithm (%s): %d alternating rounds "
+               "over %d placement%s\n"
+               "             (per placement %s; per round p10-p90 %.3f-%.3fx; %.2f us against "
+               "%.2f us; timed apart %.3fx)\n",
+               dt_json_num(m, "speedup", 0), dt_json_str(base, "best", "?"),
+               (int)dt_json_num(pr, "rounds", 0), (int)dt_json_num(pr, "placements", 0),
+               dt_json_num(pr, "placements", 0) == 1 ? "" : "s", pl.len ? pl.data : "-",
+               dt_json_num(pr, "speedup_p10", 0), dt_json_num(pr, "speedup_p90", 0),
+               dt_json_num(pr, "candidate_us", 0), dt_json_num(pr, "baseline_us", 0),
+               dt_json_num(m, "speedup_separate", 0));
+        dt_buf_free(&pl);
+    }
+    else if (dt_json_num(m, "speedup", 0) > 0)
         printf("  speedup    %.3fx vs the best cuSPARSE algorithm (%s, %.2f us), same method\n",
                dt_json_num(m, "speedup", 0), dt_json_str(base, "best", "?"),
                dt_json_num(base, "us", 0));
+    if (dt_json_str(base, "paired_error", NULL))
+        printf("  paired timing failed: %s\n", dt_json_str(base, "paired_error", ""));
 }
 
 const char cli_check_usage[] =

@@ -64,6 +64,13 @@ int gpu_cusparse_algs(sp_op op, sp_dtype t, const char **names, int max);
  * means the context is gone. */
 int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, int min_runs,
                      double min_seconds, gpu_cs_result *r, dt_err *e);
+/* Set up alg as gpu_cusparse_run does, then time the candidate (cand, as
+ * side a) and alg (side b) in alternating rounds with dev_time_pair:
+ * ps->ratio is the per-round speedup of the candidate. The output buffer is
+ * left as the caller gave it. */
+int gpu_cusparse_pair(const gpu_cs_problem *p, const char *alg, dev_time_mode mode,
+                      dev_enqueue_fn cand, void *cand_ud, int min_rounds, double min_seconds,
+                      dev_pair_stats *ps, dt_err *e);
 
 /* ---- CUPTI range profiler ------------------------------------------------ */
 

@@ -59,7 +59,11 @@
     X(cuGraphExecDestroy)                                                                        \
     X(cuGraphDestroy)                                                                            \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                               \
-    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)                                      \
+    X(cuMemHostAlloc)                                                                            \
+    X(cuMemHostGetDevicePointer)                                                                 \
+    X(cuMemFreeHost)                                                                             \
+    X(cuStreamWaitValue32)
 
 typedef struct gpu_cu {
     void *lib;

@@ -623,82 +623,80 @@ static int copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, dt_err *e)
     return dev_sync(e);
 }
 
-int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, int min_runs,
-                     double min_seconds, gpu_cs_result *r, dt_err *e)
+/* Everything before the first compute call: checks, handle, descriptors,
+ * conversions, workspace, the output saved, preprocessing (timed into r).
+ * *outp / *out_bytes: the output the compute call writes. On failure c
+ * holds what was made (cs_run_free it) and le says why. */
+static int cs_open(const gpu_cs_problem *p, const char *alg, cs_run *c, gpu_cs_result *r,
+                   CUdeviceptr *outp_, size_t *out_bytes_, dt_err *le)
 {
-    memset(r, 0, sizeof *r);
-    snprintf(r->alg, sizeof r->alg, "%s", alg ? alg : "");
-    dt_err le = {0};
-    cs_run c;
-    memset(&c, 0, sizeof c);
     int rc = -1;
-
     const cs_alg *a = find_alg(p->op, alg);
     if (a == NULL) {
-        cs_refuse(&le, "unknown cuSPARSE algorithm '%s' for %s", alg ? alg : "(null)",
+        cs_refuse(le, "unknown cuSPARSE algorithm '%s' for %s", alg ? alg : "(null)",
                   sp_op_name(p->op));
         goto out;
     }
     const char *na = not_applicable(a, p->dtype);
     if (na != NULL) {
-        cs_refuse(&le, "%s does not apply to %s %s: %s", a->name, sp_dtype_name(p->dtype),
+        cs_refuse(le, "%s does not apply to %s %s: %s", a->name, sp_dtype_name(p->dtype),
                   sp_op_name(p->op), na);
         goto out;
     }
-    if (check_problem(p, &le) != 0 || gpu_cusparse_load(&le) != 0)
+    if (check_problem(p, le) != 0 || gpu_cusparse_load(le) != 0)
         goto out;
     if (!dev_ready()) {
-        le.code = DEV_ENODEV;
-        dt_err_set(&le, "no device");
+        le->code = DEV_ENODEV;
+        dt_err_set(le, "no device");
         goto out;
     }
     if (dev_poisoned()) {
-        le.code = DEV_EFAULT;
-        dt_err_set(&le, "the CUDA context is unusable after an earlier fault");
+        le->code = DEV_EFAULT;
+        dt_err_set(le, "the CUDA context is unusable after an earlier fault");
         goto out;
     }
-    if (cs_handle(&le) != 0)
+    if (cs_handle(le) != 0)
         goto out;
     if (S.stream != dev_stream()) {
-        if (cs_check(CS(cusparseSetStream)(S.handle, dev_stream()), "cusparseSetStream", &le) != 0)
+        if (cs_check(CS(cusparseSetStream)(S.handle, dev_stream()), "cusparseSetStream", le) != 0)
             goto out;
         S.stream = dev_stream();
     }
 
-    c.op = p->op;
-    c.alg = a->id;
-    c.call = p->op == SP_SPMV   ? "cusparseSpMV"
+    c->op = p->op;
+    c->alg = a->id;
+    c->call = p->op == SP_SPMV   ? "cusparseSpMV"
              : p->op == SP_SPMM ? "cusparseSpMM"
                                 : "cusparseSDDMM";
-    c.vt = value_type(p->dtype);
+    c->vt = value_type(p->dtype);
     /* fp16 and bf16 inputs always compute in fp32 (cuSPARSE's mixed precision); the
      * scalars are of the compute type. */
     if (p->dtype == SP_FP64) {
-        c.ct = CUDA_R_64F;
-        c.alpha_d = p->alpha;
-        c.beta_d = p->beta;
-        c.alpha = &c.alpha_d;
-        c.beta = &c.beta_d;
+        c->ct = CUDA_R_64F;
+        c->alpha_d = p->alpha;
+        c->beta_d = p->beta;
+        c->alpha = &c->alpha_d;
+        c->beta = &c->beta_d;
     } else {
-        c.ct = CUDA_R_32F;
-        c.alpha_f = (float)p->alpha;
-        c.beta_f = (float)p->beta;
-        c.alpha = &c.alpha_f;
-        c.beta = &c.beta_f;
+        c->ct = CUDA_R_32F;
+        c->alpha_f = (float)p->alpha;
+        c->beta_f = (float)p->beta;
+        c->alpha = &c->alpha_f;
+        c->beta = &c->beta_f;
     }
 
     /* Setup: conversions, uploads, descriptors and the workspace. */
     double t0 = dt_now();
-    if (setup(p, a, &c, &le) != 0)
+    if (setup(p, a, c, le) != 0)
         goto out;
     size_t bytes = 0;
-    if (cs_check(cs_buffer_size(&c, &bytes), p->op == SP_SPMV   ? "cusparseSpMV_bufferSize"
+    if (cs_check(cs_buffer_size(c, &bytes), p->op == SP_SPMV   ? "cusparseSpMV_bufferSize"
                                               : p->op == SP_SPMM ? "cusparseSpMM_bufferSize"
                                                                  : "cusparseSDDMM_bufferSize",
-                 &le) != 0 ||
-        dev_alloc(&c.work, bytes, &le) != 0)
+                 le) != 0 ||
+        dev_alloc(&c->work, bytes, le) != 0)
         goto out;
-    c.buf = ptr(c.work.ptr);
+    c->buf = ptr(c->work.ptr);
     r->buffer_bytes = bytes;
     r->setup_us = (dt_now() - t0) * 1e6;
 
@@ -710,25 +708,45 @@ int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, i
     size_t out_bytes = p->op == SP_SPMV   ? (size_t)rows * esz
                        : p->op == SP_SPMM ? (size_t)rows * (size_t)p->n * esz
                                           : (size_t)nnz * esz;
-    if (dev_alloc(&c.saved, out_bytes, &le) != 0 ||
-        copy_dtod(c.saved.ptr, outp, out_bytes, &le) != 0)
+    if (dev_alloc(&c->saved, out_bytes, le) != 0 ||
+        copy_dtod(c->saved.ptr, outp, out_bytes, le) != 0)
         goto out;
 
     int has_pre = a->preprocess && (p->op != SP_SPMV || CS(cusparseSpMV_preprocess) != NULL);
     if (has_pre) {
-        if (dev_sync(&le) != 0)
+        if (dev_sync(le) != 0)
             goto out;
         double t1 = dt_now();
-        if (cs_check(cs_preprocess(&c), p->op == SP_SPMV   ? "cusparseSpMV_preprocess"
+        if (cs_check(cs_preprocess(c), p->op == SP_SPMV   ? "cusparseSpMV_preprocess"
                                         : p->op == SP_SPMM ? "cusparseSpMM_preprocess"
                                                            : "cusparseSDDMM_preprocess",
-                     &le) != 0 ||
-            dev_sync(&le) != 0)
+                     le) != 0 ||
+            dev_sync(le) != 0)
             goto out;
         r->preprocess_us = (dt_now() - t1) * 1e6;
-        if (copy_dtod(outp, c.saved.ptr, out_bytes, &le) != 0)
+        if (copy_dtod(outp, c->saved.ptr, out_bytes, le) != 0)
             goto out;
     }
+    *outp_ = outp;
+    *out_bytes_ = out_bytes;
+    rc = 0;
+out:
+    return rc;
+}
+
+int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, int min_runs,
+                     double min_seconds, gpu_cs_result *r, dt_err *e)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->alg, sizeof r->alg, "%s", alg ? alg : "");
+    dt_err le = {0};
+    cs_run c;
+    memset(&c, 0, sizeof c);
+    int rc = -1;
+    CUdeviceptr outp = 0;
+    size_t out_bytes = 0;
+    if (cs_open(p, alg, &c, r, &outp, &out_bytes, &le) != 0)
+        goto out;
 
     /* The one run whose output the caller verifies; timing runs overwrite (or, with
      * beta != 0, accumulate into) the output, so it is put back afterwards. */
@@ -768,5 +786,32 @@ out:
         if (e)
             *e = le;
     }
+    return rc;
+}
+
+int gpu_cusparse_pair(const gpu_cs_problem *p, const char *alg, dev_time_mode mode,
+                      dev_enqueue_fn cand, void *cand_ud, int min_rounds, double min_seconds,
+                      dev_pair_stats *ps, dt_err *e)
+{
+    memset(ps, 0, sizeof *ps);
+    gpu_cs_result r;
+    memset(&r, 0, sizeof r);
+    dt_err le = {0};
+    cs_run c;
+    memset(&c, 0, sizeof c);
+    CUdeviceptr outp = 0;
+    size_t out_bytes = 0;
+    int rc = -1;
+    double max_seconds = 40.0 * min_seconds > 4.0 ? 40.0 * min_seconds : 4.0;
+    if (cs_open(p, alg, &c, &r, &outp, &out_bytes, &le) != 0 ||
+        dev_time_pair(cand, cand_ud, cs_enqueue, &c, mode, min_rounds, min_seconds, max_seconds,
+                      ps, &le) != 0 ||
+        copy_dtod(outp, c.saved.ptr, out_bytes, &le) != 0)
+        goto out;
+    rc = 0;
+out:
+    cs_run_free(&c);
+    if (rc != 0 && e)
+        *e = le;
     return rc;
 }

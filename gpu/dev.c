@@ -14,6 +14,12 @@ static struct {
     CUstream stream;
     dev_info info;
     dev_buf flush; /* 2 x L2, written before every cold run */
+    /* The stream hold (timer_sample): a host-mapped word the stream waits
+     * on; hold_state 0 not tried, 1 usable, -1 unavailable. */
+    volatile uint32_t *hold_host;
+    CUdeviceptr hold_dev;
+    uint32_t hold_seq;
+    int hold_state;
 } D;
 
 int dev_ready(void)
@@ -242,46 +248,81 @@ static float bf16_to_f32(uint16_t b)
     return f;
 }
 
-void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t)
+/* Element i of each direction depends on element i alone, so the arrays
+ * split over threads with the same bits as one pass. */
+typedef struct conv_job {
+    const void *src;
+    void *dst;
+    sp_dtype t;
+} conv_job;
+
+static void to_dtype_range(void *ctx, int64_t lo, int64_t hi, int part)
 {
-    switch (t) {
+    (void)part;
+    const conv_job *j = ctx;
+    const double *src = j->src;
+    switch (j->t) {
     case SP_FP64:
-        memcpy(dst, src, n * sizeof(double));
+        memcpy((double *)j->dst + lo, src + lo, (size_t)(hi - lo) * sizeof(double));
         break;
     case SP_FP32:
-        for (size_t i = 0; i < n; i++)
-            ((float *)dst)[i] = (float)src[i];
+        for (int64_t i = lo; i < hi; i++)
+            ((float *)j->dst)[i] = (float)src[i];
         break;
     case SP_FP16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = f32_to_f16((float)src[i]);
+        for (int64_t i = lo; i < hi; i++)
+            ((uint16_t *)j->dst)[i] = f32_to_f16((float)src[i]);
         break;
     case SP_BF16:
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]);
+        for (int64_t i = lo; i < hi; i++)
+            ((uint16_t *)j->dst)[i] = f32_to_bf16((float)src[i]);
         break;
     }
 }
 
-void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t)
+static void from_dtype_range(void *ctx, int64_t lo, int64_t hi, int part)
 {
-    switch (t) {
+    (void)part;
+    const conv_job *j = ctx;
+    double *dst = j->dst;
+    switch (j->t) {
     case SP_FP64:
-        memcpy(dst, src, n * sizeof(double));
+        memcpy(dst + lo, (const double *)j->src + lo, (size_t)(hi - lo) * sizeof(double));
         break;
     case SP_FP32:
-        for (size_t i = 0; i < n; i++)
-            dst[i] = ((const float *)src)[i];
+        for (int64_t i = lo; i < hi; i++)
+            dst[i] = ((const float *)j->src)[i];
         break;
     case SP_FP16:
-        for (size_t i = 0; i < n; i++)
-            dst[i] = f16_to_f32(((const uint16_t *)src)[i]);
+        for (int64_t i = lo; i < hi; i++)
+            dst[i] = f16_to_f32(((const uint16_t *)j->src)[i]);
         break;
     case SP_BF16:
-        for (size_t i = 0; i < n; i++)
-            dst[i] = bf16_to_f32(((const uint16_t *)src)[i]);
+        for (int64_t i = lo; i < hi; i++)
+            dst[i] = bf16_to_f32(((const uint16_t *)j->src)[i]);
         break;
     }
+}
+
+/* Below this many elements a conversion runs inline: dev_round converts one. */
+#define CONV_INLINE (1 << 16)
+
+void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t)
+{
+    conv_job j = {src, dst, t};
+    if (n < CONV_INLINE)
+        to_dtype_range(&j, 0, (int64_t)n, 0);
+    else
+        sp_parallel_for((int64_t)n, (int64_t)n, to_dtype_range, &j);
+}
+
+void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t)
+{
+    conv_job j = {src, dst, t};
+    if (n < CONV_INLINE)
+        from_dtype_range(&j, 0, (int64_t)n, 0);
+    else
+        sp_parallel_for((int64_t)n, (int64_t)n, from_dtype_range, &j);
 }
 
 double dev_round(double v, sp_dtype t)
@@ -992,53 +1033,200 @@ static void summarize(double *t, int n, dev_stats *out)
 #define GRAPH_LAUNCHES 50
 #define MAX_RUNS 20000
 
+/* One timed side: its work, warmed up and (graph mode) captured. */
+typedef struct timer {
+    dev_enqueue_fn fn;
+    void *ud;
+    dev_time_mode mode;
+    CUgraph g;
+    CUgraphExec ge;
+} timer;
+
+static void timer_close(timer *t)
+{
+    if (!D.poisoned) {
+        if (t->ge)
+            CU(cuGraphExecDestroy)(t->ge);
+        if (t->g)
+            CU(cuGraphDestroy)(t->g);
+    }
+    t->ge = NULL;
+    t->g = NULL;
+}
+
+/* Warm-up (module load, first touch and clock ramp stay out of the numbers)
+ * and, for graph mode, GRAPH_LAUNCHES launches captured into one graph. */
+static int timer_open(timer *t, dev_enqueue_fn fn, void *ud, dev_time_mode mode, dt_err *e)
+{
+    memset(t, 0, sizeof *t);
+    t->fn = fn;
+    t->ud = ud;
+    t->mode = mode;
+    CUstream s = D.stream;
+    if (mode == DEV_TIME_COLD && D.flush.ptr == 0 &&
+        dev_alloc(&D.flush, 2 * (size_t)(D.info.l2_bytes > 0 ? D.info.l2_bytes : 64 << 20), e) != 0)
+        return -1;
+    for (int w = 0; w < 3; w++)
+        if (fn(ud, s, e) != 0)
+            return -1;
+    if (dev_sync(e) != 0)
+        return -1;
+    if (mode != DEV_TIME_GRAPH)
+        return 0;
+    if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                  "beginning graph capture", e) != 0)
+        return -1;
+    int ok = 1;
+    for (int i = 0; i < GRAPH_LAUNCHES && ok; i++)
+        ok = fn(ud, s, e) == 0;
+    CUresult r = CU(cuStreamEndCapture)(s, &t->g);
+    if (!ok)
+        return -1;
+    if (dev_check(r, "ending graph capture", e) != 0 ||
+        dev_check(CU(cuGraphInstantiate)(&t->ge, t->g, 0), "instantiating the graph", e) != 0)
+        return -1;
+    for (int w = 0; w < 2; w++)
+        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0)
+            return -1;
+    return dev_sync(e);
+}
+
+/* The stream hold: before a sample's first event the stream waits on a
+ * host-mapped word, and the host releases it only once the whole sample
+ * (flush, events, work) is enqueued. Without it the GPU starts on the
+ * first launch while the host is still submitting the rest, and for
+ * launches shorter than their submission (a graph of 50 tiny kernels, a
+ * multi-kernel cuSPARSE call) the events time the host: on the H200 a
+ * 4 us cuSPARSE algorithm moved by up to 20 % between calls seconds apart
+ * while staying within 2 % inside each call. */
+static int timer_enqueue(timer *t, CUevent ev0, CUevent ev1, unsigned salt, dt_err *e);
+
+static int hold_ready(void)
+{
+    if (D.hold_state != 0)
+        return D.hold_state > 0;
+    D.hold_state = -1;
+    void *h = NULL;
+    if (CU(cuMemHostAlloc)(&h, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
+        CUDA_SUCCESS)
+        return 0;
+    if (CU(cuMemHostGetDevicePointer)(&D.hold_dev, h, 0) != CUDA_SUCCESS) {
+        CU(cuMemFreeHost)(h);
+        return 0;
+    }
+    D.hold_host = h;
+    *D.hold_host = 0;
+    D.hold_seq = 0;
+    D.hold_state = 1;
+    return 1;
+}
+
+/* Enqueue the wait; returns the value that releases it (0: no hold). */
+static uint32_t hold_enqueue(CUstream s)
+{
+    if (!hold_ready())
+        return 0;
+    uint32_t v = ++D.hold_seq;
+    if (v == 0) { /* wrapped: restart the sequence */
+        *D.hold_host = 0;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        v = D.hold_seq = 1;
+    }
+    if (CU(cuStreamWaitValue32)(s, D.hold_dev, v, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+        D.hold_state = -1; /* not supported here: time without it */
+        return 0;
+    }
+    return v;
+}
+
+static void hold_release(uint32_t v)
+{
+    if (v == 0)
+        return;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *D.hold_host = v;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* One sample: the L2 flush (cold) outside the events, the work inside, all
+ * of it held until enqueued. *us is per launch; *span_s the measured
+ * device time. */
+static int timer_sample(timer *t, CUevent ev0, CUevent ev1, unsigned salt, double *us,
+                        double *span_s, dt_err *e)
+{
+    CUstream s = D.stream;
+    uint32_t hold = hold_enqueue(s);
+    int rc = timer_enqueue(t, ev0, ev1, salt, e);
+    hold_release(hold);
+    if (rc != 0)
+        return -1;
+    if (dev_check(CU(cuEventSynchronize)(ev1), "kernel execution", e) != 0)
+        return -1;
+    float ms = 0;
+    if (dev_check(CU(cuEventElapsedTime)(&ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
+        return -1;
+    *span_s = ms * 1e-3;
+    *us = ms * 1000.0 / (t->mode == DEV_TIME_GRAPH ? GRAPH_LAUNCHES : 1);
+    return 0;
+}
+
+static int timer_enqueue(timer *t, CUevent ev0, CUevent ev1, unsigned salt, dt_err *e)
+{
+    CUstream s = D.stream;
+    if (t->mode == DEV_TIME_COLD &&
+        dev_check(CU(cuMemsetD32Async)(D.flush.ptr, salt, D.flush.bytes / 4, s), "flushing L2",
+                  e) != 0)
+        return -1;
+    if (dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0)
+        return -1;
+    if (t->mode == DEV_TIME_GRAPH) {
+        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0)
+            return -1;
+    } else if (t->fn(t->ud, s, e) != 0) {
+        return -1;
+    }
+    return dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e);
+}
+
+static int events_new(CUevent *ev0, CUevent *ev1, dt_err *e)
+{
+    *ev0 = *ev1 = NULL;
+    return dev_check(CU(cuEventCreate)(ev0, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0 ||
+                   dev_check(CU(cuEventCreate)(ev1, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0
+               ? -1
+               : 0;
+}
+
+static void events_free(CUevent ev0, CUevent ev1)
+{
+    if (D.poisoned)
+        return;
+    if (ev0)
+        CU(cuEventDestroy)(ev0);
+    if (ev1)
+        CU(cuEventDestroy)(ev1);
+}
+
+static int not_ready(dt_err *e)
+{
+    if (e)
+        e->code = DEV_ENODEV;
+    return dt_err_set(e, "no device");
+}
+
 int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
              double max_seconds, dev_stats *out, dt_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (!D.ready) {
-        if (e)
-            e->code = DEV_ENODEV;
-        return dt_err_set(e, "no device");
-    }
-    CUstream s = D.stream;
+    if (!D.ready)
+        return not_ready(e);
     CUevent ev0 = NULL, ev1 = NULL;
-    CUgraph g = NULL;
-    CUgraphExec ge = NULL;
+    timer t;
+    memset(&t, 0, sizeof t);
     double *samples = NULL;
     int rc = -1;
-    if (dev_check(CU(cuEventCreate)(&ev0, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0 ||
-        dev_check(CU(cuEventCreate)(&ev1, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0)
+    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&t, fn, ud, mode, e) != 0)
         goto out;
-    if (mode == DEV_TIME_COLD && D.flush.ptr == 0 &&
-        dev_alloc(&D.flush, 2 * (size_t)(D.info.l2_bytes > 0 ? D.info.l2_bytes : 64 << 20), e) != 0)
-        goto out;
-    /* Warm-up: module load, first-touch and clock ramp stay out of the
-     * numbers. */
-    for (int w = 0; w < 3; w++)
-        if (fn(ud, s, e) != 0)
-            goto out;
-    if (dev_sync(e) != 0)
-        goto out;
-    if (mode == DEV_TIME_GRAPH) {
-        if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                      "beginning graph capture", e) != 0)
-            goto out;
-        int ok = 1;
-        for (int i = 0; i < GRAPH_LAUNCHES && ok; i++)
-            ok = fn(ud, s, e) == 0;
-        CUresult r = CU(cuStreamEndCapture)(s, &g);
-        if (!ok)
-            goto out;
-        if (dev_check(r, "ending graph capture", e) != 0 ||
-            dev_check(CU(cuGraphInstantiate)(&ge, g, 0), "instantiating the graph", e) != 0)
-            goto out;
-        for (int w = 0; w < 2; w++)
-            if (dev_check(CU(cuGraphLaunch)(ge, s), "graph launch", e) != 0)
-                goto out;
-        if (dev_sync(e) != 0)
-            goto out;
-    }
     samples = malloc(MAX_RUNS * sizeof *samples);
     if (samples == NULL) {
         dt_err_set(e, "out of host memory");
@@ -1051,44 +1239,77 @@ int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, doub
             break;
         if (n >= 3 && dt_now() - start > max_seconds)
             break;
-        if (mode == DEV_TIME_COLD &&
-            dev_check(CU(cuMemsetD32Async)(D.flush.ptr, (unsigned)n, D.flush.bytes / 4, s),
-                      "flushing L2", e) != 0)
+        double us = 0, span = 0;
+        if (timer_sample(&t, ev0, ev1, (unsigned)n, &us, &span, e) != 0)
             goto out;
-        if (dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0)
-            goto out;
-        if (mode == DEV_TIME_GRAPH) {
-            if (dev_check(CU(cuGraphLaunch)(ge, s), "graph launch", e) != 0)
-                goto out;
-        } else if (fn(ud, s, e) != 0) {
-            goto out;
-        }
-        if (dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e) != 0 ||
-            dev_check(CU(cuEventSynchronize)(ev1), "kernel execution", e) != 0)
-            goto out;
-        float ms = 0;
-        if (dev_check(CU(cuEventElapsedTime)(&ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
-            goto out;
-        double us = ms * 1000.0;
-        total += us * 1e-6;
-        if (mode == DEV_TIME_GRAPH)
-            us /= GRAPH_LAUNCHES;
+        total += span;
         samples[n++] = us;
     }
     summarize(samples, n, out);
     rc = 0;
 out:
     free(samples);
-    if (!D.poisoned) {
-        if (ge)
-            CU(cuGraphExecDestroy)(ge);
-        if (g)
-            CU(cuGraphDestroy)(g);
-        if (ev0)
-            CU(cuEventDestroy)(ev0);
-        if (ev1)
-            CU(cuEventDestroy)(ev1);
+    timer_close(&t);
+    events_free(ev0, ev1);
+    return rc;
+}
+
+int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_time_mode mode,
+                  int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
+                  dt_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (!D.ready)
+        return not_ready(e);
+    CUevent ev0 = NULL, ev1 = NULL;
+    timer ta, tb;
+    memset(&ta, 0, sizeof ta);
+    memset(&tb, 0, sizeof tb);
+    double *sa = NULL, *sb = NULL, *ratio = NULL;
+    int rc = -1;
+    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&ta, fa, ua, mode, e) != 0 ||
+        timer_open(&tb, fb, ub, mode, e) != 0)
+        goto out;
+    sa = malloc(MAX_RUNS * sizeof *sa);
+    sb = malloc(MAX_RUNS * sizeof *sb);
+    ratio = malloc(MAX_RUNS * sizeof *ratio);
+    if (sa == NULL || sb == NULL || ratio == NULL) {
+        dt_err_set(e, "out of host memory");
+        goto out;
     }
+    int n = 0;
+    double total = 0.0, start = dt_now();
+    while (n < MAX_RUNS) {
+        if (n >= min_rounds && total >= min_seconds)
+            break;
+        if (n >= 3 && dt_now() - start > max_seconds)
+            break;
+        /* a then b in even rounds, b then a in odd ones: neither side always
+         * runs right after the other's L2 flush or clock step. */
+        timer *first = n % 2 ? &tb : &ta, *second = n % 2 ? &ta : &tb;
+        double u1 = 0, u2 = 0, s1 = 0, s2 = 0;
+        if (timer_sample(first, ev0, ev1, (unsigned)(2 * n), &u1, &s1, e) != 0 ||
+            timer_sample(second, ev0, ev1, (unsigned)(2 * n + 1), &u2, &s2, e) != 0)
+            goto out;
+        sa[n] = n % 2 ? u2 : u1;
+        sb[n] = n % 2 ? u1 : u2;
+        ratio[n] = sa[n] > 0 ? sb[n] / sa[n] : 0;
+        total += s1 + s2;
+        n++;
+    }
+    summarize(sa, n, &out->a);
+    summarize(sb, n, &out->b);
+    summarize(ratio, n, &out->ratio);
+    out->rounds = n;
+    out->valid = n > 0;
+    rc = 0;
+out:
+    free(sa);
+    free(sb);
+    free(ratio);
+    timer_close(&ta);
+    timer_close(&tb);
+    events_free(ev0, ev1);
     return rc;
 }
 

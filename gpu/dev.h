@@ -155,6 +155,19 @@ typedef enum { DEV_TIME_COLD, DEV_TIME_WARM, DEV_TIME_GRAPH } dev_time_mode;
  * at most max_seconds of wall time. Warm-up runs are not counted. */
 int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
              double max_seconds, dev_stats *out, dt_err *e);
+/* Time fa and fb in alternating rounds (one sample of each per round, the
+ * order swapped every round) with the same mode, so that clock, thermal and
+ * neighbour drift reaches both sides alike. ratio holds the per-round
+ * quotients b / a (a speedup when a is the candidate and b the baseline);
+ * its median is the paired comparison. At least min_rounds rounds and
+ * min_seconds of measured time (both sides), at most max_seconds wall. */
+typedef struct dev_pair_stats {
+    int valid, rounds;
+    dev_stats a, b, ratio; /* ratio's "_us" fields hold plain quotients */
+} dev_pair_stats;
+int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_time_mode mode,
+                  int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
+                  dt_err *e);
 cJSON *dev_stats_json(const dev_stats *s);
 
 #endif /* DITTO_GPU_DEV_H */

@@ -115,11 +115,25 @@ int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_calibrate(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_sanitize(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 
+/* Paired timings of L2-resident problems are repeated over this many
+ * operand placements (see wk_baseline_into). */
+#define WK_PLACEMENTS 7
+/* Moves a candidate's dense operands (of op) to new device addresses. */
+typedef int (*wk_place_fn)(void *ud, int op, dt_err *e);
+
 /* Time every applicable cuSPARSE algorithm on m (set-0 inputs) with the
  * given comparison method ("cold" or "graph"), check each one's output
- * against the reference, and fill out with algs, best and us. */
+ * against the reference, and fill out with algs, best and us. With cand
+ * (a candidate's launch on cand_ud), the candidate and the best algorithm
+ * are then timed again in alternating rounds (dev_time_pair): for graph
+ * timing over WK_PLACEMENTS placements of both sides' dense operands
+ * (place moves the candidate's; cuSPARSE is set up afresh each time), for
+ * cold timing once. out gets "paired": {placements, placement_speedups,
+ * rounds, candidate_us, baseline_us, speedup (median over placements of
+ * each one's median per-round ratio), speedup_p10, speedup_p90}. */
 int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
-                     double min_s, const char *method, int fast, cJSON *out, dt_err *e);
+                     double min_s, const char *method, int fast, dev_enqueue_fn cand,
+                     wk_place_fn place, void *cand_ud, cJSON *out, dt_err *e);
 
 /* Copy bandwidth (GB/s, read + write) for the physical-floor check: the
  * calibrated value of the hardware spec when there is one, else the

@@ -203,8 +203,35 @@ sp_csr *sp_replicate(const sp_csr *a, int32_t k, dt_err *e);
 
 /* ---- CPU fp64 references (threaded) ------------------------------------- */
 
-/* Number of threads the references use (default: online CPUs). */
+/* Every output is computed by one thread, in the same order of operations
+ * whatever the thread count, so results are bit-identical across counts.
+ * The default count is $DITTO_REF_THREADS when that is a positive integer
+ * (at most 64), else the online CPUs up to 32, and never more than one
+ * thread per 2^20 multiply-adds of the problem.
+ * sp_ref_set_threads(n > 0) forces n threads (at most 64) whatever the size
+ * of the problem -- for tests; 0 restores the default. These can't fail. */
 void sp_ref_set_threads(int n);
+/* The threads a reference of `work` multiply-adds would start now (nonzeros
+ * plus rows, times n for SpMM; nonzeros times K for SDDMM). */
+int sp_ref_threads(int64_t work);
+
+/* ---- parallel for (the references' threads, for any host loop) ---------- */
+
+#define SP_PAR_MAX 64 /* parts at most: size per-part partials with it */
+
+/* Called with the index range [lo, hi) of part `part`. */
+typedef void (*sp_range_fn)(void *ctx, int64_t lo, int64_t hi, int part);
+
+/* Run fn over [0, n) split into sp_ref_threads(work) parts (never more than
+ * n), work being the loop's cost in the references' unit, about one
+ * multiply-add per unit. Part p gets [n p / parts, n (p + 1) / parts): the
+ * ranges are contiguous and ascend with p, so per-part partials merged in
+ * part order give exactly what one serial pass gives (the first bad index,
+ * counts, maxima). The calling thread runs the last part; a thread that
+ * cannot start runs its part inline. Returns the parts used (0 when n <= 0),
+ * after every part has finished. fn must write only its own range's data
+ * and its part's partials. This can't fail. */
+int sp_parallel_for(int64_t n, int64_t work, sp_range_fn fn, void *ctx);
 
 /* y = alpha * A x + beta * y. */
 void sp_ref_spmv(const sp_csr *a, const double *x, double alpha, double beta, double *y);

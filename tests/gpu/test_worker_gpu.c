@@ -116,9 +116,19 @@ Test(worker_gpu, a_correct_kernel_should_pass_and_measure_reproducibly, .timeout
         cr_assert(dt_json_bool(me, "ok", 0), "%s", s);
         sp[i] = dt_json_num(me, "speedup", 0);
         cr_assert_gt(sp[i], 0, "%s", s);
-        fprintf(stderr, "measure %d: %.2f us (%s), speedup %.3f vs %s\n", i,
-                dt_json_num(me, "us", 0), dt_json_str(me, "method", ""), sp[i],
-                dt_json_str(cJSON_GetObjectItem(me, "baseline"), "best", ""));
+        const cJSON *b = cJSON_GetObjectItem(me, "baseline");
+        const cJSON *pr = cJSON_GetObjectItem(b, "paired");
+        cr_assert_not_null(pr, "no paired timing: %s", s);
+        char *pl = cJSON_PrintUnformatted(cJSON_GetObjectItem(pr, "placement_speedups"));
+        fprintf(stderr,
+                "measure %d: %.2f us (%s) vs %s %.2f us; paired speedup %.3f over %d rounds "
+                "(%.2f vs %.2f us), apart %.3f; placements %s\n",
+                i, dt_json_num(me, "us", 0), dt_json_str(me, "method", ""),
+                dt_json_str(b, "best", ""), dt_json_num(b, "us", 0), sp[i],
+                (int)dt_json_num(pr, "rounds", 0), dt_json_num(pr, "candidate_us", 0),
+                dt_json_num(pr, "baseline_us", 0), dt_json_num(me, "speedup_separate", 0),
+                pl ? pl : "?");
+        free(pl);
         free(s);
         cJSON_Delete(me);
     }
