@@ -17,8 +17,9 @@ static const char *vocabulary[] = {
     "sell_ptr", "sell_len", "sell_perm", "sell_col", "sell_val", "nslices",
     /* BSR */
     "bsr_ptr", "bsr_col", "bsr_val", "brows", "b",
-    /* row bins (CSR with rows grouped by length) */
-    "bin_rows", "bin_ptr", "bin_long_ptr",
+    /* row bins (CSR with rows grouped by length); the long bin's row and
+     * nonzero counts and threshold, for kernels that split its rows */
+    "bin_rows", "bin_ptr", "bin_long_ptr", "bin6", "long_nnz", "long_row",
     /* compressed column offsets */
     "col16", "slice_base", "slice_shift",
     /* dense operands */

@@ -64,23 +64,7 @@
 #define SEG 1048576
 #endif
 
-/* Largest width <= vec (elements) that fits 16 bytes and divides n. */
-__host__ __device__ static constexpr int vec_width(int vec, int n, int tsize)
-{
-    int v = vec * tsize > 16 ? 16 / tsize : vec;
-    while (v > 1 && n % v != 0)
-        v /= 2;
-    return v < 1 ? 1 : v;
-}
-
-/* Smallest power of two >= want, capped at cap (a power of two <= 32). */
-__host__ __device__ static constexpr int group_lanes(int want, int cap)
-{
-    int l = 1;
-    while (l < want && l < cap)
-        l *= 2;
-    return l;
-}
+#include "lanes.cuh"
 
 static constexpr int KREG = 8;                    /* A chunks a lane may keep */
 static constexpr int VW = vec_width(VEC, K, (int)sizeof(T));

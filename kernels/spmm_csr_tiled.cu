@@ -55,23 +55,7 @@
 #define TN 128
 #endif
 
-/* Largest width <= vec (elements) that fits 16 bytes and divides n. */
-__host__ __device__ static constexpr int vec_width(int vec, int n, int tsize)
-{
-    int v = vec * tsize > 16 ? 16 / tsize : vec;
-    while (v > 1 && n % v != 0)
-        v /= 2;
-    return v < 1 ? 1 : v;
-}
-
-/* Smallest power of two >= want, capped at cap (a power of two <= 32). */
-__host__ __device__ static constexpr int group_lanes(int want, int cap)
-{
-    int l = 1;
-    while (l < want && l < cap)
-        l *= 2;
-    return l;
-}
+#include "lanes.cuh"
 
 static constexpr int VW = vec_width(VEC, N, (int)sizeof(T));
 static constexpr int TE = N < TN ? N : TN;        /* columns of one tile */
@@ -84,61 +68,7 @@ static constexpr bool FULL_TILES = N % TN == 0 || N <= TN;
 
 static_assert(TN % 8 == 0 && TE % VW == 0, "column tile must hold whole vectors");
 
-/* VW values moved as one load or store. */
-struct __align__(VW * sizeof(T)) vec_t {
-    T e[VW];
-};
-
-__device__ __forceinline__ bool vec_in(int v, int col0)
-{
-    return v < NVT && (FULL_TILES || col0 + v * VW < N);
-}
-
-/* acc += a * B[c, tile columns owned by this lane]. */
-__device__ __forceinline__ void fma_brow(S (&acc)[NCH][VW], S a, const T *__restrict__ B, int c,
-                                         int col0, int gl)
-{
-    const T *brow = B + (size_t)c * N + col0;
-#pragma unroll
-    for (int ch = 0; ch < NCH; ch++) {
-        const int v = ch * L + gl;
-        if (vec_in(v, col0)) {
-            const vec_t b = *reinterpret_cast<const vec_t *>(brow + v * VW);
-#pragma unroll
-            for (int e = 0; e < VW; e++)
-                acc[ch][e] += a * DT_LOAD(b.e[e]);
-        }
-    }
-}
-
-/* acc = sum over k = beg, beg + step, ... < end of val[k] * B[col[k], :],
- * UNROLL nonzeros in flight. */
-__device__ __forceinline__ void row_segment(S (&acc)[NCH][VW], int beg, int end, int step,
-                                            const int *__restrict__ col,
-                                            const T *__restrict__ val, const T *__restrict__ B,
-                                            int col0, int gl)
-{
-#pragma unroll
-    for (int ch = 0; ch < NCH; ch++)
-#pragma unroll
-        for (int e = 0; e < VW; e++)
-            acc[ch][e] = S(0);
-    int k = beg;
-    for (; k < end - (UNROLL - 1) * step; k += UNROLL * step) {
-        int c[UNROLL];
-        S a[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            c[u] = __ldg(col + k + u * step);
-            a[u] = DT_LOAD(val[k + u * step]);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            fma_brow(acc, a[u], B, c[u], col0, gl);
-    }
-    for (; k < end; k += step)
-        fma_brow(acc, DT_LOAD(val[k]), B, __ldg(col + k), col0, gl);
-}
+#include "spmm_tile.cuh"
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 spmm_csr_tiled(int rows, const int *__restrict__ rowptr, const int *__restrict__ col,

@@ -85,24 +85,7 @@ __device__ __forceinline__ S block_sum(S v, S *s_red)
     return t;
 }
 
-/* Smallest i in [lo, hi) with key < a[i + 1], for a ascending and key <
- * a[hi]: a 32-way search by the whole warp, about log32(hi - lo) steps of
- * one load each instead of log2 dependent loads. */
-__device__ __forceinline__ int warp_upper(const int *__restrict__ a, int lo, int hi, int key)
-{
-    const int lane = threadIdx.x % 32;
-    while (lo < hi) {
-        const int p = lo + (int)(((long long)(hi - lo) * lane) >> 5);
-        const unsigned m = __ballot_sync(FULL, a[p + 1] > key);
-        const int j = m ? __ffs(m) - 1 : 32;
-        const int below = __shfl_sync(FULL, p, (j + 31) & 31); /* lane j - 1's probe */
-        const int at = __shfl_sync(FULL, p, j & 31);
-        const int nlo = j == 0 ? lo : below + 1;
-        hi = j == 32 ? hi : at;
-        lo = nlo;
-    }
-    return lo;
-}
+#include "warp_search.cuh"
 
 /* Bin 6: the rows longer than long_row, laid end to end (bin_long_ptr is
  * their running nonzero count, total long_nnz), cut into nblk equal pieces,

@@ -2,6 +2,8 @@
  * reviews persisted to the user folder, all-or-nothing import, export. */
 #include "tests/knowledge/kbtest.h"
 
+#include "agents/agents.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -118,7 +120,7 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
                                  "merge-path",   "sell-thread",  "bsr-group",  "csr16-vector",
                                  "csr16-stream", "sell16-thread"};
     static const char *spmm[] = {"csr-warp-spmm", "csr-smem-spmm", "csr-tiled-spmm",
-                                 "bsr-mma-spmm"};
+                                 "csr-split-spmm", "bsr-mma-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
@@ -269,6 +271,77 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                           "bsr-mma-spmm");
     cJSON_Delete(h);
     cJSON_Delete(f);
+    kb_close(k);
+}
+
+/* The PatternReports of hangGlider_2 (one row of 1463 among rows of 9) and
+ * adder_dcop_05 (one of 1310 among rows of 6), as `ditto profile` computes
+ * them from the shared matrices: the planner ranks csr-split-spmm first for
+ * SpMM at N = 32 and 128, where csr-tiled-spmm and csr-smem-spmm lost to
+ * cuSPARSE CSR_ALG3 by 1.2-2.2x on the H200. Skipped without the shared
+ * matrices. */
+Test(store, extreme_row_matrices_should_rank_csr_split_first_for_spmm)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const char *files[] = {"hangGlider_2.mtx", "adder_dcop_05.mtx"};
+    static const int ns[] = {32, 128};
+    for (size_t f = 0; f < DT_ARRAY_LEN(files); f++) {
+        char *path = tu_matrix(files[f]);
+        dt_err e = {0};
+        sp_csr *a = sp_mm_read(path, NULL, &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        for (size_t i = 0; i < DT_ARRAY_LEN(ns); i++) {
+            sp_report r;
+            cr_assert_eq(sp_report_compute(a, ns[i], 32, &r, &e), 0, "%s", e.msg);
+            cJSON *rep = sp_report_json(&r);
+            sp_spec spec;
+            sp_spec_init(&spec);
+            spec.op = SP_SPMM;
+            spec.n = ns[i];
+            cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
+            cr_assert_not_null(ranked, "%s", e.msg);
+            const cJSON *best = cJSON_GetArrayItem(ranked, 0);
+            char *all = cJSON_PrintUnformatted(ranked);
+            cr_assert_str_eq(dt_json_str(best, "strategy", ""), "csr-split-spmm", "%s, N = %d: %s",
+                             files[f], ns[i], all);
+            /* Ahead on its own score, not on a tie broken by name. */
+            cr_assert_gt(dt_json_num(best, "score", 0),
+                         dt_json_num(cJSON_GetArrayItem(ranked, 1), "score", 0), "%s", all);
+            free(all);
+            cJSON_Delete(ranked);
+            sp_spec_clear(&spec);
+            cJSON_Delete(rep);
+        }
+        sp_csr_free(a);
+        free(path);
+    }
+    kb_close(k);
+}
+
+/* Matrices without an extreme row keep their SpMM ranking: the split rule
+ * needs a row of 512+ that is 64x the mean, on a small matrix. */
+Test(store, csr_split_rule_should_not_fire_without_an_extreme_row)
+{
+    kb *k = kbt_open(NULL, NULL);
+    /* ca-GrQc (max 81, 14.7x), G51 (156, 13x), rn50-like long regular rows */
+    cr_assert_str_neq(best_rule(k, "spmm",
+                                "{\"rows\": 5242, \"nnz\": 28980, \"row_mean\": 5.53, "
+                                "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": "
+                                "14.65, \"n\": 32}"),
+                      "csr-split-spmm");
+    cr_assert_str_neq(best_rule(k, "spmm",
+                                "{\"rows\": 1000, \"nnz\": 11818, \"row_mean\": 11.8, "
+                                "\"row_cv\": 1.09, \"row_max\": 156, \"row_max_over_mean\": "
+                                "13.2, \"n\": 128}"),
+                      "csr-split-spmm");
+    cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
+                     "csr-smem-spmm");
+    /* A power-law graph at HBM size is outside what motivated the rule. */
+    cr_assert_str_neq(best_rule(k, "spmm",
+                                "{\"rows\": 100000, \"nnz\": 16000000, \"row_mean\": 16, "
+                                "\"row_cv\": 6.86, \"row_max\": 15611, "
+                                "\"row_max_over_mean\": 975.7, \"n\": 32}"),
+                      "csr-split-spmm");
     kb_close(k);
 }
 

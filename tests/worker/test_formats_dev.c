@@ -243,8 +243,8 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
 
 Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
 {
-    const char *names[] = {"bin_rows", "bin_ptr",    "bin_long_ptr",
-                           "col16",    "slice_base", "slice_shift"};
+    const char *names[] = {"bin_rows", "bin_ptr", "bin_long_ptr", "bin6",       "long_nnz",
+                           "long_row", "col16",   "slice_base",   "slice_shift"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
 }
@@ -257,7 +257,8 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
     const char *names[] = {"spmv_csr_thread.cu", "spmv_csr_vector.cu", "spmv_csr_adaptive.cu",
                            "spmv_merge_path.cu", "spmv_sell.cu",       "spmv_sell16.cu",
                            "spmv_bsr.cu",        "spmv_csr16.cu",      "spmm_csr_warp.cu",
-                           "spmm_csr_smem.cu",   "spmm_bsr_mma.cu",    "sddmm_warp.cu"};
+                           "spmm_csr_smem.cu",   "spmm_csr_split.cu",  "spmm_bsr_mma.cu",
+                           "sddmm_warp.cu"};
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[t]);
         dt_err e = {0};

@@ -9,8 +9,8 @@
 
 /* The templates of the SpMM / SDDMM half of the library. */
 static const char *templates[] = {
-    "spmm_csr_warp.cu", "spmm_csr_warp_col.cu", "spmm_csr_smem.cu",  "spmm_csr_tiled.cu",
-    "spmm_bsr_mma.cu",  "sddmm_warp.cu",        "sddmm_rowgroup.cu",
+    "spmm_csr_warp.cu",  "spmm_csr_warp_col.cu", "spmm_csr_smem.cu", "spmm_csr_tiled.cu",
+    "spmm_csr_split.cu", "spmm_bsr_mma.cu",      "sddmm_warp.cu",    "sddmm_rowgroup.cu",
 };
 
 /* Parse a template from kernels/ with its manifest defaults (or params). */
@@ -84,6 +84,67 @@ Test(formats_spmm, bsr_should_give_the_mma_template_every_variable_its_contract_
     dev_fmt_free(&f);
     wk_kernel_clear(&kn);
     sp_csr_free(a);
+}
+
+/* csr-split: the grid is the short-row blocks then one block per CHUNK of the
+ * long rows' nonzeros, exactly as the kernel counts them from blockIdx, and
+ * scratch holds the kernel's layout: a counter per (long row, column tile)
+ * rounded up to 16 bytes, then head and tail, n values of up to 8 bytes per
+ * piece each. */
+Test(formats_spmm, split_should_size_its_grid_and_scratch_as_the_kernel_lays_them_out)
+{
+    static const char *sets[] = {"{}", "{\"SORTED\": 1}", "{\"CHUNK\": 32, \"TN\": 32}",
+                                 "{\"ROWS_PER_WARP\": 8, \"WARPS\": 1, \"CHUNK\": 2048}"};
+    for (int i = 0; i < WK_NEDGE; i++) {
+        const char *name = NULL;
+        dt_err e = {0};
+        sp_csr *a = wk_edge_matrix(i, &name, &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        for (size_t s = 0; s < DT_ARRAY_LEN(sets); s++) {
+            cJSON *over = cJSON_Parse(sets[s]);
+            wk_kernel base;
+            load_template("spmm_csr_split.cu", NULL, &base);
+            cJSON *params = cJSON_Duplicate(base.params, 1);
+            wk_kernel_clear(&base);
+            const cJSON *o;
+            cJSON_ArrayForEach(o, over) dt_json_set_num(params, o->string, o->valuedouble);
+            cJSON_Delete(over);
+            wk_kernel kn;
+            load_template("spmm_csr_split.cu", params, &kn);
+            cJSON_Delete(params);
+            const gpu_contract *c = &kn.contract;
+            cr_assert_str_eq(c->format, "bins");
+            dev_fmt f;
+            cr_assert_eq(dev_fmt_build(a, c->format, c->format_params, SP_FP64, 0, &f, &e), 0, "%s",
+                         e.msg);
+            int64_t bin6 = -1, long_nnz = -1, long_row = -1;
+            cr_assert_eq(gpu_vars_get(&f.vars, "bin6", &bin6), 0);
+            cr_assert_eq(gpu_vars_get(&f.vars, "long_nnz", &long_nnz), 0);
+            cr_assert_eq(gpu_vars_get(&f.vars, "long_row", &long_row), 0);
+            if (i == 1)
+                cr_assert(bin6 == 1 && long_nnz == 5000, "the 5000-entry row is the long bin");
+            int64_t warps = param(&kn, "WARPS"), rpw = param(&kn, "ROWS_PER_WARP");
+            int64_t chunk = param(&kn, "CHUNK"), tn = param(&kn, "TN");
+            int64_t sorted = param(&kn, "SORTED");
+            for (int n = 1; n <= 512; n += 73) {
+                wk_problem p = {.op = SP_SPMM, .dtype = SP_FP64, .n = n, .alpha = 1};
+                gpu_vars v;
+                wk_kernel_vars(&kn, &f.vars, &p, &v);
+                int64_t count = a->rows - sorted * bin6, per = warps * rpw;
+                int64_t pieces = (long_nnz + chunk - 1) / chunk, tiles = (n + tn - 1) / tn;
+                cr_assert_eq(eval(c->grid[0], &v), (count + per - 1) / per + pieces, "%s %s n %d",
+                             name, sets[s], n);
+                cr_assert_eq(eval(c->grid[1], &v), tiles);
+                int64_t need = (bin6 * tiles + 3) / 4 * 16 + 2 * pieces * n * 8;
+                int64_t have = c->scratch_bytes ? eval(c->scratch_bytes, &v) : 0;
+                cr_assert_geq(have, need, "%s %s n %d", name, sets[s], n);
+                cr_assert(bin6 > 0 || have == 0, "no long rows, no scratch (no memset)");
+            }
+            dev_fmt_free(&f);
+            wk_kernel_clear(&kn);
+        }
+        sp_csr_free(a);
+    }
 }
 
 Test(formats_spmm, every_template_should_launch_enough_threads_for_every_output)
