@@ -1184,6 +1184,58 @@ static uint64_t hash_count(uint64_t h, int n)
     return dt_hash64(&n, sizeof n, h);
 }
 
+/* Fold into h the contents of every quoted #include of text that resolves
+ * on one of the --include-path= options (and, to a small depth, of theirs):
+ * a cubin depends on ditto.cuh and a template's shared body as much as on
+ * the source, and a changed header must not be served an old cubin. A name
+ * that resolves nowhere adds only its name (NVRTC will say it is missing). */
+static uint64_t hash_includes(uint64_t h, const char *text, const char *const *opts, int nopts,
+                              int depth)
+{
+    static const char pfx[] = "--include-path=";
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '#')
+            continue;
+        q++;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, "include", 7) != 0)
+            continue;
+        q += 7;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '"')
+            continue;
+        const char *b = q + 1, *en = strchr(b, '"');
+        const char *nl = strchr(b, '\n');
+        if (en == NULL || (nl && nl < en) || en - b >= 256 || en == b)
+            continue;
+        char hname[256];
+        memcpy(hname, b, (size_t)(en - b));
+        hname[en - b] = '\0';
+        h = hash_field(h, hname);
+        for (int i = 0; i < nopts; i++) {
+            if (strncmp(opts[i], pfx, sizeof pfx - 1) != 0)
+                continue;
+            char *path = dt_xasprintf("%s/%s", opts[i] + sizeof pfx - 1, hname);
+            size_t len = 0;
+            char *body = dt_read_file(path, &len, NULL);
+            free(path);
+            if (body == NULL)
+                continue;
+            h = dt_hash64(body, len, h);
+            if (depth < 4)
+                h = hash_includes(h, body, opts, nopts, depth + 1);
+            free(body);
+            break; /* the first folder that has it is the one NVRTC uses */
+        }
+    }
+    return h;
+}
+
 static void cache_key(const gpu_compile_req *req, const char *name, const char *const *opts,
                       int nopts, const char *version, char out[17])
 {
@@ -1197,6 +1249,7 @@ static void cache_key(const gpu_compile_req *req, const char *name, const char *
     h = hash_count(h, req->nnames);
     for (int i = 0; i < req->nnames; i++)
         h = hash_field(h, req->names[i]);
+    h = hash_includes(h, req->source, opts, nopts, 0);
     dt_hash_hex(h, out);
 }
 

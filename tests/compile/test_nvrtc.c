@@ -1092,6 +1092,39 @@ Test(nvrtc, cache_key_should_cover_options_arch_name_and_names)
     gpu_cubin_free(c);
 }
 
+/* A header the source includes from an --include-path folder is part of
+ * the key: after it changes, the old cubin must not be served. */
+Test(nvrtc, cache_key_should_cover_included_headers)
+{
+    need_nvrtc();
+    char *dir = tu_tmpdir();
+    char *hdr = dt_xasprintf("%s/scale.cuh", dir);
+    char *inc = dt_xasprintf("--include-path=%s", dir);
+    const char *src = "#include \"scale.cuh\"\n"
+                      "__global__ void scale(float *y) { y[threadIdx.x] *= SCALE; }\n";
+    const char *o1[] = {inc};
+    opts o = {.options = o1, .noptions = 1};
+    dt_err e = {0};
+    cr_assert_eq(dt_write_file_atomic(hdr, "#define SCALE 2\n", 16, &e), 0, "%s", e.msg);
+    gpu_cubin *a = compile_with(src, o);
+    assert_elf(a);
+    cr_assert_eq(a->cached, 0);
+    gpu_cubin *b = compile_with(src, o);
+    cr_assert_eq(b->cached, 1, "same header: a cache hit");
+    gpu_cubin_free(b);
+    cr_assert_eq(dt_write_file_atomic(hdr, "#define SCALE 3\n", 16, &e), 0, "%s", e.msg);
+    b = compile_with(src, o);
+    assert_elf(b);
+    cr_assert_eq(b->cached, 0, "the header changed: the old cubin was served");
+    cr_assert_str_neq(a->hash, b->hash);
+    gpu_cubin_free(b);
+    gpu_cubin_free(a);
+    free(inc);
+    free(hdr);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 Test(nvrtc, failed_compiles_should_be_cached_in_memory_only)
 {
     need_nvrtc();
