@@ -12,12 +12,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <time.h>
 
 const char cli_bench_usage[] =
     "usage: ditto bench [MATRIX...] [--matrices-dir DIR] [--ops LIST] [--regime orig|hbm|both]\n"
     "                   [--hbm-matrices N|NAME,NAME...] [--hbm-nnz N] [--strategies N]\n"
     "                   [--variants N] [--finalists N] [--workers N] [--out FILE] [--csv FILE]\n"
+    "                   [--section NAME]\n"
     "\n"
     "For every matrix and op, rank the templates with the expert planner, tune the first\n"
     "--strategies (default 3) with --variants per strategy (default 6) and --finalists\n"
@@ -32,9 +34,10 @@ const char cli_bench_usage[] =
     "on --hbm-matrices: a count (the first N of a representative list) or names (default 8).\n"
     "Ops (--ops, comma-separated): spmv-fp32, spmv-fp64, spmm-n32, spmm-n128, sddmm-k32,\n"
     "sddmm-k128 (default: all). Results: a table per case, geomean/min/max per op and regime,\n"
-    "written between the regime's gpu-bench markers of --out (default docs/PERFORMANCE.md;\n"
-    "a run of one regime leaves the other's section alone) and as CSV (--csv, default\n"
-    "docs/bench-REGIME.csv).\n";
+    "written between the gpu-bench markers of --out named by --section (default: the\n"
+    "regime; docs/PERFORMANCE.md by default), so that a run of one regime, or of a part of\n"
+    "the ops under its own --section, leaves the other sections alone; and as CSV (--csv,\n"
+    "default docs/bench-SECTION.csv).\n";
 
 typedef struct bop {
     const char *name;
@@ -170,14 +173,20 @@ static void stats(const row *rows, int n, const char *regime, const char *op, do
         *mn = 0;
 }
 
-/* The markdown goes between markers named by the regime, so that a run of
- * one regime leaves the other's section alone. */
+/* The markdown goes between markers named by the section (the regime
+ * unless --section says otherwise), so that a run of one regime, or of some
+ * ops under their own section, leaves the other sections alone. */
 static void write_outputs(const row *rows, int n, const char *out, const char *csv,
-                          const cJSON *hello, const char *cmdline, const char *regime)
+                          const cJSON *hello, const char *cmdline, const char *regime,
+                          const char *section)
 {
-    char mbegin[64], mend[64];
-    snprintf(mbegin, sizeof mbegin, "<!-- gpu-bench-%s:begin", regime);
-    snprintf(mend, sizeof mend, "<!-- gpu-bench-%s:end -->", regime);
+    char mbegin[96], mend[96], title[96];
+    snprintf(mbegin, sizeof mbegin, "<!-- gpu-bench-%s:begin", section);
+    snprintf(mend, sizeof mend, "<!-- gpu-bench-%s:end -->", section);
+    if (strcmp(section, regime) == 0)
+        snprintf(title, sizeof title, "regime: %s", regime);
+    else
+        snprintf(title, sizeof title, "regime: %s, section %s", regime, section);
     dt_err e = {0};
     /* CSV */
     dt_buf c = DT_BUF_INIT;
@@ -210,7 +219,7 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
     dt_buf m = DT_BUF_INIT;
     dt_buf_printf(&m,
                   "%s (written by `ditto bench`; do not edit by hand) -->\n"
-                  "## GPU (regime: %s): ditto's kernels against the best cuSPARSE algorithm\n\n"
+                  "## GPU (%s): ditto's kernels against the best cuSPARSE algorithm\n\n"
                   "Measured %s on %s (cc %s, %d SMs), CUDA driver API %d.%d, CUDA %s, with:\n\n"
                   "    %s\n\n"
                   "Each case: the expert planner ranks the templates, the tuner tries their "
@@ -220,12 +229,15 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
                   "CUDA events around the launch only, warm-up, median of at least 20 runs and "
                   "50 ms; `graph` = CUDA-graph replay of 50 launches (original sizes, "
                   "L2-resident), `cold` = L2 flushed before every run (HBM regime: replicated "
-                  "block-diagonally to 32M nonzeros). Speedup = best cuSPARSE time / ditto's "
-                  "time. %% copy = effective bandwidth over the minimum bytes / measured "
+                  "block-diagonally to 32M nonzeros). The two us columns are each side's own "
+                  "median; speedup is paired: ditto's kernel and the best cuSPARSE algorithm "
+                  "timed again in alternating rounds, the median of the per-round ratios "
+                  "(cuSPARSE / ditto), for graph timing the median over 7 placements of both "
+                  "sides' operands in memory (gpu/PROTOCOL.md, `measure`). %% copy = effective bandwidth over the minimum bytes / measured "
                   "device-to-device copy bandwidth. Payoff = calls after which ditto's format "
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
-                  mbegin, regime, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
+                  mbegin, title, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
                   (int)dt_json_num(dev, "sms", 0), (int)dt_json_num(hello, "driver_version", 0) / 1000,
                   (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline);
@@ -303,7 +315,7 @@ int cli_bench(int argc, char **argv)
     if (dir == NULL || *dir == '\0')
         dir = "../shared/matrices";
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
-               *csv = NULL;
+               *csv = NULL, *section = NULL;
     int strategies = 3, variants = 6, finalists = 2, workers = 1;
     int64_t hbm_nnz = 32000000;
     char **mats = dt_xcalloc((size_t)argc + 1, sizeof *mats);
@@ -335,6 +347,17 @@ int cli_bench(int argc, char **argv)
             out = argv[++i];
         else if (v && strcmp(a, "--csv") == 0)
             csv = argv[++i];
+        else if (v && strcmp(a, "--section") == 0) {
+            section = argv[++i];
+            int okname = *section != '\0' && strlen(section) <= 40;
+            for (const char *q = section; *q && okname; q++)
+                okname = isalnum((unsigned char)*q) || *q == '-' || *q == '_';
+            if (!okname) {
+                free(mats);
+                return cli_usage_error("bench", "--section: expected up to 40 letters, digits, "
+                                                "'-' or '_' (it names the markers and the CSV)");
+            }
+        }
         else if (a[0] == '-' && a[1]) {
             free(mats);
             return cli_usage_error("bench", "unknown option '%s'", a);
@@ -408,9 +431,11 @@ int cli_bench(int argc, char **argv)
                     hbm[i] = 1;
         free(copy);
     }
-    char csv_default[64];
+    if (section == NULL)
+        section = regime;
+    char csv_default[96];
     if (csv == NULL) {
-        snprintf(csv_default, sizeof csv_default, "docs/bench-%s.csv", regime);
+        snprintf(csv_default, sizeof csv_default, "docs/bench-%s.csv", section);
         csv = csv_default;
     }
     dt_buf cmdline = DT_BUF_INIT;
@@ -552,7 +577,7 @@ int cli_bench(int argc, char **argv)
                            r->matrix, r->op, r->nnz, r->why, dt_now() - t_case);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
-                write_outputs(rows, nrows, out, csv, hello, cmdline.data, regime);
+                write_outputs(rows, nrows, out, csv, hello, cmdline.data, regime, section);
             }
             cJSON_Delete(lrep);
             gpu_pool_unload(pool, "m");
