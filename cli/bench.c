@@ -307,6 +307,35 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
     dt_buf_free(&m);
 }
 
+/* Under each case, how every tuned strategy ended: its best verified
+ * variant's time, or why it has none (the first error of its variants).
+ * What the one-line case summary cannot say when a strategy that usually
+ * wins was not the one kept. */
+static void print_strategies(const cJSON *res)
+{
+    const cJSON *so, *v;
+    cJSON_ArrayForEach(so, cJSON_GetObjectItem(res, "strategies"))
+    {
+        const cJSON *b = cJSON_GetObjectItem(so, "best");
+        const char *name = dt_json_str(so, "strategy", "?");
+        if (b) {
+            char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
+            printf("        %-22s %9.2f us  %.2fx  %s\n", name, dt_json_num(b, "us", 0),
+                   dt_json_num(b, "speedup", 0), ps);
+            free(ps);
+            continue;
+        }
+        const char *why = NULL;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(so, "variants"))
+        {
+            if (why == NULL)
+                why = dt_json_str(v, "error", NULL);
+        }
+        printf("        %-22s %s%s%s\n", name, dt_json_str(so, "status", "no result"),
+               why ? ": " : "", why ? why : "");
+    }
+}
+
 int cli_bench(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
@@ -506,6 +535,7 @@ int cli_bench(int argc, char **argv)
                 snprintf(r->matrix, sizeof r->matrix, "%s", base_name(mats[i]));
                 snprintf(r->op, sizeof r->op, "%s", ops[o]->name);
                 r->nnz = dt_json_num(rep, "nnz", 0);
+                cJSON *tuned = NULL; /* the tuner's result, for the per-strategy lines */
                 cJSON *cands = ag_rank_templates(rep, &spec, dt_json_str(dev, "cc", ""), k, &e);
                 while (cands && cJSON_GetArraySize(cands) > strategies)
                     cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
@@ -563,7 +593,7 @@ int cli_bench(int argc, char **argv)
                             if (*p == '|' || *p == '\n')
                                 *p = ' ';
                     }
-                    cJSON_Delete(c.res);
+                    tuned = c.res;
                     ag_tuner_free(t);
                 }
                 cJSON_Delete(cands);
@@ -575,6 +605,9 @@ int cli_bench(int argc, char **argv)
                 else
                     printf("%-5s %-44.44s %-10s %10.0f FAILED: %s (%.1fs)\n", r->regime,
                            r->matrix, r->op, r->nnz, r->why, dt_now() - t_case);
+                if (tuned)
+                    print_strategies(tuned);
+                cJSON_Delete(tuned);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
                 write_outputs(rows, nrows, out, csv, hello, cmdline.data, regime, section);
