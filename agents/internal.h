@@ -126,6 +126,9 @@ void ag_llm_free(ag_run *r);
 /* ---- tuner.c ------------------------------------------------------------ */
 
 void ag_tune(ag_run *r, ag_step *s);
+/* Why a verify reply (ok, not passed) failed: "failed the verification
+ * battery: NAME: DETAIL" of its first failed check. Caller frees. */
+char *ag_battery_failure(const cJSON *reply);
 void ag_tune_free(ag_run *r);
 
 /* ---- librarian (learn step, orch.c) ---------------------------------------- */

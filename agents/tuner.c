@@ -175,6 +175,23 @@ typedef struct job {
 
 static void finish(ag_tuner *t);
 
+/* Why a verify reply did not pass: its first failed check, by name and
+ * detail ("failed the verification battery: set 1: agrees with cuSPARSE:
+ * ..."), so a table's failed case says what to look at. */
+char *ag_battery_failure(const cJSON *reply)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(reply, "checks"))
+    {
+        if (dt_json_bool(c, "passed", 1))
+            continue;
+        const char *detail = dt_json_str(c, "detail", NULL);
+        return dt_xasprintf("failed the verification battery: %s%s%s", dt_json_str(c, "name", "?"),
+                            detail ? ": " : "", detail ? detail : "");
+    }
+    return dt_xstrdup("failed the verification battery");
+}
+
 static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 {
     (void)p;
@@ -216,9 +233,8 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         v->verified = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "passed", 0);
         if (!v->verified) {
             free(v->error);
-            v->error = dt_xstrdup(dt_json_bool(reply, "ok", 0)
-                                      ? "failed the verification battery"
-                                      : gpu_reply_error(reply, buf, sizeof buf));
+            v->error = dt_json_bool(reply, "ok", 0) ? ag_battery_failure(reply)
+                                                    : dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
         }
         v->s2 = v->verified ? 2 : 4;
         progress(t, "  %-16s %-40s verify: %s", sname, ps, v->verified ? "passed" : v->error);

@@ -112,6 +112,41 @@ void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem 
     cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
 }
 
+/* The contract's format parameters with every string value evaluated as an
+ * expression over the kernel's parameters ("sigma": "SIGMA" lets the tuner
+ * pick the format's sorting window as it picks BLOCK). A new object; NULL
+ * with e set when an expression fails. */
+cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
+{
+    const cJSON *fp = k->contract.format_params;
+    if (fp == NULL)
+        return NULL;
+    gpu_vars vars = {.n = 0};
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, (int64_t)pv->valuedouble);
+    cJSON *out = cJSON_Duplicate(fp, 1);
+    cJSON *it;
+    cJSON_ArrayForEach(it, out)
+    {
+        if (!cJSON_IsString(it))
+            continue;
+        int64_t v = 0;
+        dt_err ee = {0};
+        if (gpu_eval(it->valuestring, &vars, &v, &ee) != 0) {
+            e->code = WK_ECONTRACT;
+            dt_err_set(e, "launch contract: format_params.%s: %s", it->string, ee.msg);
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON *num = cJSON_CreateNumber((double)v);
+        char *key = dt_xstrdup(it->string);
+        cJSON_ReplaceItemInObjectCaseSensitive(out, key, num); /* frees it, names num */
+        free(key);
+        it = num;
+    }
+    return out;
+}
+
 /* ---- host-side operands ------------------------------------------------------ */
 
 static double u_of(sp_dtype t)
@@ -735,19 +770,25 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
     const gpu_contract *c = &kn->contract;
     in->a = a;
     in->esize = (size_t)sp_dtype_size(p->dtype);
+    dt_err fe = {0};
+    cJSON *fparams = wk_format_params(kn, &fe);
+    if (c->format_params != NULL && fparams == NULL) {
+        *e = fe;
+        return -1;
+    }
     if (m != NULL) {
         in->av = matrix_rounded(m, p->dtype, e);
-        in->fmt = in->av ? matrix_fmt(m, c->format, c->format_params, p->dtype, e) : NULL;
+        in->fmt = in->av ? matrix_fmt(m, c->format, fparams, p->dtype, e) : NULL;
     } else {
         in->av = rounded_values(a, p->dtype, e);
-        if (in->av &&
-            dev_fmt_build(a, c->format, c->format_params, p->dtype, 1, &in->own_fmt, e) == 0) {
+        if (in->av && dev_fmt_build(a, c->format, fparams, p->dtype, 1, &in->own_fmt, e) == 0) {
             in->fmt = &in->own_fmt;
             in->owns_fmt = 1;
         } else {
             e->code = wk_from_dev(e->code);
         }
     }
+    cJSON_Delete(fparams);
     if (in->av == NULL || in->fmt == NULL)
         goto fail;
     if (wk_compile_for(w, &in->fmt->vars, kn, p, &in->cubin, e) != 0)

@@ -304,12 +304,15 @@ static int compile_kernel_for(wk_state *w, const cJSON *req, cJSON *out, dt_err 
             e->code = WK_ENOTFOUND;
             return dt_err_set(e, "matrix: no loaded matrix '%s'", mh);
         }
-        if (dev_fmt_build(m->a, kn.contract.format, kn.contract.format_params, p.dtype, 0, &f,
-                          e) != 0) {
+        cJSON *fparams = wk_format_params(&kn, e);
+        if ((kn.contract.format_params != NULL && fparams == NULL) ||
+            dev_fmt_build(m->a, kn.contract.format, fparams, p.dtype, 0, &f, e) != 0) {
+            cJSON_Delete(fparams);
             wk_kernel_clear(&kn);
             e->code = WK_ECONTRACT;
             return -1;
         }
+        cJSON_Delete(fparams);
         have_fmt = 1;
         vars = f.vars;
     }

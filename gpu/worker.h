@@ -99,6 +99,10 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e);
  * the template parameters. Names borrow from k and fvars. */
 void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem *p, gpu_vars *out);
 void wk_kernel_clear(wk_kernel *k);
+/* The contract's format_params with string values evaluated over the
+ * kernel's parameters (e.g. "sigma": "SIGMA"); a new object, NULL when the
+ * contract has none or (e set) an expression fails. */
+cJSON *wk_format_params(const wk_kernel *k, dt_err *e);
 
 /* Compile a kernel as it would run on a matrix whose format variables are
  * fvars (dtype and epilogue macros, the contract's defines evaluated on

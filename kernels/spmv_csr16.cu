@@ -9,8 +9,9 @@
 {"strategy": "csr16-vector", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"LANES": {"default": 8, "values": [1, 2, 4, 8, 16, 32]},
             "VEC": {"default": 4, "values": [1, 2, 4, 8]},
-            "BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]}},
- "constraints": ["BLOCK % 32 == 0", "VEC * LANES <= 128"],
+            "BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]},
+            "UNROLL": {"default": 1, "values": [1, 2]}},
+ "constraints": ["BLOCK % 32 == 0", "VEC * LANES <= 128", "VEC * UNROLL <= 16"],
  "format_params": {"slice": {"default": 1, "values": [1, 2, 4, 8, 16, 32, 64]}},
  "preprocessing": "csr16 (16-bit column offsets from a base per slice of rows)",
  "summary": "LANES threads per row over 16-bit column offsets, VEC-wide aligned loads"}
@@ -32,15 +33,13 @@
 #ifndef BLOCK
 #define BLOCK 256
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
-static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0,
-              "LANES: a power of two up to 32");
-static_assert(VEC >= 1 && VEC <= 8 && (VEC & (VEC - 1)) == 0, "VEC: 1, 2, 4 or 8");
+#include "spmv_rowdot.cuh"
+
 static_assert(BLOCK % 32 == 0, "BLOCK: whole warps (the shuffles name all 32 lanes)");
-
-template <typename E, int N> struct __align__(sizeof(E) * N) vec_t {
-    E v[N];
-};
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_csr16(int rows, int nnz, int slice_shift, const int *__restrict__ rowptr,
@@ -59,32 +58,7 @@ spmv_csr16(int rows, int nnz, int slice_shift, const int *__restrict__ rowptr,
         base = slice_base[row >> slice_shift];
     }
     const T *__restrict__ xb = x + base; /* offsets index x from the row's base */
-    S acc = S(0);
-#if VEC == 1
-#pragma unroll 4
-    for (int k = start + lane; k < end; k += LANES)
-        acc += DT_LOAD(val[k]) * DT_LOAD(__ldg(&xb[col16[k]]));
-#else
-    for (int k = (start & ~(VEC - 1)) + lane * VEC; k < end; k += LANES * VEC) {
-        if (k + VEC <= nnz) {
-            /* Aligned (k is a multiple of VEC); entries outside [start, end)
-             * belong to the neighbouring rows and are masked. */
-            const vec_t<unsigned short, VEC> c =
-                *reinterpret_cast<const vec_t<unsigned short, VEC> *>(col16 + k);
-            const vec_t<T, VEC> v = *reinterpret_cast<const vec_t<T, VEC> *>(val + k);
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                if (k + j >= start && k + j < end)
-                    acc += DT_LOAD(v.v[j]) * DT_LOAD(__ldg(&xb[c.v[j]]));
-        } else {
-            /* The arrays' last, partial vector: no load past nnz. */
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                if (k + j >= start && k + j < end)
-                    acc += DT_LOAD(val[k + j]) * DT_LOAD(__ldg(&xb[col16[k + j]]));
-        }
-    }
-#endif
+    S acc = row_dot<unsigned short>(start, end, nnz, lane, col16, val, xb);
 #pragma unroll
     for (int off = LANES / 2; off > 0; off >>= 1)
         acc += __shfl_down_sync(0xffffffffu, acc, off, LANES);

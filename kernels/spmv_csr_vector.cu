@@ -10,8 +10,9 @@
 {"strategy": "csr-vector", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"LANES": {"default": 8, "values": [2, 4, 8, 16, 32]},
             "VEC": {"default": 1, "values": [1, 2, 4, 8]},
-            "BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]}},
- "constraints": ["BLOCK % 32 == 0", "VEC * LANES <= 128"],
+            "BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]},
+            "UNROLL": {"default": 2, "values": [1, 2]}},
+ "constraints": ["BLOCK % 32 == 0", "VEC * LANES <= 128", "VEC * UNROLL <= 16"],
  "preprocessing": "none",
  "summary": "LANES threads per row with a shuffle reduction, optional VEC-wide aligned loads"}
 @*/
@@ -31,17 +32,13 @@
 #ifndef BLOCK
 #define BLOCK 256
 #endif
+#ifndef UNROLL
+#define UNROLL 2
+#endif
 
-static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0,
-              "LANES: a power of two up to 32");
-static_assert(VEC >= 1 && VEC <= 8 && (VEC & (VEC - 1)) == 0, "VEC: 1, 2, 4 or 8");
+#include "spmv_rowdot.cuh"
+
 static_assert(BLOCK % 32 == 0, "BLOCK: whole warps (the shuffles name all 32 lanes)");
-
-/* N consecutive elements loaded as one aligned access (split by the
- * compiler into 16-byte loads when wider). */
-template <typename E, int N> struct __align__(sizeof(E) * N) vec_t {
-    E v[N];
-};
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_csr_vector(int rows, int nnz, const int *__restrict__ rowptr, const int *__restrict__ col,
@@ -57,31 +54,7 @@ spmv_csr_vector(int rows, int nnz, const int *__restrict__ rowptr, const int *__
         start = rowptr[row];
         end = rowptr[row + 1];
     }
-    S acc = S(0);
-#if VEC == 1
-#pragma unroll 4
-    for (int k = start + lane; k < end; k += LANES)
-        acc += DT_LOAD(val[k]) * DT_LOAD(__ldg(&x[col[k]]));
-#else
-    for (int k = (start & ~(VEC - 1)) + lane * VEC; k < end; k += LANES * VEC) {
-        if (k + VEC <= nnz) {
-            /* k is a multiple of VEC, so both vectors are aligned; entries
-             * before start or from end on belong to other rows. */
-            const vec_t<int, VEC> c = *reinterpret_cast<const vec_t<int, VEC> *>(col + k);
-            const vec_t<T, VEC> v = *reinterpret_cast<const vec_t<T, VEC> *>(val + k);
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                if (k + j >= start && k + j < end)
-                    acc += DT_LOAD(v.v[j]) * DT_LOAD(__ldg(&x[c.v[j]]));
-        } else {
-            /* The array's last, partial vector: no load past nnz. */
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-                if (k + j >= start && k + j < end)
-                    acc += DT_LOAD(val[k + j]) * DT_LOAD(__ldg(&x[col[k + j]]));
-        }
-    }
-#endif
+    S acc = row_dot<int>(start, end, nnz, lane, col, val, x);
 #pragma unroll
     for (int off = LANES / 2; off > 0; off >>= 1)
         acc += __shfl_down_sync(0xffffffffu, acc, off, LANES);

@@ -8,7 +8,7 @@
 /*@manifest
 {"strategy": "sell-thread", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]},
-            "UNROLL": {"default": 4, "values": [1, 2, 4, 8]}},
+            "UNROLL": {"default": 8, "values": [1, 2, 4, 8]}},
  "constraints": ["BLOCK % 32 == 0"],
  "format_params": {"C": {"default": 32, "values": [8, 16, 32]},
                    "sigma": {"default": 256, "values": [1, 32, 256, 1024, 4096]}},
@@ -31,11 +31,13 @@
 #define BLOCK 256
 #endif
 #ifndef UNROLL
-#define UNROLL 4
+#define UNROLL 8
 #endif
 
 static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
 static_assert(UNROLL >= 1, "UNROLL: at least 1");
+
+#include "spmv_sell_row.cuh"
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_sell(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
@@ -48,29 +50,15 @@ spmv_sell(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__
     const int j = (int)(g % SELL_C);
     if (slice >= nslices)
         return;
+    /* The thread's row, the slice's offset and width: independent loads, in
+     * flight together (the row is only needed for the store; a padding row
+     * of the last slice, -1, has only padding entries). */
     const int row = sell_perm[(long long)slice * SELL_C + j];
-    if (row < 0)
-        return; /* padding row of the last slice */
-    const int *__restrict__ c = sell_col + sell_ptr[slice] + j;
-    const T *__restrict__ v = sell_val + sell_ptr[slice] + j;
+    const int start = sell_ptr[slice];
     const int len = sell_len[slice];
-    S acc = S(0);
-    /* UNROLL steps at a time: their index loads are independent, so they
-     * are in flight together. A row's entries come first in its column of
-     * the slice, padding (col -1) after them: the first -1 ends the row. */
-    bool done = false;
-    for (int k = 0; k < len && !done; k += UNROLL) {
-        int cc[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            cc[u] = k + u < len ? c[(long long)(k + u) * SELL_C] : -1;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            if (cc[u] >= 0)
-                acc += DT_LOAD(v[(long long)(k + u) * SELL_C]) * DT_LOAD(__ldg(&x[cc[u]]));
-            else
-                done = true;
-        }
-    }
-    y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+    const int *__restrict__ c = sell_col + start + j;
+    const T *__restrict__ v = sell_val + start + j;
+    const S acc = sell_row<int, int, -1>(c, v, x, len);
+    if (row >= 0)
+        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
 }

@@ -228,6 +228,15 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "\"row_cv\": 0.1, \"row_max_over_mean\": 1.46, " FILLS ", "
                                "\"col_span_max\": 900000}"),
                      "csr-vector");
+    /* bcsstk13 replicated to 32M nonzeros (rows of 5 to 95, cv 0.54):
+     * sell16 with rows sorted in windows of 256 (1.36x CSR_ALG1 on the
+     * H200, against csr16-vector's 1.25x in the same run). */
+    cr_assert_str_eq(best_rule(k, "spmv",
+                               "{\"rows\": 765146, \"nnz\": 32043306, \"row_mean\": 41.9, "
+                               "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
+                               "\"row_gini\": 0.30, \"empty_rows_frac\": 0, " FILLS ", "
+                               "\"col_span_max\": 1709}"),
+                     "sell16-thread");
     /* SpMM: shared-memory staging led on every H200 measurement */
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
                      "csr-smem-spmm");

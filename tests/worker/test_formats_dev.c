@@ -264,22 +264,71 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
         dt_err e = {0};
         char *src = dt_read_file(path, NULL, &e);
         cr_assert_not_null(src, "%s", e.msg);
-        gpu_contract c;
-        cr_assert_eq(gpu_contract_from_source(src, &c, &e), 0, "%s: %s", names[t], e.msg);
+        wk_kernel k = {0};
+        cr_assert_eq(gpu_contract_from_source(src, &k.contract, &e), 0, "%s: %s", names[t], e.msg);
+        gpu_manifest m;
+        cr_assert_eq(gpu_manifest_from_source(src, &m, &e), 0, "%s: %s", names[t], e.msg);
+        k.params = gpu_manifest_defaults(&m);
+        /* The format parameters as the worker resolves them: expressions
+         * over the template's parameters at their defaults. */
+        cJSON *fp = wk_format_params(&k, &e);
+        cr_assert(fp != NULL || k.contract.format_params == NULL, "%s: %s", names[t], e.msg);
+        const gpu_contract c = k.contract;
         for (int i = 0; i < WK_NEDGE; i++) {
             const char *mname = NULL;
             sp_csr *a = wk_edge_matrix(i, &mname, &e);
             cr_assert_not_null(a, "%s", e.msg);
             dev_fmt f;
-            int rc = dev_fmt_build(a, c.format, c.format_params, SP_FP32, DEV_FMT_HOST, &f, &e);
+            int rc = dev_fmt_build(a, c.format, fp, SP_FP32, DEV_FMT_HOST, &f, &e);
             cr_expect_eq(rc, 0, "%s (format %s) on edge matrix '%s': %s", names[t], c.format,
                          mname, e.msg);
             if (rc == 0)
                 dev_fmt_free(&f);
             sp_csr_free(a);
         }
-        gpu_contract_clear(&c);
+        cJSON_Delete(fp);
+        cJSON_Delete(k.params);
+        gpu_manifest_clear(&m);
+        gpu_contract_clear(&k.contract);
         free(src);
         free(path);
     }
+}
+
+/* A contract's format parameter may name the template's parameters: the
+ * tuner then picks the format (here SELL's sorting window) as it picks a
+ * block size, and the worker builds the format that variant asked for. */
+Test(formats_dev, format_params_should_evaluate_over_the_kernel_parameters)
+{
+    wk_kernel k = {0};
+    k.contract.format_params = cJSON_Parse("{\"C\": 32, \"sigma\": \"SIGMA\", \"w\": \"2 * B\"}");
+    k.params = cJSON_Parse("{\"SIGMA\": 256, \"B\": 64}");
+    dt_err e = {0};
+    cJSON *fp = wk_format_params(&k, &e);
+    cr_assert_not_null(fp, "%s", e.msg);
+    cr_expect_eq(dt_json_num(fp, "C", -1), 32);
+    cr_expect_eq(dt_json_num(fp, "sigma", -1), 256);
+    cr_expect_eq(dt_json_num(fp, "w", -1), 128);
+    cr_expect_eq(cJSON_GetArraySize(fp), 3);
+    /* The built format is the one asked for: rows sorted within 256. */
+    int lens[300];
+    for (int i = 0; i < 300; i++)
+        lens[i] = 1 + i % 7;
+    sp_csr *a = rows_of(300, 64, lens, NULL);
+    dev_fmt f;
+    cr_assert_eq(dev_fmt_build(a, "sell16", fp, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_expect_eq(var(&f, "sigma"), 256);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+    cJSON_Delete(fp);
+
+    /* An unknown name is an error that names the parameter. */
+    cJSON_Delete(k.params);
+    k.params = cJSON_Parse("{\"B\": 64}");
+    fp = wk_format_params(&k, &e);
+    cr_expect_null(fp);
+    cr_expect(strstr(e.msg, "format_params.sigma") != NULL, "%s", e.msg);
+    cr_expect(strstr(e.msg, "SIGMA") != NULL, "%s", e.msg);
+    cJSON_Delete(k.params);
+    cJSON_Delete(k.contract.format_params);
 }
