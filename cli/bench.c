@@ -73,6 +73,18 @@ typedef struct row {
     char why[256];
 } row;
 
+/* A new, zeroed row at the end of *rows. */
+static row *add_row(row **rows, int *nrows, int *caprows)
+{
+    if (*nrows == *caprows) {
+        *caprows = *caprows ? 2 * *caprows : 64;
+        *rows = dt_xrealloc(*rows, (size_t)*caprows * sizeof **rows);
+    }
+    row *r = &(*rows)[(*nrows)++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
 typedef struct bench_ctx {
     cJSON *res;
     int done;
@@ -176,7 +188,7 @@ static void stats(const row *rows, int n, const char *regime, const char *op, do
 /* The markdown goes between markers named by the section (the regime
  * unless --section says otherwise), so that a run of one regime, or of some
  * ops under their own section, leaves the other sections alone. */
-static void write_outputs(const row *rows, int n, const char *out, const char *csv,
+static void write_outputs(const row *rows, int n, int planned, const char *out, const char *csv,
                           const cJSON *hello, const char *cmdline, const char *regime,
                           const char *section)
 {
@@ -242,6 +254,12 @@ static void write_outputs(const row *rows, int n, const char *out, const char *c
                   (int)dt_json_num(dev, "sms", 0), (int)dt_json_num(hello, "driver_version", 0) / 1000,
                   (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline);
+    if (n < planned)
+        dt_buf_printf(&m,
+                      "**Partial run:** %d of the %d planned cases ran before the run stopped "
+                      "(the section is rewritten after every case); the other %d are in "
+                      "neither table.\n\n",
+                      n, planned, planned - n);
     dt_buf_puts(&m, "### Summary (speedup over the best cuSPARSE algorithm)\n\n"
                     "| op | regime | cases | geomean | min | max | failed |\n"
                     "|---|---|---|---|---|---|---|\n");
@@ -495,6 +513,13 @@ int cli_bench(int argc, char **argv)
     }
     k = kb_open(NULL, NULL, NULL, &e);
     double t_start = dt_now();
+    /* Every (regime, matrix, op) is a case; a section written before the
+     * last of them says it is partial. */
+    int planned = 0;
+    for (int g = 0; g < 2; g++)
+        if (strcmp(regime, "both") == 0 || strcmp(regime, g == 0 ? "orig" : "hbm") == 0)
+            for (int i = 0; i < nm; i++)
+                planned += g == 1 && !hbm[i] ? 0 : nops;
     printf("%-5s %-44s %-10s %10s %-30s %9s %-16s %9s %8s %6s\n", "reg", "matrix", "op", "nnz",
            "ditto kernel", "us", "cuSPARSE", "us", "speedup", "wall");
     for (int g = 0; g < 2; g++) {
@@ -511,9 +536,21 @@ int cli_bench(int argc, char **argv)
             cJSON *lrep = gpu_pool_load(pool, "m", lr, 900);
             free(src);
             if (!dt_json_bool(lrep, "ok", 0)) {
+                /* Its cases show as failed, with the reason, not as missing. */
                 char buf[1200];
-                fprintf(stderr, "ditto bench: %s: %s\n", mats[i],
-                        gpu_reply_error(lrep, buf, sizeof buf));
+                gpu_reply_error(lrep, buf, sizeof buf);
+                fprintf(stderr, "ditto bench: %s: %s\n", mats[i], buf);
+                for (int o = 0; o < nops; o++) {
+                    row *r = add_row(&rows, &nrows, &caprows);
+                    snprintf(r->regime, sizeof r->regime, "%s", reg);
+                    snprintf(r->matrix, sizeof r->matrix, "%s", base_name(mats[i]));
+                    snprintf(r->op, sizeof r->op, "%s", ops[o]->name);
+                    snprintf(r->why, sizeof r->why, "the matrix did not load: %s", buf);
+                    for (char *p = r->why; *p; p++)
+                        if (*p == '|' || *p == '\n')
+                            *p = ' ';
+                }
+                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime, section);
                 cJSON_Delete(lrep);
                 continue;
             }
@@ -525,12 +562,7 @@ int cli_bench(int argc, char **argv)
                 spec.dtype = ops[o]->dtype;
                 spec.n = ops[o]->n;
                 spec.matrix = dt_xstrdup(mats[i]);
-                if (nrows == caprows) {
-                    caprows = caprows ? 2 * caprows : 64;
-                    rows = dt_xrealloc(rows, (size_t)caprows * sizeof *rows);
-                }
-                row *r = &rows[nrows++];
-                memset(r, 0, sizeof *r);
+                row *r = add_row(&rows, &nrows, &caprows);
                 double t_case = dt_now();
                 snprintf(r->regime, sizeof r->regime, "%s", reg);
                 snprintf(r->matrix, sizeof r->matrix, "%s", base_name(mats[i]));
@@ -611,7 +643,8 @@ int cli_bench(int argc, char **argv)
                 cJSON_Delete(tuned);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
-                write_outputs(rows, nrows, out, csv, hello, cmdline.data, regime, section);
+                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime,
+                              section);
             }
             cJSON_Delete(lrep);
             gpu_pool_unload(pool, "m");
