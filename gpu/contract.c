@@ -21,7 +21,7 @@ static const char *vocabulary[] = {
      * nonzero counts and threshold, for kernels that split its rows */
     "bin_rows", "bin_ptr", "bin_long_ptr", "bin6", "long_nnz", "long_row",
     /* compressed column offsets */
-    "col16", "slice_base", "slice_shift",
+    "col16", "slice_base", "slice_span", "slice_shift",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */

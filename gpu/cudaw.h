@@ -38,7 +38,7 @@
     X(cuLaunchKernel)                                                                            \
     X(cuMemAlloc)                                                                                \
     X(cuMemFree)                                                                                 \
-    X(cuMemcpyHtoD)                                                                              \
+    X(cuMemcpyHtoDAsync)                                                                         \
     X(cuMemcpyDtoH)                                                                              \
     X(cuMemcpyDtoDAsync)                                                                         \
     X(cuMemsetD8Async)                                                                           \

@@ -141,13 +141,30 @@ void dev_free(dev_buf *b)
     b->bytes = 0;
 }
 
+/* The copy goes on the worker's stream and is finished when this returns.
+ * That stream is non-blocking: a plain cuMemcpyHtoD runs on the legacy
+ * stream, which does not order it before the kernels launched on ours,
+ * and from pageable memory it may return with its last bytes still in
+ * flight. A kernel could then run before its inputs arrived, or its
+ * outputs be overwritten afterwards by the poison the verification
+ * battery uploads (seen on the H200: an edge matrix's 32896 SpMM outputs
+ * all reported unwritten). */
+int dev_copy_in(CUdeviceptr dst, const void *host, size_t bytes, dt_err *e)
+{
+    if (bytes == 0)
+        return 0;
+    if (dev_check(CU(cuMemcpyHtoDAsync)(dst, host, bytes, D.stream), "copy to device", e) != 0)
+        return -1;
+    return dev_check(CU(cuStreamSynchronize)(D.stream), "copy to device", e);
+}
+
 int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e)
 {
     if (dev_alloc(b, bytes, e) != 0)
         return -1;
     if (bytes == 0)
         return 0;
-    if (dev_check(CU(cuMemcpyHtoD)(b->ptr, host, bytes), "copy to device", e) != 0) {
+    if (dev_copy_in(b->ptr, host, bytes, e) != 0) {
         dev_free(b);
         return -1;
     }
@@ -593,23 +610,28 @@ out:
 /* CSR with 16-bit column offsets: col16[k] = col[k] - slice_base[row >>
  * slice_shift], where a slice is `slice` consecutive rows (a power of two,
  * 1 by default: a base per row) and its base is its smallest column. 6
- * bytes per fp32 nonzero instead of 8. Refused, naming the first offending
- * rows, when a slice's columns span more than 65536: the kernels' 16-bit
- * offsets could not reach them. Variables: slice, slice_shift. */
+ * bytes per fp32 nonzero instead of 8. slice_span[s] is the number of
+ * columns slice s reaches (last - base + 1, 0 for a slice without
+ * entries): the window of x a kernel may stage for it. Refused, naming the
+ * first offending rows, when a slice's columns span more than 65536: the
+ * kernels' 16-bit offsets could not reach them. Variables: slice,
+ * slice_shift, slice_span_max. */
 static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
     int64_t slice = fparam(params, "slice", 1);
     int shift = 0;
-    while (shift < 10 && ((int64_t)1 << shift) < slice)
+    while (shift < 12 && ((int64_t)1 << shift) < slice)
         shift++;
     if (slice < 1 || ((int64_t)1 << shift) != slice)
-        return dt_err_set(e, "csr16: slice must be a power of two from 1 to 1024 (got %lld)",
+        return dt_err_set(e, "csr16: slice must be a power of two from 1 to 4096 (got %lld)",
                           (long long)slice);
     size_t nslices = ((size_t)a->rows + (size_t)slice - 1) >> shift;
     int32_t *base = malloc((nslices ? nslices : 1) * sizeof *base);
+    int32_t *span = malloc((nslices ? nslices : 1) * sizeof *span);
     uint16_t *col16 = malloc((a->nnz ? (size_t)a->nnz : 1) * sizeof *col16);
+    int32_t span_max = 0;
     int rc = -1;
-    if (base == NULL || col16 == NULL) {
+    if (base == NULL || span == NULL || col16 == NULL) {
         if (e)
             e->code = DEV_ENOMEM;
         dt_err_set(e, "out of host memory for csr16 (%lld nonzeros)", (long long)a->nnz);
@@ -641,6 +663,8 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
             goto out;
         }
         base[s] = hi >= 0 ? lo : 0;
+        span[s] = hi >= 0 ? hi - lo + 1 : 0;
+        span_max = span[s] > span_max ? span[s] : span_max;
         for (int64_t k = a->rowptr[r0]; k < a->rowptr[r1]; k++)
             col16[k] = (uint16_t)(a->col[k] - base[s]);
     }
@@ -651,14 +675,17 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
     free(rp);
     if (rc != 0 || add_arr(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
         add_arr(f, "slice_base", base, nslices * 4, e) != 0 ||
+        add_arr(f, "slice_span", span, nslices * 4, e) != 0 ||
         add_vals(f, "val", a->val, (size_t)a->nnz, t, e) != 0) {
         rc = -1;
         goto out;
     }
     gpu_vars_set(&f->vars, "slice", slice);
     gpu_vars_set(&f->vars, "slice_shift", shift);
+    gpu_vars_set(&f->vars, "slice_span_max", span_max);
 out:
     free(base);
+    free(span);
     free(col16);
     return rc;
 }
@@ -760,6 +787,7 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     gpu_vars_set(&f->vars, "nnz", a->nnz);
     gpu_vars_set(&f->vars, "max_row", max_row);
     gpu_vars_set(&f->vars, "sms", D.info.sms);
+    gpu_vars_set(&f->vars, "value_bytes", sp_dtype_size(t));
     for (size_t i = 0; i < DT_ARRAY_LEN(formats); i++) {
         if (strcmp(formats[i].name, format) != 0)
             continue;

@@ -59,6 +59,9 @@ typedef struct dev_buf {
 int dev_alloc(dev_buf *b, size_t bytes, dt_err *e);
 void dev_free(dev_buf *b);
 int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e);   /* alloc + copy */
+/* Host to device on the worker's stream, complete on return. Every upload
+ * goes through here, never through a legacy-stream copy (see dev.c). */
+int dev_copy_in(CUdeviceptr dst, const void *host, size_t bytes, dt_err *e);
 int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e);
 
 /* Host conversion of fp64 values to a dtype's storage (4, 8 or 2 bytes per

@@ -866,7 +866,7 @@ static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
         return dt_err_set(e, "out of host memory");
     }
     dev_to_dtype(v, tmp, n, t);
-    int rc = dev_check(CU(cuMemcpyHtoD)(b->ptr, tmp, n * es), "copy to device", e);
+    int rc = dev_copy_in(b->ptr, tmp, n * es, e);
     free(tmp);
     return rc;
 }
@@ -981,9 +981,7 @@ static int init_output(instance *in, const wk_problem *p, const operands *o, dt_
     }
     poison_job pj = {tmp, es, poison_bits(p->dtype)};
     sp_parallel_for((int64_t)o->nout, (int64_t)o->nout, poison_range, &pj);
-    int rc = o->nout
-                 ? dev_check(CU(cuMemcpyHtoD)(in->out.ptr, tmp, o->nout * es), "copy to device", e)
-                 : 0;
+    int rc = o->nout ? dev_copy_in(in->out.ptr, tmp, o->nout * es, e) : 0;
     free(tmp);
     return rc;
 }

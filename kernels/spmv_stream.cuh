@@ -1,27 +1,35 @@
-/* spmv_stream.cuh -- the body shared by csr-stream (spmv_csr_stream.cu)
- * and csr16-stream (spmv_csr16_stream.cu): a block owns ROWS = BLOCK * RPT
+/* spmv_stream.cuh -- the body shared by csr-stream (spmv_csr_stream.cu),
+ * csr16-stream and csr16-xstage (spmv_csr16_*.cu): a block owns ROWS = BLOCK * RPT
  * consecutive rows, streams their contiguous nonzeros through shared memory
  * CAP = BLOCK * ITEMS at a time (every col and val load issued before the
  * first product), and sums each row from there: its thread for up to LONG
  * products in a tile, its whole warp for more. The including kernel defines
  * BLOCK, RPT and ITEMS and picks the column type: 32-bit columns, or 16-bit
- * offsets with x already moved to the block's base. */
+ * offsets with x already moved to the block's base (in global memory, or
+ * staged in shared memory by csr16-xstage). */
 #pragma once
 
 #define ROWS (BLOCK * RPT)
 #define CAP (BLOCK * ITEMS)
+#ifndef LONG
 #define LONG 32 /* a row with more products than this in a tile is summed by its warp */
+#endif
 #define FULL 0xffffffffu
 
 static_assert(BLOCK % 32 == 0, "BLOCK: whole warps");
 static_assert(CAP <= 4096, "BLOCK * ITEMS: the tile of products is staged in shared memory");
 static_assert(ROWS <= 2048, "BLOCK * RPT: the block's row offsets are staged in shared memory");
 
-template <typename C>
+/* XS: the caller may have staged the block's window of x in shared memory
+ * (csr16-xstage); where it did (staged, the same for the whole block) the
+ * gathers read sx, elsewhere x through the read-only cache. One
+ * instantiation serves both cases, so the shared arrays below exist once. */
+template <typename C, bool XS = false>
 __device__ __forceinline__ void stream_rows(int rows, const int *__restrict__ rowptr,
                                             const C *__restrict__ col, const T *__restrict__ val,
                                             const T *__restrict__ x, T *__restrict__ y, S alpha,
-                                            S beta, const T *__restrict__ bias)
+                                            S beta, const T *__restrict__ bias,
+                                            const T *sx = nullptr, bool staged = false)
 {
     __shared__ int s_ptr[ROWS + 1]; /* the block's row offsets */
     __shared__ S s_prod[CAP];       /* one tile of products val * x[col] */
@@ -66,7 +74,8 @@ __device__ __forceinline__ void stream_rows(int rows, const int *__restrict__ ro
         for (int it = 0; it < ITEMS; it++) {
             const int k = it * BLOCK + tid;
             if (k < n)
-                s_prod[k] = DT_LOAD(v[it]) * DT_LOAD(__ldg(&x[c[it]]));
+                s_prod[k] = DT_LOAD(v[it]) *
+                            DT_LOAD(XS && staged ? sx[c[it]] : __ldg(&x[c[it]]));
         }
         __syncthreads();
 #pragma unroll

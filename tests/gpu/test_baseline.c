@@ -111,8 +111,7 @@ static void put(dev_buf *b, const double *v, size_t n, sp_dtype t)
     if (b->ptr == 0)
         cr_assert_eq(dev_alloc(b, bytes, &e), 0, "%s", e.msg);
     if (bytes)
-        cr_assert_eq(dev_check(CU(cuMemcpyHtoD)(b->ptr, tmp, bytes), "upload", &e), 0, "%s",
-                     e.msg);
+        cr_assert_eq(dev_copy_in(b->ptr, tmp, bytes, &e), 0, "%s", e.msg);
     free(tmp);
 }
 

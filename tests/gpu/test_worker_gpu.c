@@ -147,10 +147,12 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
 {
     fixture f = open_pool();
     char *m = tu_matrix("bcsstk13.mtx");
-    const char *tpl[] = {
-        "kernels/spmv_sell.cu",       "kernels/spmv_sell16.cu",       "kernels/spmv_bsr.cu",
-        "kernels/spmv_csr16.cu",      "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
-        "kernels/spmv_csr_vector.cu", "kernels/spmv_csr_thread.cu",   "kernels/spmv_csr_stream.cu"};
+    const char *tpl[] = {"kernels/spmv_sell.cu",         "kernels/spmv_sell16.cu",
+                         "kernels/spmv_bsr.cu",          "kernels/spmv_csr16.cu",
+                         "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
+                         "kernels/spmv_csr_vector.cu",   "kernels/spmv_csr_thread.cu",
+                         "kernels/spmv_csr_stream.cu",   "kernels/spmv_csr16_stream.cu",
+                         "kernels/spmv_csr16_xstage.cu"};
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */
         cJSON *v = call(&f, "verify", tpl[i], 0);

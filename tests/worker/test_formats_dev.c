@@ -160,6 +160,13 @@ Test(formats_dev, csr16_should_rebuild_every_column_from_its_row_base)
     const int32_t *base = arr(&f, "slice_base", &nb);
     cr_assert_eq(nb, 5);
     cr_assert_eq(base[1], 0, "an empty row's base is 0");
+    size_t ns;
+    const int32_t *span = arr(&f, "slice_span", &ns);
+    cr_assert_eq(ns, 5);
+    cr_assert(span[0] == 3 && span[1] == 0 && span[2] == 4, "spans %d %d %d", span[0], span[1],
+              span[2]);
+    cr_assert_eq(var(&f, "slice_span_max"), 4);
+    cr_assert_eq(var(&f, "value_bytes"), 4, "fp32");
     const uint16_t *c16 = dev_fmt_host(&f, "col16", &nc);
     cr_assert_eq(nc, (size_t)a->nnz * 2);
     for (int32_t r = 0; r < a->rows; r++)
@@ -186,6 +193,14 @@ Test(formats_dev, csr16_should_share_a_base_across_a_slice)
     const int32_t *base = arr(&f, "slice_base", &nb);
     cr_assert_eq(nb, 2);
     cr_assert(base[0] == 4 && base[1] == 100, "bases %d %d", base[0], base[1]);
+    /* The window each slice reaches: rows 0..3 columns 4..60001, rows 4..5
+     * columns 100..101. */
+    size_t ns;
+    const int32_t *span = arr(&f, "slice_span", &ns);
+    cr_assert_eq(ns, 2);
+    cr_assert(span[0] == 59998 && span[1] == 2, "spans %d %d", span[0], span[1]);
+    cr_assert_eq(var(&f, "slice_span_max"), 59998);
+    cr_assert_eq(var(&f, "value_bytes"), 2, "fp16");
     const uint16_t *c16 = dev_fmt_host(&f, "col16", NULL);
     for (int32_t r = 0; r < a->rows; r++)
         for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
@@ -230,7 +245,7 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
     dt_err ok = {0};
     cr_assert_eq(dev_fmt_build(a, "csr16", NULL, SP_FP32, 0, &f, &ok), 0, "per row it fits");
     dev_fmt_free(&f);
-    const char *bad[] = {"{\"slice\": 3}", "{\"slice\": 0}", "{\"slice\": 2048}"};
+    const char *bad[] = {"{\"slice\": 3}", "{\"slice\": 0}", "{\"slice\": 8192}"};
     for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
         cJSON *q = params_of(bad[i]);
         dt_err be = {0};
@@ -244,7 +259,7 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
 Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
 {
     const char *names[] = {"bin_rows", "bin_ptr", "bin_long_ptr", "bin6",       "long_nnz",
-                           "long_row", "col16",   "slice_base",   "slice_shift"};
+                           "long_row", "col16",   "slice_base",   "slice_span", "slice_shift"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
 }
@@ -254,11 +269,11 @@ Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
  * builds exactly this before it runs a kernel there. */
 Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
 {
-    const char *names[] = {"spmv_csr_thread.cu", "spmv_csr_vector.cu", "spmv_csr_adaptive.cu",
-                           "spmv_merge_path.cu", "spmv_sell.cu",       "spmv_sell16.cu",
-                           "spmv_bsr.cu",        "spmv_csr16.cu",      "spmm_csr_warp.cu",
-                           "spmm_csr_smem.cu",   "spmm_csr_split.cu",  "spmm_bsr_mma.cu",
-                           "sddmm_warp.cu"};
+    const char *names[] = {"spmv_csr_thread.cu",   "spmv_csr_vector.cu", "spmv_csr_adaptive.cu",
+                           "spmv_merge_path.cu",   "spmv_sell.cu",       "spmv_sell16.cu",
+                           "spmv_bsr.cu",          "spmv_csr16.cu",      "spmv_csr16_stream.cu",
+                           "spmv_csr16_xstage.cu", "spmm_csr_warp.cu",   "spmm_csr_smem.cu",
+                           "spmm_csr_split.cu",    "spmm_bsr_mma.cu",    "sddmm_warp.cu"};
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[t]);
         dt_err e = {0};
@@ -280,8 +295,8 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
             cr_assert_not_null(a, "%s", e.msg);
             dev_fmt f;
             int rc = dev_fmt_build(a, c.format, fp, SP_FP32, DEV_FMT_HOST, &f, &e);
-            cr_expect_eq(rc, 0, "%s (format %s) on edge matrix '%s': %s", names[t], c.format,
-                         mname, e.msg);
+            cr_expect_eq(rc, 0, "%s (format %s) on edge matrix '%s': %s", names[t], c.format, mname,
+                         e.msg);
             if (rc == 0)
                 dev_fmt_free(&f);
             sp_csr_free(a);
