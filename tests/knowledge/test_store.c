@@ -836,6 +836,33 @@ Test(store, export_and_list_should_filter_and_keep_id_order)
     free(dir);
 }
 
+/* The planner's ranking for SpMV on a shared matrix replicated copies
+ * times, from its real PatternReport (as `ditto bench` computes it). */
+static cJSON *rank_replicated(kb *k, const char *file, int32_t copies)
+{
+    char *path = tu_matrix(file);
+    dt_err e = {0};
+    sp_csr *one = sp_mm_read(path, NULL, &e);
+    cr_assert_not_null(one, "%s", e.msg);
+    sp_csr *a = sp_replicate(one, copies, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    cr_assert_geq(a->nnz, 2000000);
+    sp_report r;
+    cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
+    cJSON *rep = sp_report_json(&r);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SPMV;
+    cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
+    cr_assert_not_null(ranked, "%s", e.msg);
+    sp_spec_clear(&spec);
+    cJSON_Delete(rep);
+    sp_csr_free(a);
+    sp_csr_free(one);
+    free(path);
+    return ranked;
+}
+
 /* The PatternReports `ditto profile` computes for two FEM matrices of the
  * shared set, replicated block-diagonally past 2M nonzeros (the HBM regime
  * replicates the same way; row-length statistics and column spans do not
@@ -854,39 +881,20 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
     } cases[] = {{"bcsstk13.mtx", "rule.spmv.sell16-sorted-for-moderate-skew", 25, 256},
                  {"fidapex6.mtx", "rule.spmv.sell16-for-regular-rows", 41, 1}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
-        char *path = tu_matrix(cases[i].file);
-        dt_err e = {0};
-        sp_csr *one = sp_mm_read(path, NULL, &e);
-        cr_assert_not_null(one, "%s", e.msg);
-        sp_csr *a = sp_replicate(one, cases[i].copies, &e);
-        cr_assert_not_null(a, "%s", e.msg);
-        cr_assert_geq(a->nnz, 2000000);
-        sp_report r;
-        cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
-        cJSON *rep = sp_report_json(&r);
-        sp_spec spec;
-        sp_spec_init(&spec);
-        spec.op = SP_SPMV;
-        cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
-        cr_assert_not_null(ranked, "%s", e.msg);
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies);
         const cJSON *best = cJSON_GetArrayItem(ranked, 0);
         char *all = cJSON_PrintUnformatted(best);
         cr_assert_str_eq(dt_json_str(best, "strategy", ""), "sell16-thread", "%s: %s",
                          cases[i].file, all);
         int fired = 0;
         const cJSON *w;
-        cJSON_ArrayForEach(w, cJSON_GetObjectItem(best, "rationale")) fired |=
-            dt_streq(dt_json_str(w, "rule", ""), cases[i].rule);
+        cJSON_ArrayForEach(w, cJSON_GetObjectItem(best, "rationale"))
+            fired |= dt_streq(dt_json_str(w, "rule", ""), cases[i].rule);
         cr_assert(fired, "%s: %s did not fire: %s", cases[i].file, cases[i].rule, all);
         cr_assert_eq(dt_json_num(cJSON_GetObjectItem(best, "params"), "SIGMA", -1), cases[i].sigma,
                      "%s: %s", cases[i].file, all);
         free(all);
         cJSON_Delete(ranked);
-        sp_spec_clear(&spec);
-        cJSON_Delete(rep);
-        sp_csr_free(a);
-        sp_csr_free(one);
-        free(path);
     }
     kb_close(k);
 }
@@ -901,24 +909,13 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
 {
     kb *k = kbt_open(NULL, NULL);
     static const struct {
-        const char *file, *top3[3];
-    } cases[] = {{"adder_dcop_05.mtx", {"csr-stream", "csr16-stream", "csr16-xstage"}},
-                 {"ca-GrQc.mtx", {"csr-stream", "csr16-stream", "merge-path"}}};
+        const char *file;
+        int32_t copies;
+        const char *top3[3];
+    } cases[] = {{"adder_dcop_05.mtx", 181, {"csr-stream", "csr16-stream", "csr16-xstage"}},
+                 {"ca-GrQc.mtx", 70, {"csr-stream", "csr16-stream", "merge-path"}}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
-        char *path = tu_matrix(cases[i].file);
-        dt_err e = {0};
-        sp_csr *one = sp_mm_read(path, NULL, &e);
-        cr_assert_not_null(one, "%s", e.msg);
-        sp_csr *a = sp_replicate(one, (int32_t)(2000000 / one->nnz + 1), &e);
-        cr_assert_not_null(a, "%s", e.msg);
-        sp_report r;
-        cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
-        cJSON *rep = sp_report_json(&r);
-        sp_spec spec;
-        sp_spec_init(&spec);
-        spec.op = SP_SPMV;
-        cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
-        cr_assert_not_null(ranked, "%s", e.msg);
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies);
         for (int j = 0; j < 3; j++) {
             const cJSON *c = cJSON_GetArrayItem(ranked, j);
             cr_assert_str_eq(dt_json_str(c, "strategy", ""), cases[i].top3[j], "%s: rank %d",
@@ -927,11 +924,6 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
                          cases[i].file, cases[i].top3[j]);
         }
         cJSON_Delete(ranked);
-        sp_spec_clear(&spec);
-        cJSON_Delete(rep);
-        sp_csr_free(a);
-        sp_csr_free(one);
-        free(path);
     }
     kb_close(k);
 }
