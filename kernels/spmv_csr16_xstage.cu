@@ -9,13 +9,12 @@
  * how many columns it reaches. A block whose window fits XW values loads it
  * once with coalesced reads, then gathers from shared memory at the offset
  * itself; a block whose window is wider gathers from global memory as
- * csr16-stream does. Rows stay in order, so y needs no
- * permutation. Measured on the H200 at 32M nonzeros (fp32, against
- * CSR_ALG1): adder_dcop_05, rows within 1812 columns, 1.09x where
- * csr-stream reached 1.04x; ca-GrQc, rows over the whole 5242-column
- * replica, 0.85x where csr-stream reached 0.90x: there a block of 1024
- * rows stages 5242 or more values of x for about 5600 products, and
- * staging did not pay. */
+ * csr16-stream does. Rows stay in order, so y needs no permutation.
+ * Measured on the H200 at 32M nonzeros (fp32, against CSR_ALG1):
+ * adder_dcop_05, rows within 1812 columns, 1.09x where csr-stream reached
+ * 1.04x; ca-GrQc, rows over the whole 5242-column replica, 0.85x where
+ * csr-stream reached 0.90x: there a block of 1024 rows stages 5242 or more
+ * values of x for about 5600 products, and staging did not pay. */
 /*@manifest
 {"strategy": "csr16-xstage", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [128, 256, 512]},
@@ -63,8 +62,8 @@ spmv_csr16_xstage(int rows, int nnz, int slice_shift, const int *__restrict__ ro
      * at most XW fits. */
     extern __shared__ __align__(16) unsigned char s_raw[];
     T *s_x = reinterpret_cast<T *>(s_raw);
-    /* A slice holds whole blocks (the contract makes it exactly one), so
-     * its base and span serve all of this block's rows. */
+    /* The contract makes a slice exactly this block's rows, so the
+     * slice's base and span serve all of them. */
     const int s = (int)(((long long)blockIdx.x * ROWS) >> slice_shift);
     const T *__restrict__ xb = x + slice_base[s];
     const int span = slice_span[s];
