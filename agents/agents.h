@@ -169,14 +169,18 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract);
 /* ---- the tuner --------------------------------------------------------------
  *
  * Successive halving over each candidate's parameter space, through the
- * worker pool: every legal variant (capped by budget_variants, the plan's
- * own params always included) gets a cheap measurement (5 runs); the best
+ * worker pool: up to budget_variants legal variants, chosen by
+ * ag_tune_points (agents/internal.h: the plan's own params first, then the
+ * rules' values, the space's first and middle points, the template's
+ * defaults and one-step moves), get a cheap measurement (5 runs); the best
  * third (at least 2, at most max_finalists) of each strategy is re-verified
- * with the full battery and measured in full; each strategy's fastest
- * verified variant is then measured once more next to every cuSPARSE
- * algorithm, with the same method. Timings and verifications run on worker
- * 0 only (one GPU, one kernel at a time); with several workers, every
- * variant is first compiled in parallel into the shared cache.
+ * with the full battery (a finalist that fails it hands its place to the
+ * next-fastest variant, up to three times) and measured in full; each
+ * strategy's fastest verified variant is then measured once more next to
+ * every cuSPARSE algorithm, with the same method. Timings and verifications
+ * run on worker 0 only (one GPU, one kernel at a time); with several
+ * workers, every variant is first compiled in parallel into the shared
+ * cache.
  * Results are cached by (matrix fingerprint, op, dtype, n, GPU, template
  * hash, space) in $XDG_CACHE_HOME/ditto/tune: a cached best is re-verified
  * and re-measured, not trusted blindly. */

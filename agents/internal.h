@@ -126,6 +126,18 @@ void ag_llm_free(ag_run *r);
 /* ---- tuner.c ------------------------------------------------------------ */
 
 void ag_tune(ag_run *r, ag_step *s);
+/* The parameter points the tuner measures for a candidate {params, space},
+ * at most budget, in this order: the candidate's params; the values a rule
+ * named (a space narrower than the manifest's list), one parameter
+ * changed at a time; the space's first legal point (every parameter at
+ * the first value of its list) and its middle one, in mixed-radix order;
+ * the manifest's defaults; every parameter
+ * moved one step along its list from the candidate's value, then two
+ * steps, ... (manifest order, down before up); then an even spread over
+ * the rest of the space. Points that break m's constraints are left out
+ * (m may be NULL), except the first. Caller frees. */
+struct gpu_manifest;
+cJSON *ag_tune_points(const cJSON *cand, const struct gpu_manifest *m, int budget);
 /* Why a verify reply (ok, not passed) failed: "failed the verification
  * battery: NAME: DETAIL" of its first failed check. Caller frees. */
 char *ag_battery_failure(const cJSON *reply);

@@ -53,10 +53,13 @@ static void progress(ag_tuner *t, const char *fmt, ...)
 {
     if (t->o.progress == NULL)
         return;
+    /* Each line starts with the seconds since the tuner started, so that a
+     * long tune shows where its time goes. */
     char line[1024];
+    int at = snprintf(line, sizeof line, "%7.1f s ", dt_now() - t->t0);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(line + at, sizeof line - (size_t)at, fmt, ap);
     va_end(ap);
     t->o.progress(line, t->o.ud);
 }
@@ -80,36 +83,88 @@ static void add_variant(ag_tuner *t, int si, cJSON *params, dt_err *e)
     v->verified = -1;
 }
 
-/* Every point of the space in mixed-radix order that satisfies the
- * manifest's constraints; at most budget points, spread evenly, the
- * candidate's own params first. */
-static void enumerate(ag_tuner *t, int si, dt_err *e)
+/* ---- which variants to measure ------------------------------------------------ */
+
+static const gpu_mparam *mparam(const gpu_manifest *m, const char *name)
 {
-    const cJSON *c = t->st[si].cand;
-    const cJSON *space = cJSON_GetObjectItem(c, "space");
-    char *path = dt_share_path(dt_json_str(c, "template", ""));
-    char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
-    free(path);
-    gpu_manifest m;
-    int have_m = src && gpu_manifest_from_source(src, &m, e) == 0;
-    free(src);
-    int np = cJSON_GetArraySize(space);
-    long total = 1;
+    for (int i = 0; m && i < m->nparams; i++)
+        if (dt_streq(m->params[i].name, name))
+            return &m->params[i];
+    return NULL;
+}
+
+static int same_point(const cJSON *a, const cJSON *b)
+{
     const cJSON *p;
+    cJSON_ArrayForEach(p, a)
+        if (dt_json_num(b, p->string, -1) != p->valuedouble)
+            return 0;
+    return cJSON_GetArraySize(a) == cJSON_GetArraySize(b);
+}
+
+/* Appends pt (taken) unless the list is full, pt breaks the manifest's
+ * constraints, or it is already there. Returns 1 while there is room. */
+static int offer(cJSON *out, cJSON *pt, const gpu_manifest *m, int budget)
+{
+    dt_err ce = {0};
+    const cJSON *q;
+    int dup = 0;
+    cJSON_ArrayForEach(q, out)
+        dup |= same_point(q, pt);
+    if (dup || cJSON_GetArraySize(out) >= budget || (m && gpu_manifest_check(m, pt, NULL, &ce) != 0))
+        cJSON_Delete(pt);
+    else
+        cJSON_AddItemToArray(out, pt);
+    return cJSON_GetArraySize(out) < budget;
+}
+
+/* own with one parameter changed. */
+static cJSON *moved(const cJSON *own, const char *name, double value)
+{
+    cJSON *pt = cJSON_Duplicate(own, 1);
+    dt_json_set_num(pt, name, value);
+    return pt;
+}
+
+/* Where own's value sits in a list of values: its index, else the index of
+ * the nearest value. */
+static int index_in(const cJSON *vals, double v)
+{
+    int best = 0, i = 0;
+    double gap = INFINITY;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, vals)
+    {
+        if (fabs(x->valuedouble - v) < gap) {
+            gap = fabs(x->valuedouble - v);
+            best = i;
+        }
+        i++;
+    }
+    return best;
+}
+
+/* Every point of the space that m's constraints allow, in mixed-radix
+ * order (the first parameter varying fastest). */
+static cJSON *legal_points(const cJSON *own, const cJSON *space, const gpu_manifest *m)
+{
+    cJSON *all = dt_json_arr();
+    const cJSON *p;
+    int np = cJSON_GetArraySize(space), idx[GPU_MAX_MPARAMS] = {0};
+    long total = np > 0 && np <= GPU_MAX_MPARAMS ? 1 : 0;
     cJSON_ArrayForEach(p, space)
         total *= cJSON_GetArraySize(p) > 0 ? cJSON_GetArraySize(p) : 1;
-    cJSON *all = dt_json_arr();
-    int idx[GPU_MAX_MPARAMS] = {0};
-    for (long k = 0; k < total && np > 0; k++) {
-        cJSON *pt = dt_json_obj();
+    for (long k = 0; k < total; k++) {
+        cJSON *pt = cJSON_Duplicate(own, 1);
         int i = 0;
         cJSON_ArrayForEach(p, space)
         {
-            dt_json_set_num(pt, p->string, cJSON_GetArrayItem(p, idx[i])->valuedouble);
+            if (cJSON_GetArraySize(p) > 0)
+                dt_json_set_num(pt, p->string, cJSON_GetArrayItem(p, idx[i])->valuedouble);
             i++;
         }
         dt_err ce = {0};
-        if (!have_m || gpu_manifest_check(&m, pt, NULL, &ce) == 0)
+        if (m == NULL || gpu_manifest_check(m, pt, NULL, &ce) == 0)
             cJSON_AddItemToArray(all, pt);
         else
             cJSON_Delete(pt);
@@ -122,27 +177,99 @@ static void enumerate(ag_tuner *t, int si, dt_err *e)
             i++;
         }
     }
+    return all;
+}
+
+cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
+{
+    const cJSON *space = cJSON_GetObjectItem(cand, "space");
+    const cJSON *own = cJSON_GetObjectItem(cand, "params");
+    cJSON *out = dt_json_arr();
+    if (budget <= 0)
+        return out;
+    /* The planner's own point, legal or not: it is what the plan says. */
+    cJSON_AddItemToArray(out, own ? cJSON_Duplicate(own, 1) : dt_json_obj());
+    if (budget == 1 || own == NULL)
+        return out;
+    int room = 1, longest = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, space)
+        if (cJSON_GetArraySize(p) > longest)
+            longest = cJSON_GetArraySize(p);
+    cJSON *all = legal_points(own, space, m);
+    int n = cJSON_GetArraySize(all);
+    /* 1. The values a rule named: a parameter whose space is narrower
+     * than its manifest's list, one value at a time, the parameters in
+     * turn (each rule lists its values best guess first). */
+    for (int r = 0; r < longest && room; r++)
+        cJSON_ArrayForEach(p, space)
+        {
+            const gpu_mparam *mp = mparam(m, p->string);
+            const cJSON *x = cJSON_GetArrayItem(p, r);
+            if (room && mp && x && cJSON_GetArraySize(p) < mp->nvalues)
+                room = offer(out, moved(own, p->string, x->valuedouble), m, budget);
+        }
+    /* 2. The first legal point of the space and its middle one: every
+     * parameter at the first value of its list (with ascending lists the
+     * finest-grained variant: one-warp blocks, narrow vectors and tiles,
+     * short segments, the most blocks in flight), and the same with the
+     * last parameters at mid-list. Small (L2-resident) problems favour
+     * them: in the H200 bench at original size a one-warp-block variant
+     * from these two was the fastest verified kernel of 27 of 34 SDDMM
+     * K=128 cases; without them, one-step moves from the planner's point
+     * left G51 at 13.83 us against 3.83 us. Then the template's own
+     * defaults, when the rules moved away from them. */
+    if (room && n > 0)
+        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, 0), 1), m, budget);
+    if (room && n > 0)
+        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, n / 2), 1), m, budget);
+    if (room && m)
+        room = offer(out, gpu_manifest_defaults(m), m, budget);
+    /* 3. One parameter at a time, one step along its list from the
+     * planner's value (down, then up), then two steps, ...: the
+     * neighbourhood of the point the rules chose, in manifest order. */
+    for (int d = 1; d < longest && room; d++)
+        cJSON_ArrayForEach(p, space)
+        {
+            int i = index_in(p, dt_json_num(own, p->string, 0)), len = cJSON_GetArraySize(p);
+            for (int dir = -1; dir <= 1 && room; dir += 2) {
+                int j = i + dir * d;
+                if (j >= 0 && j < len)
+                    room = offer(out, moved(own, p->string, cJSON_GetArrayItem(p, j)->valuedouble),
+                                 m, budget);
+            }
+        }
+    /* 4. A larger budget: an even spread over the rest of the legal space,
+     * then whatever is left of it. */
+    int want = budget - cJSON_GetArraySize(out);
+    for (int k = 0; k < want && k < n && room; k++)
+        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, (int)((double)k * n / want)), 1),
+                     m, budget);
+    for (int k = 0; k < n && room; k++)
+        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, k), 1), m, budget);
+    cJSON_Delete(all);
+    return out;
+}
+
+static void enumerate(ag_tuner *t, int si, dt_err *e)
+{
+    const cJSON *c = t->st[si].cand;
+    char *path = dt_share_path(dt_json_str(c, "template", ""));
+    char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
+    free(path);
+    gpu_manifest m;
+    dt_err me = {0};
+    int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
+    free(src);
+    cJSON *pts = ag_tune_points(c, have_m ? &m : NULL, t->o.budget_variants);
     if (have_m)
         gpu_manifest_clear(&m);
     t->st[si].first = t->nv;
-    const cJSON *own = cJSON_GetObjectItem(c, "params");
-    add_variant(t, si, cJSON_Duplicate(own, 1), e);
-    int n = cJSON_GetArraySize(all);
-    int want = t->o.budget_variants - 1;
-    for (int k = 0; k < n && want > 0; k++) {
-        /* Even spread when the space is larger than the budget. */
-        int pick = n <= want ? k : (int)((double)k * n / want);
-        if (n > want && k >= want)
-            break;
-        const cJSON *pt = cJSON_GetArrayItem(all, pick);
-        int same = 1;
-        cJSON_ArrayForEach(p, pt)
-            same &= dt_json_num(own, p->string, -1) == p->valuedouble;
-        if (!same)
-            add_variant(t, si, cJSON_Duplicate(pt, 1), e);
-    }
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, pts)
+        add_variant(t, si, cJSON_Duplicate(pt, 1), e);
     t->st[si].count = t->nv - t->st[si].first;
-    cJSON_Delete(all);
+    cJSON_Delete(pts);
 }
 
 static cJSON *request(ag_tuner *t, const char *name, const variant *v)
@@ -192,6 +319,31 @@ char *ag_battery_failure(const cJSON *reply)
     return dt_xstrdup("failed the verification battery");
 }
 
+/* A finalist failed the battery: when none of its strategy's finalists
+ * has passed or is still to be verified, the fastest variant not yet a
+ * finalist takes its place, up to three failures per strategy, so that
+ * one wrong fast variant does not cost the strategy its result. Returns 1
+ * when one was promoted. */
+static int promote_next(ag_tuner *t, int si)
+{
+    const strat *s = &t->st[si];
+    int failed = 0;
+    variant *next = NULL;
+    for (int k = 0; k < s->count; k++) {
+        variant *v = &t->v[s->first + k];
+        if (v->finalist && v->verified != 0)
+            return 0; /* passed, or not verified yet */
+        failed += v->finalist;
+        if (!v->finalist && v->quick_us > 0 && (next == NULL || v->quick_us < next->quick_us))
+            next = v;
+    }
+    if (next == NULL || failed >= 3)
+        return 0;
+    next->finalist = 1;
+    next->s2 = 0;
+    return 1;
+}
+
 static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 {
     (void)p;
@@ -238,6 +390,8 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         }
         v->s2 = v->verified ? 2 : 4;
         progress(t, "  %-16s %-40s verify: %s", sname, ps, v->verified ? "passed" : v->error);
+        if (!v->verified && promote_next(t, v->strategy))
+            progress(t, "  %-16s the next fastest variant takes its place as a finalist", sname);
     } else {
         v->s2 = 4;
         if (dt_json_bool(reply, "ok", 0)) {

@@ -19,10 +19,10 @@ const char cli_bench_usage[] =
     "usage: ditto bench [MATRIX...] [--matrices-dir DIR] [--ops LIST] [--regime orig|hbm|both]\n"
     "                   [--hbm-matrices N|NAME,NAME...] [--hbm-nnz N] [--strategies N]\n"
     "                   [--variants N] [--finalists N] [--workers N] [--out FILE] [--csv FILE]\n"
-    "                   [--section NAME]\n"
+    "                   [--section NAME] [--verbose]\n"
     "\n"
     "For every matrix and op, rank the templates with the expert planner, tune the first\n"
-    "--strategies (default 3) with --variants per strategy (default 6) and --finalists\n"
+    "--strategies (default 3) with --variants per strategy (default 12) and --finalists\n"
     "(default 2) re-verified with the full battery, and compare the fastest verified kernel\n"
     "with the best cuSPARSE algorithm, timed side by side with the same method: CUDA-graph\n"
     "replay at original size (L2-resident), L2 flushed before every run when the matrix is\n"
@@ -37,7 +37,9 @@ const char cli_bench_usage[] =
     "written between the gpu-bench markers of --out named by --section (default: the\n"
     "regime; docs/PERFORMANCE.md by default), so that a run of one regime, or of a part of\n"
     "the ops under its own --section, leaves the other sections alone; and as CSV (--csv,\n"
-    "default docs/bench-SECTION.csv).\n";
+    "default docs/bench-SECTION.csv). --verbose (-v) prints the tuner's lines too: each\n"
+    "variant's cheap timing, verification and measurement, with the seconds since the\n"
+    "case's tuning began.\n";
 
 typedef struct bop {
     const char *name;
@@ -88,12 +90,19 @@ static row *add_row(row **rows, int *nrows, int *caprows)
 typedef struct bench_ctx {
     cJSON *res;
     int done;
+    int verbose;
 } bench_ctx;
 
+/* The tuner's own lines (each variant's timing, verification and the
+ * comparison, with the seconds since the case began) only with
+ * --verbose; the per-case line is printed by the bench itself. */
 static void b_progress(const char *line, void *ud)
 {
-    (void)ud;
-    (void)line; /* the per-case line is printed by the bench itself */
+    const bench_ctx *c = ud;
+    if (c->verbose) {
+        printf("    %s\n", line);
+        fflush(stdout);
+    }
 }
 
 static void b_done(cJSON *res, void *ud)
@@ -364,7 +373,7 @@ int cli_bench(int argc, char **argv)
         dir = "../shared/matrices";
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
                *csv = NULL, *section = NULL;
-    int strategies = 3, variants = 6, finalists = 2, workers = 1;
+    int strategies = 3, variants = 12, finalists = 2, workers = 1, verbose = 0;
     int64_t hbm_nnz = 32000000;
     char **mats = dt_xcalloc((size_t)argc + 1, sizeof *mats);
     int nm = 0;
@@ -395,6 +404,8 @@ int cli_bench(int argc, char **argv)
             out = argv[++i];
         else if (v && strcmp(a, "--csv") == 0)
             csv = argv[++i];
+        else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0)
+            verbose = 1;
         else if (v && strcmp(a, "--section") == 0) {
             section = argv[++i];
             int okname = *section != '\0' && strlen(section) <= 40;
@@ -575,7 +586,7 @@ int cli_bench(int argc, char **argv)
                 if (cands == NULL || cJSON_GetArraySize(cands) == 0) {
                     snprintf(r->why, sizeof r->why, "no template fits");
                 } else {
-                    bench_ctx c = {0};
+                    bench_ctx c = {.verbose = verbose};
                     ag_tune_opts to = {.pool = pool,
                                        .spec = &spec,
                                        .matrix = "m",

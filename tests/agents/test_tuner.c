@@ -1,8 +1,10 @@
 /* test_tuner.c -- what the tuner says about a variant that failed the
- * verification battery: the first failed check, by name and detail. */
+ * verification battery (the first failed check, by name and detail), and
+ * which parameter points it spends its budget on. */
 #include "tests/common/testutil.h"
 
 #include "agents/internal.h"
+#include "gpu/contract.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,4 +36,125 @@ Test(tuner, battery_failure_should_name_the_first_failed_check)
     cr_assert_str_eq(why, "failed the verification battery");
     free(why);
     cJSON_Delete(r);
+}
+
+/* A manifest of three parameters with one constraint, and a candidate as
+ * the planner makes it: a rule narrowed ROWS to [2, 1, 4] and started
+ * from its first value. */
+static const char manifest_src[] =
+    "/*@manifest\n"
+    "{\"strategy\": \"t\", \"op\": \"spmm\", \"dtypes\": [\"fp32\"],\n"
+    " \"params\": {\"WARPS\": {\"default\": 4, \"values\": [1, 2, 4, 8]},\n"
+    "            \"ROWS\": {\"default\": 1, \"values\": [1, 2, 4, 8, 16]},\n"
+    "            \"UNROLL\": {\"default\": 2, \"values\": [1, 2, 4]}},\n"
+    " \"constraints\": [\"WARPS * UNROLL <= 16\"], \"preprocessing\": \"none\"}\n"
+    "@*/\n";
+
+static cJSON *points(const char *cand, int budget, int with_manifest)
+{
+    gpu_manifest m;
+    dt_err e = {0};
+    cr_assert_eq(gpu_manifest_from_source(manifest_src, &m, &e), 0, "%s", e.msg);
+    cJSON *c = cJSON_Parse(cand);
+    cr_assert_not_null(c);
+    cJSON *pts = ag_tune_points(c, with_manifest ? &m : NULL, budget);
+    cJSON_Delete(c);
+    gpu_manifest_clear(&m);
+    return pts;
+}
+
+static void expect_point(const cJSON *pts, int i, int warps, int rows, int unroll)
+{
+    const cJSON *p = cJSON_GetArrayItem(pts, i);
+    cr_assert_not_null(p, "no point %d", i);
+    char *s = dt_json_print(p, 0);
+    cr_expect(dt_json_num(p, "WARPS", 0) == warps && dt_json_num(p, "ROWS", 0) == rows &&
+                  dt_json_num(p, "UNROLL", 0) == unroll,
+              "point %d is %s, expected WARPS %d ROWS %d UNROLL %d", i, s, warps, rows, unroll);
+    free(s);
+}
+
+static const char narrowed[] = "{\"params\": {\"WARPS\": 4, \"ROWS\": 2, \"UNROLL\": 2},"
+                               " \"space\": {\"WARPS\": [1, 2, 4, 8], \"ROWS\": [2, 1, 4],"
+                               " \"UNROLL\": [1, 2, 4]}}";
+
+Test(tuner, a_small_budget_should_go_to_the_rules_values_the_spread_then_neighbours)
+{
+    cJSON *pts = points(narrowed, 7, 1);
+    cr_assert_eq(cJSON_GetArraySize(pts), 7);
+    expect_point(pts, 0, 4, 2, 2); /* the planner's point */
+    expect_point(pts, 1, 4, 1, 2); /* the rule's other values for ROWS */
+    expect_point(pts, 2, 4, 4, 2);
+    /* The first legal point (every list's first value) and the middle
+     * one: 33 legal points, WARPS varying fastest, index 16. The
+     * manifest's defaults (4, 1, 2) are already there. */
+    expect_point(pts, 3, 1, 2, 1);
+    expect_point(pts, 4, 1, 1, 2);
+    expect_point(pts, 5, 2, 2, 2); /* WARPS one step down, then up */
+    expect_point(pts, 6, 8, 2, 2);
+    cJSON_Delete(pts);
+
+    /* ROWS one step is already there; UNROLL one step down; its step up
+     * (4 * 4 > 16) breaks the constraint and is left out. */
+    pts = points(narrowed, 8, 1);
+    cr_assert_eq(cJSON_GetArraySize(pts), 8);
+    expect_point(pts, 7, 4, 2, 1);
+    cJSON_Delete(pts);
+
+    pts = points(narrowed, 1, 1);
+    cr_assert_eq(cJSON_GetArraySize(pts), 1);
+    expect_point(pts, 0, 4, 2, 2);
+    cJSON_Delete(pts);
+}
+
+Test(tuner, a_budget_past_the_space_should_take_every_legal_point_once)
+{
+    /* 4 x 3 x 3 = 36 points; WARPS * UNROLL > 16 rules out (8, 4) for
+     * each of the 3 ROWS values. */
+    cJSON *pts = points(narrowed, 100, 1);
+    cr_assert_eq(cJSON_GetArraySize(pts), 33);
+    for (int i = 0; i < 33; i++) {
+        const cJSON *a = cJSON_GetArrayItem(pts, i);
+        cr_expect(dt_json_num(a, "WARPS", 0) * dt_json_num(a, "UNROLL", 0) <= 16);
+        for (int j = 0; j < i; j++) {
+            const cJSON *b = cJSON_GetArrayItem(pts, j);
+            cr_expect(!(dt_json_num(a, "WARPS", 0) == dt_json_num(b, "WARPS", 0) &&
+                        dt_json_num(a, "ROWS", 0) == dt_json_num(b, "ROWS", 0) &&
+                        dt_json_num(a, "UNROLL", 0) == dt_json_num(b, "UNROLL", 0)),
+                      "points %d and %d are the same", j, i);
+        }
+    }
+    cJSON_Delete(pts);
+
+    /* Without a manifest nothing is narrowed or ruled out and there are
+     * no defaults: the first and middle of all 36 points, then the
+     * neighbours in the order of the space. */
+    pts = points(narrowed, 100, 0);
+    cr_assert_eq(cJSON_GetArraySize(pts), 36);
+    expect_point(pts, 1, 1, 2, 1);
+    expect_point(pts, 2, 4, 1, 2); /* index 18 */
+    expect_point(pts, 3, 2, 2, 2);
+    expect_point(pts, 4, 8, 2, 2);
+    expect_point(pts, 5, 4, 2, 1); /* ROWS [2, 1, 4] one step up is index 2 above */
+    cJSON_Delete(pts);
+}
+
+Test(tuner, a_value_off_the_list_should_step_from_the_nearest)
+{
+    /* WARPS 3 is not in the list: its neighbours are those of 2 (the
+     * nearer of 2 and 4 found first): 1 and 4. */
+    cJSON *pts = points("{\"params\": {\"WARPS\": 3, \"ROWS\": 8, \"UNROLL\": 2},"
+                        " \"space\": {\"WARPS\": [1, 2, 4, 8], \"ROWS\": [1, 2, 4, 8, 16],"
+                        " \"UNROLL\": [1, 2, 4]}}",
+                        6, 1);
+    cr_assert_eq(cJSON_GetArraySize(pts), 6);
+    expect_point(pts, 0, 3, 8, 2);
+    expect_point(pts, 1, 1, 1, 1); /* first */
+    expect_point(pts, 2, 8, 2, 2); /* middle: 55 legal points, index 27 */
+    expect_point(pts, 3, 4, 1, 2); /* the manifest's defaults */
+    /* A step from WARPS 3 keeps ROWS 8, UNROLL 2 and moves to a listed
+     * WARPS; the points with WARPS 3 break the manifest and are left out. */
+    expect_point(pts, 4, 1, 8, 2);
+    expect_point(pts, 5, 4, 8, 2);
+    cJSON_Delete(pts);
 }

@@ -3,6 +3,8 @@
 #include "tests/knowledge/kbtest.h"
 
 #include "agents/agents.h"
+#include "agents/internal.h"
+#include "gpu/contract.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -838,7 +840,7 @@ Test(store, export_and_list_should_filter_and_keep_id_order)
 
 /* The planner's ranking for SpMV on a shared matrix replicated copies
  * times, from its real PatternReport (as `ditto bench` computes it). */
-static cJSON *rank_replicated(kb *k, const char *file, int32_t copies)
+static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op, int n)
 {
     char *path = tu_matrix(file);
     dt_err e = {0};
@@ -852,7 +854,8 @@ static cJSON *rank_replicated(kb *k, const char *file, int32_t copies)
     cJSON *rep = sp_report_json(&r);
     sp_spec spec;
     sp_spec_init(&spec);
-    spec.op = SP_SPMV;
+    spec.op = op;
+    spec.n = n;
     cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
     cr_assert_not_null(ranked, "%s", e.msg);
     sp_spec_clear(&spec);
@@ -881,7 +884,7 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
     } cases[] = {{"bcsstk13.mtx", "rule.spmv.sell16-sorted-for-moderate-skew", 25, 256},
                  {"fidapex6.mtx", "rule.spmv.sell16-for-regular-rows", 41, 1}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
-        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies);
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
         const cJSON *best = cJSON_GetArrayItem(ranked, 0);
         char *all = cJSON_PrintUnformatted(best);
         cr_assert_str_eq(dt_json_str(best, "strategy", ""), "sell16-thread", "%s: %s",
@@ -915,7 +918,7 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
     } cases[] = {{"adder_dcop_05.mtx", 181, {"csr-stream", "csr16-stream", "csr16-xstage"}},
                  {"ca-GrQc.mtx", 70, {"csr-stream", "csr16-stream", "merge-path"}}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
-        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies);
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
         for (int j = 0; j < 3; j++) {
             const cJSON *c = cJSON_GetArrayItem(ranked, j);
             cr_assert_str_eq(dt_json_str(c, "strategy", ""), cases[i].top3[j], "%s: rank %d",
@@ -925,5 +928,148 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
         }
         cJSON_Delete(ranked);
     }
+    kb_close(k);
+}
+
+/* SpMM with N = 32 at HBM size: rows of 4.6 to 5.9 nonzeros on average
+ * (Franz6, ca-GrQc, crack) put csr-warp-spmm first at ROWS_PER_WARP 4, by
+ * rule.spmm.csr-warp-rows-per-warp-for-short-rows (H200: 534.9 / 852.8 /
+ * 621.6 us against 1625.6 / 1384.2 / 1173.0 us at 1 row per warp, and
+ * csr-smem-spmm's 2124.7 / 1912.7 / 1717.9 us). bcsstk13 (42 per row) is
+ * not short: the rule stays silent and the warp template starts at one row
+ * per warp. */
+Test(store, short_rows_at_narrow_n_should_put_several_rows_on_a_warp)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const struct {
+        const char *file;
+        int32_t copies;
+        int fires;
+    } cases[] = {{"Franz6_id1959_aug.mtx", 45, 1},
+                 {"ca-GrQc.mtx", 70, 1},
+                 {"crack.mtx", 34, 1},
+                 {"bcsstk13.mtx", 25, 0}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMM, 32);
+        const cJSON *c, *warp = NULL;
+        cJSON_ArrayForEach(c, ranked)
+            if (warp == NULL && dt_streq(dt_json_str(c, "strategy", ""), "csr-warp-spmm"))
+                warp = c;
+        cr_assert_not_null(warp, "%s: csr-warp-spmm not ranked", cases[i].file);
+        int fired = 0;
+        const cJSON *w;
+        cJSON_ArrayForEach(w, cJSON_GetObjectItem(warp, "rationale"))
+            fired |= dt_streq(dt_json_str(w, "rule", ""),
+                              "rule.spmm.csr-warp-rows-per-warp-for-short-rows");
+        char *all = cJSON_PrintUnformatted(warp);
+        cr_assert_eq(fired, cases[i].fires, "%s: %s", cases[i].file, all);
+        cr_assert_eq(dt_json_num(cJSON_GetObjectItem(warp, "params"), "ROWS_PER_WARP", -1),
+                     cases[i].fires ? 4 : 1, "%s: %s", cases[i].file, all);
+        if (cases[i].fires)
+            cr_assert_str_eq(dt_json_str(cJSON_GetArrayItem(ranked, 0), "strategy", ""),
+                             "csr-warp-spmm", "%s: not first", cases[i].file);
+        free(all);
+        cJSON_Delete(ranked);
+    }
+    kb_close(k);
+}
+
+/* Whether pts holds a point equal to want (every parameter the same). */
+static int holds_point(const cJSON *pts, const cJSON *want)
+{
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, pts)
+    {
+        int same = cJSON_GetArraySize(pt) == cJSON_GetArraySize(want);
+        const cJSON *p;
+        cJSON_ArrayForEach(p, want)
+            same &= dt_json_num(pt, p->string, -1) == p->valuedouble;
+        if (same)
+            return 1;
+    }
+    return 0;
+}
+
+/* Every variant that won a case of the original-size SpMM and SDDMM benches
+ * on the H200 (docs/bench-orig-*.csv: the first tuner's run and the
+ * second's) is among the first 12 points the tuner now measures for its
+ * strategy, from the planner's ranking of the same matrix: a change to the
+ * rules or to the tuner's order that drops a measured winner out of a
+ * 12-variant budget fails here. Skipped without the shared matrices. */
+Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout = 120)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const char *csvs[] = {"docs/bench-orig-spmm-sddmm.csv", "docs/bench-orig-spmm-n32.csv",
+                                 "docs/bench-orig-spmm-n128.csv", "docs/bench-orig-sddmm-k32.csv",
+                                 "docs/bench-orig-sddmm-k128.csv"};
+    int checked = 0;
+    char *last = NULL;
+    cJSON *rep = NULL;
+    for (size_t f = 0; f < DT_ARRAY_LEN(csvs); f++) {
+        char *path = dt_xasprintf("%s/%s", tu_src_dir(), csvs[f]);
+        dt_err e = {0};
+        char *text = dt_read_file(path, NULL, &e);
+        cr_assert_not_null(text, "%s", e.msg);
+        char *save = NULL;
+        strtok_r(text, "\n", &save); /* the header */
+        for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            /* regime,matrix,op,nnz,status,strategy,params,... */
+            char *fld[7] = {0}, *fs = NULL;
+            int nf = 0;
+            for (char *x = strtok_r(line, ",", &fs); x && nf < 7; x = strtok_r(NULL, ",", &fs))
+                fld[nf++] = x;
+            if (nf < 7 || strcmp(fld[4], "verified") != 0)
+                continue;
+            if (last == NULL || strcmp(last, fld[1]) != 0) {
+                free(last);
+                last = dt_xstrdup(fld[1]);
+                char *mpath = tu_matrix(fld[1]);
+                sp_csr *a = sp_load(mpath, NULL, &e);
+                cr_assert_not_null(a, "%s", e.msg);
+                sp_report r;
+                cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
+                cJSON_Delete(rep);
+                rep = sp_report_json(&r);
+                sp_csr_free(a);
+                free(mpath);
+            }
+            sp_spec spec;
+            sp_spec_init(&spec);
+            spec.op = strncmp(fld[2], "spmm-n", 6) == 0 ? SP_SPMM : SP_SDDMM;
+            spec.n = atoi(strchr(fld[2], '-') + 2);
+            for (char *q = fld[6]; *q; q++)
+                if (*q == ';')
+                    *q = ',';
+            cJSON *want = cJSON_Parse(fld[6]);
+            cr_assert_not_null(want, "%s: %s", csvs[f], fld[6]);
+            cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
+            cr_assert_not_null(ranked, "%s", e.msg);
+            const cJSON *c, *cand = NULL;
+            cJSON_ArrayForEach(c, ranked)
+                if (dt_streq(dt_json_str(c, "strategy", ""), fld[5]))
+                    cand = c;
+            cr_assert_not_null(cand, "%s %s: %s not ranked", fld[1], fld[2], fld[5]);
+            char *tpath = dt_share_path(dt_json_str(cand, "template", ""));
+            char *src = tpath ? dt_read_file(tpath, NULL, NULL) : NULL;
+            gpu_manifest m;
+            cr_assert(src && gpu_manifest_from_source(src, &m, &e) == 0, "%s", e.msg);
+            cJSON *pts = ag_tune_points(cand, &m, 12);
+            cr_expect(holds_point(pts, want), "%s %s: %s %s is not among the first 12 points",
+                      fld[1], fld[2], fld[5], fld[6]);
+            checked++;
+            cJSON_Delete(pts);
+            gpu_manifest_clear(&m);
+            free(src);
+            free(tpath);
+            cJSON_Delete(ranked);
+            cJSON_Delete(want);
+            sp_spec_clear(&spec);
+        }
+        free(text);
+        free(path);
+    }
+    cr_assert_eq(checked, 5 * 34 + 3 * 34, "winners checked: %d", checked);
+    free(last);
+    cJSON_Delete(rep);
     kb_close(k);
 }
