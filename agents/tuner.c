@@ -251,19 +251,24 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
     return out;
 }
 
-static void enumerate(ag_tuner *t, int si, dt_err *e)
+cJSON *ag_tune_variants(const cJSON *cand, int budget)
 {
-    const cJSON *c = t->st[si].cand;
-    char *path = dt_share_path(dt_json_str(c, "template", ""));
+    char *path = dt_share_path(dt_json_str(cand, "template", ""));
     char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
     free(path);
     gpu_manifest m;
     dt_err me = {0};
     int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
     free(src);
-    cJSON *pts = ag_tune_points(c, have_m ? &m : NULL, t->o.budget_variants);
+    cJSON *pts = ag_tune_points(cand, have_m ? &m : NULL, budget);
     if (have_m)
         gpu_manifest_clear(&m);
+    return pts;
+}
+
+static void enumerate(ag_tuner *t, int si, dt_err *e)
+{
+    cJSON *pts = ag_tune_variants(t->st[si].cand, t->o.budget_variants);
     t->st[si].first = t->nv;
     const cJSON *pt;
     cJSON_ArrayForEach(pt, pts)

@@ -4,6 +4,7 @@
 #include "agents/agents.h"
 #include "cli/cli.h"
 #include "gpu/gpu.h"
+#include "hardware/hardware.h"
 #include "knowledge/knowledge.h"
 
 #include <stdlib.h>
@@ -11,14 +12,20 @@
 
 const char cli_tune_usage[] =
     "usage: ditto tune SPEC.json [--strategies N] [--variants N] [--seconds S] [--out DIR]\n"
-    "                  [--workers N] [--launcher CMD] [--json]\n"
+    "                  [--workers N] [--launcher CMD] [--json] [--dry-run]\n"
     "\n"
     "Rank the kernel templates for the problem by the approved rules, then tune the first N\n"
     "(default: all that fit) by successive halving: a cheap timing of every legal variant\n"
     "(--variants per strategy, default 24), then the full verification battery and a full\n"
     "measurement next to cuSPARSE for the best third. Prints each strategy's best variant\n"
     "(time, GB/s, GFLOP/s, speedup, verification) and writes the best kernel and its\n"
-    "launch contract to DIR (default: the current folder). Needs a GPU.\n";
+    "launch contract to DIR (default: the current folder). Needs a GPU.\n"
+    "\n"
+    "The variants of a strategy, in the order they are measured: the planner's point, the\n"
+    "values the rules name, the space's first and middle points, the template's defaults,\n"
+    "then one parameter moved one step at a time, then an even spread. --dry-run prints\n"
+    "the ranking and those variants without a GPU (the matrix is profiled here; rules for\n"
+    "one compute capability when the spec names a GPU, for every one when it says auto).\n";
 
 typedef struct tune_ctx {
     cJSON *result;
@@ -42,12 +49,100 @@ static void on_done(cJSON *res, void *ud)
     c->done = 1;
 }
 
+/* --dry-run: the ranking and each strategy's variants, from a profile
+ * computed here; no worker, no GPU. */
+static int dry_run(const sp_spec *spec, int nstrat, int variants, int json)
+{
+    int status = CLI_FAIL;
+    dt_err e = {0};
+    char cc[16] = "";
+    if (spec->gpu && *spec->gpu && strcmp(spec->gpu, "auto") != 0) {
+        hw_spec *g = hw_load(spec->gpu, &e);
+        if (g == NULL) {
+            fprintf(stderr, "ditto tune: %s\n", e.msg);
+            return CLI_FAIL;
+        }
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+        hw_spec_free(g);
+    }
+    sp_read_opts ro = {0};
+    sp_csr *a = sp_load(spec->matrix, &ro, &e);
+    if (a == NULL) {
+        fprintf(stderr, "ditto tune: %s\n", e.msg);
+        return CLI_FAIL;
+    }
+    sp_report r;
+    cJSON *rep = NULL, *cands = NULL, *out = NULL;
+    kb *k = NULL;
+    if (sp_report_compute(a, spec->n, spec->n, &r, &e) != 0) {
+        fprintf(stderr, "ditto tune: %s\n", e.msg);
+        goto done;
+    }
+    rep = sp_report_json(&r);
+    dt_buf probs = DT_BUF_INIT;
+    k = kb_open(NULL, NULL, &probs, &e);
+    dt_buf_free(&probs);
+    cands = ag_rank_templates(rep, spec, cc, k, &e);
+    if (cands == NULL || cJSON_GetArraySize(cands) == 0) {
+        fprintf(stderr, "ditto tune: no template fits %s %s%s%s\n", sp_op_name(spec->op),
+                sp_dtype_name(spec->dtype), e.msg[0] ? ": " : "", e.msg);
+        goto done;
+    }
+    while (nstrat > 0 && cJSON_GetArraySize(cands) > nstrat)
+        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    out = dt_json_arr();
+    if (!json)
+        printf("%s %s on %s, rules for %s%s: %d strategies, up to %d variants each "
+               "(dry run: nothing compiled or timed)\n",
+               sp_op_name(spec->op), sp_dtype_name(spec->dtype), spec->matrix,
+               cc[0] ? "compute capability " : "every compute capability", cc,
+               cJSON_GetArraySize(cands), variants);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cands)
+    {
+        cJSON *pts = ag_tune_variants(c, variants);
+        if (json) {
+            cJSON *o = cJSON_Duplicate(c, 1);
+            dt_json_set_take(o, "variants", pts);
+            cJSON_AddItemToArray(out, o);
+            continue;
+        }
+        printf("\n%s (score %.1f)\n", dt_json_str(c, "strategy", ""), dt_json_num(c, "score", 0));
+        const cJSON *w;
+        cJSON_ArrayForEach(w, cJSON_GetObjectItem(c, "rationale"))
+            printf("  %s%s%s\n", dt_json_str(w, "rule", "") ? dt_json_str(w, "rule", "") : "",
+                   dt_json_str(w, "rule", NULL) ? ": " : "", dt_json_str(w, "text", ""));
+        int i = 1;
+        const cJSON *pt;
+        cJSON_ArrayForEach(pt, pts)
+        {
+            char *ps = dt_json_print(pt, 0);
+            printf("  %3d %s\n", i++, ps);
+            free(ps);
+        }
+        cJSON_Delete(pts);
+    }
+    if (json) {
+        char *text = dt_json_print(out, 1);
+        puts(text);
+        free(text);
+    }
+    status = CLI_OK;
+done:
+    cJSON_Delete(out);
+    cJSON_Delete(cands);
+    cJSON_Delete(rep);
+    kb_close(k);
+    sp_csr_free(a);
+    return status;
+}
+
 int cli_tune(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tune");
     const char *specf = NULL, *out = ".", *launcher = NULL;
-    int nstrat = 0, variants = 24, json = 0, workers = 1;
+    int nstrat = 0, variants = 24, json = 0, workers = 1, dry = 0;
     double seconds = 300;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +167,8 @@ int cli_tune(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            dry = 1;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("tune", "unknown option '%s'", a);
         } else if (specf == NULL) {
@@ -92,6 +189,12 @@ int cli_tune(int argc, char **argv)
         dt_buf_free(&probs);
         sp_spec_clear(&spec);
         return CLI_USAGE;
+    }
+    if (dry) {
+        int rc = dry_run(&spec, nstrat, variants, json);
+        dt_buf_free(&probs);
+        sp_spec_clear(&spec);
+        return rc;
     }
     int status = CLI_FAIL;
     dt_loop *loop = dt_loop_new();

@@ -1,0 +1,62 @@
+/* test_tune.c -- `ditto tune --dry-run`: the planner's ranking and the
+ * variants the tuner would measure, with no worker and no GPU. */
+#include "tests/common/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows of 5 nonzeros on average (uniform): the short-row rule for N=32
+ * fires, so csr-warp-spmm leads and starts at 4 rows per warp. */
+static const char spec_text[] = "{\"op\": \"spmm\", \"n\": 32, \"gpu\": \"h200\","
+                                " \"matrix\": \"gen:uniform:rows=20000,nnz=100000,seed=3\"}";
+
+Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
+{
+    char *dir = tu_tmpdir();
+    char *spec = tu_write(dir, "spec.json", spec_text);
+    tu_proc p = tu_run("'%s' tune '%s' --dry-run --strategies 2 --variants 8", tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    cr_assert(strstr(p.out, "rules for compute capability 9.0: 2 strategies, up to 8 variants"),
+              "%s", p.out);
+    const char *warp = strstr(p.out, "\ncsr-warp-spmm (score 75.0)\n");
+    cr_assert_not_null(warp, "%s", p.out);
+    cr_assert(strstr(warp, "rule.spmm.csr-warp-rows-per-warp-for-short-rows: "), "%s", p.out);
+    cr_assert(strstr(warp, "    1 {\"WARPS\":4,\"VEC\":8,\"LANES\":32,\"ROWS_PER_WARP\":4,"), "%s",
+              p.out);
+    cr_assert(strstr(warp, "    8 {"), "%s", p.out);
+    cr_assert(!strstr(warp, "    9 {"), "%s", p.out);
+    tu_proc_free(&p);
+
+    /* --json: the candidates with their variants, the first one the
+     * candidate's own params. */
+    p = tu_run("'%s' tune '%s' --dry-run --strategies 2 --variants 5 --json", tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    cJSON *j = cJSON_Parse(p.out);
+    cr_assert(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 2, "%s", p.out);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, j)
+    {
+        const cJSON *v = cJSON_GetObjectItem(c, "variants");
+        cr_assert_eq(cJSON_GetArraySize(v), 5, "%s", p.out);
+        char *own = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "params"));
+        char *first = cJSON_PrintUnformatted(cJSON_GetArrayItem(v, 0));
+        cr_assert_str_eq(first, own);
+        free(own);
+        free(first);
+    }
+    cJSON_Delete(j);
+    tu_proc_free(&p);
+    free(spec);
+
+    /* A GPU the spec names but no spec file describes: one line that says so. */
+    spec = tu_write(dir, "bad.json",
+                    "{\"op\": \"spmv\", \"gpu\": \"no-such-gpu\", \"matrix\": \"gen:stencil5:rows=100\"}");
+    p = tu_run("'%s' tune '%s' --dry-run", tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+    cr_assert(strstr(p.err, "no-such-gpu") && strchr(p.err, '\n') == p.err + strlen(p.err) - 1,
+              "%s", p.err);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}
