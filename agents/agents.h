@@ -212,8 +212,9 @@ typedef struct ag_tune_opts {
 ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e);
 /* The parameter points the tuner measures for one candidate of
  * ag_rank_templates (its template's manifest read from the share folder),
- * at most budget, in the order they are measured. Caller frees. */
-cJSON *ag_tune_variants(const cJSON *candidate, int budget);
+ * at most budget, in the order they are measured; why, when not NULL,
+ * receives one string per point saying why it was chosen. Caller frees. */
+cJSON *ag_tune_variants(const cJSON *candidate, int budget, cJSON *why);
 int ag_tuner_done(const ag_tuner *t);
 /* Cancels what is running (done is not called after free). */
 void ag_tuner_free(ag_tuner *t);

@@ -135,9 +135,10 @@ void ag_tune(ag_run *r, ag_step *s);
  * moved one step along its list from the candidate's value, then two
  * steps, ... (manifest order, down before up); then an even spread over
  * the rest of the space. Points that break m's constraints are left out
- * (m may be NULL), except the first. Caller frees. */
+ * (m may be NULL), except the first. why, when not NULL, receives one
+ * string per point saying which of these chose it. Caller frees. */
 struct gpu_manifest;
-cJSON *ag_tune_points(const cJSON *cand, const struct gpu_manifest *m, int budget);
+cJSON *ag_tune_points(const cJSON *cand, const struct gpu_manifest *m, int budget, cJSON *why);
 /* Why a verify reply (ok, not passed) failed: "failed the verification
  * battery: NAME: DETAIL" of its first failed check. Caller frees. */
 char *ag_battery_failure(const cJSON *reply);

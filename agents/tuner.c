@@ -102,20 +102,41 @@ static int same_point(const cJSON *a, const cJSON *b)
     return cJSON_GetArraySize(a) == cJSON_GetArraySize(b);
 }
 
+/* The points chosen so far, why each was chosen (when asked), the
+ * manifest and the budget. */
+typedef struct picks {
+    cJSON *out, *why;
+    const gpu_manifest *m;
+    int budget;
+} picks;
+
+static int offer(picks *k, cJSON *pt, const char *fmt, ...) DT_PRINTF(3, 4);
+
 /* Appends pt (taken) unless the list is full, pt breaks the manifest's
- * constraints, or it is already there. Returns 1 while there is room. */
-static int offer(cJSON *out, cJSON *pt, const gpu_manifest *m, int budget)
+ * constraints, or it is already there; fmt says why it was chosen.
+ * Returns 1 while there is room. */
+static int offer(picks *k, cJSON *pt, const char *fmt, ...)
 {
     dt_err ce = {0};
     const cJSON *q;
     int dup = 0;
-    cJSON_ArrayForEach(q, out)
+    cJSON_ArrayForEach(q, k->out)
         dup |= same_point(q, pt);
-    if (dup || cJSON_GetArraySize(out) >= budget || (m && gpu_manifest_check(m, pt, NULL, &ce) != 0))
+    if (dup || cJSON_GetArraySize(k->out) >= k->budget ||
+        (k->m && gpu_manifest_check(k->m, pt, NULL, &ce) != 0)) {
         cJSON_Delete(pt);
-    else
-        cJSON_AddItemToArray(out, pt);
-    return cJSON_GetArraySize(out) < budget;
+    } else {
+        cJSON_AddItemToArray(k->out, pt);
+        if (k->why) {
+            char line[160];
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(line, sizeof line, fmt, ap);
+            va_end(ap);
+            cJSON_AddItemToArray(k->why, cJSON_CreateString(line));
+        }
+    }
+    return cJSON_GetArraySize(k->out) < k->budget;
 }
 
 /* own with one parameter changed. */
@@ -180,7 +201,7 @@ static cJSON *legal_points(const cJSON *own, const cJSON *space, const gpu_manif
     return all;
 }
 
-cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
+cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget, cJSON *why)
 {
     const cJSON *space = cJSON_GetObjectItem(cand, "space");
     const cJSON *own = cJSON_GetObjectItem(cand, "params");
@@ -189,8 +210,11 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
         return out;
     /* The planner's own point, legal or not: it is what the plan says. */
     cJSON_AddItemToArray(out, own ? cJSON_Duplicate(own, 1) : dt_json_obj());
+    if (why)
+        cJSON_AddItemToArray(why, cJSON_CreateString("the planner's point"));
     if (budget == 1 || own == NULL)
         return out;
+    picks k = {out, why, m, budget};
     int room = 1, longest = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, space)
@@ -207,7 +231,8 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
             const gpu_mparam *mp = mparam(m, p->string);
             const cJSON *x = cJSON_GetArrayItem(p, r);
             if (room && mp && x && cJSON_GetArraySize(p) < mp->nvalues)
-                room = offer(out, moved(own, p->string, x->valuedouble), m, budget);
+                room = offer(&k, moved(own, p->string, x->valuedouble), "a rule's value: %s %g",
+                             p->string, x->valuedouble);
         }
     /* 2. The first legal point of the space and its middle one: every
      * parameter at the first value of its list (with ascending lists the
@@ -220,11 +245,12 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
      * left G51 at 13.83 us against 3.83 us. Then the template's own
      * defaults, when the rules moved away from them. */
     if (room && n > 0)
-        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, 0), 1), m, budget);
+        room = offer(&k, cJSON_Duplicate(cJSON_GetArrayItem(all, 0), 1), "the space's first point");
     if (room && n > 0)
-        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, n / 2), 1), m, budget);
+        room = offer(&k, cJSON_Duplicate(cJSON_GetArrayItem(all, n / 2), 1),
+                     "the space's middle point");
     if (room && m)
-        room = offer(out, gpu_manifest_defaults(m), m, budget);
+        room = offer(&k, gpu_manifest_defaults(m), "the template's defaults");
     /* 3. One parameter at a time, one step along its list from the
      * planner's value (down, then up), then two steps, ...: the
      * neighbourhood of the point the rules chose, in manifest order. */
@@ -235,23 +261,25 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget)
             for (int dir = -1; dir <= 1 && room; dir += 2) {
                 int j = i + dir * d;
                 if (j >= 0 && j < len)
-                    room = offer(out, moved(own, p->string, cJSON_GetArrayItem(p, j)->valuedouble),
-                                 m, budget);
+                    room = offer(&k, moved(own, p->string, cJSON_GetArrayItem(p, j)->valuedouble),
+                                 "%s %g: %d step%s %s", p->string,
+                                 cJSON_GetArrayItem(p, j)->valuedouble, d, d > 1 ? "s" : "",
+                                 dir < 0 ? "down" : "up");
             }
         }
     /* 4. A larger budget: an even spread over the rest of the legal space,
      * then whatever is left of it. */
     int want = budget - cJSON_GetArraySize(out);
-    for (int k = 0; k < want && k < n && room; k++)
-        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, (int)((double)k * n / want)), 1),
-                     m, budget);
-    for (int k = 0; k < n && room; k++)
-        room = offer(out, cJSON_Duplicate(cJSON_GetArrayItem(all, k), 1), m, budget);
+    for (int i = 0; i < want && i < n && room; i++)
+        room = offer(&k, cJSON_Duplicate(cJSON_GetArrayItem(all, (int)((double)i * n / want)), 1),
+                     "spread over the space");
+    for (int i = 0; i < n && room; i++)
+        room = offer(&k, cJSON_Duplicate(cJSON_GetArrayItem(all, i), 1), "the rest of the space");
     cJSON_Delete(all);
     return out;
 }
 
-cJSON *ag_tune_variants(const cJSON *cand, int budget)
+cJSON *ag_tune_variants(const cJSON *cand, int budget, cJSON *why)
 {
     char *path = dt_share_path(dt_json_str(cand, "template", ""));
     char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
@@ -260,7 +288,7 @@ cJSON *ag_tune_variants(const cJSON *cand, int budget)
     dt_err me = {0};
     int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
     free(src);
-    cJSON *pts = ag_tune_points(cand, have_m ? &m : NULL, budget);
+    cJSON *pts = ag_tune_points(cand, have_m ? &m : NULL, budget, why);
     if (have_m)
         gpu_manifest_clear(&m);
     return pts;
@@ -268,7 +296,7 @@ cJSON *ag_tune_variants(const cJSON *cand, int budget)
 
 static void enumerate(ag_tuner *t, int si, dt_err *e)
 {
-    cJSON *pts = ag_tune_variants(t->st[si].cand, t->o.budget_variants);
+    cJSON *pts = ag_tune_variants(t->st[si].cand, t->o.budget_variants, NULL);
     t->st[si].first = t->nv;
     const cJSON *pt;
     cJSON_ArrayForEach(pt, pts)

@@ -92,18 +92,20 @@ static int dry_run(const sp_spec *spec, int nstrat, int variants, int json)
         cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
     out = dt_json_arr();
     if (!json)
-        printf("%s %s on %s, rules for %s%s: %d strategies, up to %d variants each "
+        printf("%s %s on %s, rules for %s%s: %d strateg%s, up to %d variants each "
                "(dry run: nothing compiled or timed)\n",
                sp_op_name(spec->op), sp_dtype_name(spec->dtype), spec->matrix,
                cc[0] ? "compute capability " : "every compute capability", cc,
-               cJSON_GetArraySize(cands), variants);
+               cJSON_GetArraySize(cands), cJSON_GetArraySize(cands) == 1 ? "y" : "ies", variants);
     const cJSON *c;
     cJSON_ArrayForEach(c, cands)
     {
-        cJSON *pts = ag_tune_variants(c, variants);
+        cJSON *why = dt_json_arr();
+        cJSON *pts = ag_tune_variants(c, variants, why);
         if (json) {
             cJSON *o = cJSON_Duplicate(c, 1);
             dt_json_set_take(o, "variants", pts);
+            dt_json_set_take(o, "why", why);
             cJSON_AddItemToArray(out, o);
             continue;
         }
@@ -112,15 +114,17 @@ static int dry_run(const sp_spec *spec, int nstrat, int variants, int json)
         cJSON_ArrayForEach(w, cJSON_GetObjectItem(c, "rationale"))
             printf("  %s%s%s\n", dt_json_str(w, "rule", "") ? dt_json_str(w, "rule", "") : "",
                    dt_json_str(w, "rule", NULL) ? ": " : "", dt_json_str(w, "text", ""));
-        int i = 1;
+        int i = 0;
         const cJSON *pt;
         cJSON_ArrayForEach(pt, pts)
         {
             char *ps = dt_json_print(pt, 0);
-            printf("  %3d %s\n", i++, ps);
+            const cJSON *wy = cJSON_GetArrayItem(why, i++);
+            printf("  %3d %-60s %s\n", i, ps, cJSON_IsString(wy) ? wy->valuestring : "");
             free(ps);
         }
         cJSON_Delete(pts);
+        cJSON_Delete(why);
     }
     if (json) {
         char *text = dt_json_print(out, 1);

@@ -57,7 +57,7 @@ static cJSON *points(const char *cand, int budget, int with_manifest)
     cr_assert_eq(gpu_manifest_from_source(manifest_src, &m, &e), 0, "%s", e.msg);
     cJSON *c = cJSON_Parse(cand);
     cr_assert_not_null(c);
-    cJSON *pts = ag_tune_points(c, with_manifest ? &m : NULL, budget);
+    cJSON *pts = ag_tune_points(c, with_manifest ? &m : NULL, budget, NULL);
     cJSON_Delete(c);
     gpu_manifest_clear(&m);
     return pts;
@@ -105,6 +105,24 @@ Test(tuner, a_small_budget_should_go_to_the_rules_values_the_spread_then_neighbo
     cr_assert_eq(cJSON_GetArraySize(pts), 1);
     expect_point(pts, 0, 4, 2, 2);
     cJSON_Delete(pts);
+
+    /* Why each was chosen, one line per point. */
+    gpu_manifest m;
+    dt_err e = {0};
+    cr_assert_eq(gpu_manifest_from_source(manifest_src, &m, &e), 0, "%s", e.msg);
+    cJSON *c = cJSON_Parse(narrowed), *why = dt_json_arr();
+    pts = ag_tune_points(c, &m, 8, why);
+    static const char *want[] = {"the planner's point",     "a rule's value: ROWS 1",
+                                 "a rule's value: ROWS 4",  "the space's first point",
+                                 "the space's middle point", "WARPS 2: 1 step down",
+                                 "WARPS 8: 1 step up",      "UNROLL 1: 1 step down"};
+    cr_assert_eq(cJSON_GetArraySize(why), 8);
+    for (int i = 0; i < 8; i++)
+        cr_expect_str_eq(cJSON_GetArrayItem(why, i)->valuestring, want[i]);
+    cJSON_Delete(why);
+    cJSON_Delete(pts);
+    cJSON_Delete(c);
+    gpu_manifest_clear(&m);
 }
 
 Test(tuner, a_budget_past_the_space_should_take_every_legal_point_once)

@@ -23,6 +23,11 @@ Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
     cr_assert(strstr(warp, "rule.spmm.csr-warp-rows-per-warp-for-short-rows: "), "%s", p.out);
     cr_assert(strstr(warp, "    1 {\"WARPS\":4,\"VEC\":8,\"LANES\":32,\"ROWS_PER_WARP\":4,"), "%s",
               p.out);
+    /* Each variant says why it was chosen: the rule's other values next. */
+    const char *second = strstr(warp, "    2 {\"WARPS\":4,\"VEC\":8,\"LANES\":32,\"ROWS_PER_WARP\":2,");
+    cr_assert_not_null(second, "%s", p.out);
+    cr_assert(strstr(warp, "the planner's point\n") && strstr(second, "a rule's value: ROWS_PER_WARP 2\n"),
+              "%s", p.out);
     cr_assert(strstr(warp, "    8 {"), "%s", p.out);
     cr_assert(!strstr(warp, "    9 {"), "%s", p.out);
     tu_proc_free(&p);
@@ -38,6 +43,7 @@ Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
     {
         const cJSON *v = cJSON_GetObjectItem(c, "variants");
         cr_assert_eq(cJSON_GetArraySize(v), 5, "%s", p.out);
+        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "why")), 5, "%s", p.out);
         char *own = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "params"));
         char *first = cJSON_PrintUnformatted(cJSON_GetArrayItem(v, 0));
         cr_assert_str_eq(first, own);

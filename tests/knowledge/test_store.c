@@ -1053,7 +1053,7 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
             char *src = tpath ? dt_read_file(tpath, NULL, NULL) : NULL;
             gpu_manifest m;
             cr_assert(src && gpu_manifest_from_source(src, &m, &e) == 0, "%s", e.msg);
-            cJSON *pts = ag_tune_points(cand, &m, 12);
+            cJSON *pts = ag_tune_points(cand, &m, 12, NULL);
             cr_expect(holds_point(pts, want), "%s %s: %s %s is not among the first 12 points",
                       fld[1], fld[2], fld[5], fld[6]);
             checked++;
