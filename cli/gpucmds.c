@@ -179,6 +179,18 @@ static double stat_us(const cJSON *o, const char *mode)
     return dt_json_num(cJSON_GetObjectItem(o, mode), "median_us", NAN);
 }
 
+/* A mode's median as "%9.2f us", or "-" where that mode was not timed
+ * (graph replay is skipped above 20 us warm and for data beyond L2). */
+static const char *us_cell(const cJSON *o, const char *mode, char buf[16])
+{
+    double v = stat_us(o, mode);
+    if (isnan(v))
+        snprintf(buf, 16, "%9s   ", "-");
+    else
+        snprintf(buf, 16, "%9.2f us", v);
+    return buf;
+}
+
 /* ---- check ------------------------------------------------------------------------- */
 
 static void print_diags(const cJSON *diags)
@@ -240,8 +252,9 @@ static void print_measure(const cJSON *m)
     printf("measure (%s timing: %s)\n", method,
            strcmp(method, "graph") == 0 ? "L2-resident, CUDA-graph replay of 50 launches"
                                         : "L2 flushed before every run");
-    printf("  kernel     cold %9.2f us   warm %9.2f us   graph %9.2f us\n", stat_us(cand, "cold"),
-           stat_us(cand, "warm"), stat_us(cand, "graph"));
+    char c0[16], c1[16], c2[16];
+    printf("  kernel     cold %s   warm %s   graph %s\n", us_cell(cand, "cold", c0),
+           us_cell(cand, "warm", c1), us_cell(cand, "graph", c2));
     printf("  effective  %.1f GB/s over %.3g minimum bytes, %.1f GFLOP/s; floor %.2f us\n",
            dt_json_num(m, "gbps", 0), dt_json_num(m, "min_bytes", 0), dt_json_num(m, "gflops", 0),
            dt_json_num(m, "floor_us", 0));
@@ -257,10 +270,9 @@ static void print_measure(const cJSON *m)
             continue;
         }
         const cJSON *ver = cJSON_GetObjectItem(a, "verified");
-        printf("  cuSPARSE %-16s cold %9.2f us   warm %9.2f us   graph %9.2f us   preprocess "
-               "%.1f us%s\n",
-               dt_json_str(a, "name", ""), stat_us(a, "cold"), stat_us(a, "warm"),
-               stat_us(a, "graph"), dt_json_num(a, "preprocess_us", 0),
+        printf("  cuSPARSE %-16s cold %s   warm %s   graph %s   preprocess %.1f us%s\n",
+               dt_json_str(a, "name", ""), us_cell(a, "cold", c0), us_cell(a, "warm", c1),
+               us_cell(a, "graph", c2), dt_json_num(a, "preprocess_us", 0),
                ver && !cJSON_IsTrue(ver) ? "  (WRONG RESULT: excluded)" : "");
     }
     if (dt_json_str(base, "error", NULL))

@@ -1,7 +1,8 @@
 /* lanes.cuh -- how the SpMM and SDDMM templates lay a dense row over lanes:
  * the vector width (elements per 16-byte-or-narrower load) and the lanes of
  * a group. Compile-time only; shared by spmm_csr_warp, spmm_csr_smem,
- * spmm_csr_tiled, spmm_csr_split, sddmm_warp and sddmm_rowgroup. */
+ * spmm_csr_tiled, spmm_csr_split, sddmm_warp and (through sddmm_deal.cuh)
+ * sddmm_rowgroup and sddmm_nnz. */
 #pragma once
 
 /* Largest width <= vec (elements) that fits 16 bytes and divides n. */

@@ -51,19 +51,9 @@
 #endif
 
 #include "lanes.cuh"
-
-static constexpr int VW = vec_width(VEC, K, (int)sizeof(T));
-static constexpr int NVK = K / VW;                /* vectors per row of A / Bt */
-static constexpr int L = group_lanes(NVK, LANES); /* lanes per group */
-static constexpr int G = 32 / L;                  /* groups per warp */
-static constexpr int CHT = (NVK + L - 1) / L;     /* vectors per lane */
+#include "sddmm_deal.cuh"
 
 static_assert(RG >= 1 && RG <= 32, "RG: at most one row end per lane");
-
-/* VW values moved as one load. */
-struct __align__(VW * sizeof(T)) vec_t {
-    T e[VW];
-};
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 sddmm_rowgroup(int rows, const int *__restrict__ rowptr, const int *__restrict__ col,
@@ -92,45 +82,13 @@ sddmm_rowgroup(int rows, const int *__restrict__ rowptr, const int *__restrict__
             if (q % G == grp)
                 rowoff[q / G] = __popc(ended);
         }
-        S d[UNROLL];
+        int row[UNROLL], j[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-            d[u] = S(0);
             const int kk = k0 + u * G + grp;
-            if (kk < kend) { /* the same for the whole group */
-                const T *arow = A + (size_t)(first + rowoff[u]) * K;
-                const T *brow = Bt + (size_t)__ldg(col + kk) * K;
-                /* Partial unroll: K may be long (CHT is K / (L * VW)). */
-#pragma unroll 8
-                for (int ch = 0; ch < CHT; ch++) {
-                    const int v = ch * L + gl;
-                    if (v < NVK) {
-                        const vec_t a = *reinterpret_cast<const vec_t *>(arow + v * VW);
-                        const vec_t b = *reinterpret_cast<const vec_t *>(brow + v * VW);
-#pragma unroll
-                        for (int e = 0; e < VW; e++)
-                            d[u] += DT_LOAD(a.e[e]) * DT_LOAD(b.e[e]);
-                    }
-                }
-            }
+            row[u] = first + rowoff[u];
+            j[u] = kk < kend ? __ldg(col + kk) : 0;
         }
-        /* Every lane is here (the loop is warp-uniform): full-warp shuffles
-         * whose xor stays inside each group. */
-#pragma unroll
-        for (int off = L / 2; off > 0; off /= 2)
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++)
-                d[u] += __shfl_xor_sync(0xffffffffu, d[u], off);
-        if (gl == 0) {
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) {
-                const int kk = k0 + u * G + grp;
-                if (kk < kend) {
-                    T *o = out + kk;
-                    *o = DT_STORE(
-                        dt_epilogue(dt_axpby(alpha, d[u], beta, o), first + rowoff[u], nullptr));
-                }
-            }
-        }
+        deal_step(row, j, k0, kend, grp, gl, A, Bt, out, alpha, beta);
     }
 }

@@ -31,6 +31,9 @@
  * its L lanes with shuffles masked to the group: groups run different trip
  * counts, so no collective spans more than one group.
  *
+ * A round's column indices are loaded during the round before, so a
+ * round waits on one load (Bt's rows) instead of two in a row.
+ *
  * Long rows: blockIdx.y picks the SEG-long segment of each row a warp
  * takes, so a row of a few hundred nonzeros (pruned DL weights) spreads
  * over several warps instead of serialising one warp's loads; warps whose
@@ -150,14 +153,24 @@ sddmm_warp(int rows, const int *__restrict__ rowptr, const int *__restrict__ col
         if (PASSES == 1)
             load_slice(a, arow, 0, gl);
         int k = rbeg + gsub;
-        for (; k < end - (UNROLL - 1) * GPR; k += UNROLL * GPR) {
+        const int kfull = end - (UNROLL - 1) * GPR; /* full rounds start below */
+        int jn[UNROLL];                             /* the next round's columns */
+        if (k < kfull)
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++)
+                jn[u] = __ldg(col + k + u * GPR);
+        for (; k < kfull; k += UNROLL * GPR) {
             int j[UNROLL];
             S d[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
-                j[u] = __ldg(col + k + u * GPR);
+                j[u] = jn[u];
                 d[u] = S(0);
             }
+            if (k + UNROLL * GPR < kfull)
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    jn[u] = __ldg(col + k + UNROLL * GPR + u * GPR);
             for (int p = 0; p < PASSES; p++) {
                 if (PASSES > 1)
                     load_slice(a, arow, p, gl);

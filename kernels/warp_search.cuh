@@ -1,7 +1,7 @@
 /* warp_search.cuh -- a search by a whole warp over an ascending int array,
- * shared by csr-adaptive (spmv_csr_adaptive.cu) and csr-split-spmm
- * (spmm_csr_split.cu): each step probes 32 places at once. Every lane of
- * the warp must call it. */
+ * shared by csr-adaptive (spmv_csr_adaptive.cu), csr-split-spmm
+ * (spmm_csr_split.cu) and csr-nnz-sddmm (sddmm_nnz.cu): each step probes
+ * 32 places at once. Every lane of the warp must call it. */
 #pragma once
 
 /* Smallest i in [lo, hi) with key < a[i + 1], for a ascending and key < a[hi]: a 32-way

@@ -123,7 +123,7 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
                                  "csr16-stream", "csr16-xstage", "sell16-thread"};
     static const char *spmm[] = {"csr-warp-spmm", "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm"};
-    static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm"};
+    static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
     for (const cJSON *e = rules->child; e != NULL; e = e->next) {
@@ -260,10 +260,14 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
         "csr-stream");
     /* SDDMM: the warp template, split rows or not; the row-group one only
      * for rows of one or two entries */
-    cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 64}"),
-                     "csr-warp-sddmm");
-    cr_assert_str_eq(best_rule(k, "sddmm", "{\"row_mean\": 1.5, \"row_cv\": 0.3, \"n\": 32}"),
-                     "csr-warp-sddmm");
+    cr_assert_str_eq(
+        best_rule(k, "sddmm",
+                  "{\"row_mean\": 400, \"row_cv\": 0, \"row_max_over_mean\": 1, \"n\": 64}"),
+        "csr-warp-sddmm");
+    cr_assert_str_eq(
+        best_rule(k, "sddmm",
+                  "{\"row_mean\": 1.5, \"row_cv\": 0.3, \"row_max_over_mean\": 2, \"n\": 32}"),
+        "csr-warp-sddmm");
     /* Tensor cores only for half precision: fp32 never gets spmm-bsr-mma. */
     cJSON *f = kbt_parse("{\"block_fill_16\": 0.9, \"n\": 64, \"row_mean\": 4, \"row_cv\": 0.2}");
     cJSON *h = kb_retrieve(k, "rule", "spmm", "fp16", "9.0", f, 1);
@@ -289,32 +293,37 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
  * adder_dcop_05 (one of 1310 among rows of 6), as `ditto profile` computes
  * them from the shared matrices: the planner ranks csr-split-spmm first for
  * SpMM at N = 32 and 128, where csr-tiled-spmm and csr-smem-spmm lost to
- * cuSPARSE CSR_ALG3 by 1.2-2.2x on the H200. Skipped without the shared
- * matrices. */
-Test(store, extreme_row_matrices_should_rank_csr_split_first_for_spmm)
+ * cuSPARSE CSR_ALG3 by 1.2-2.2x on the H200, and csr-nnz-sddmm first for
+ * SDDMM at K = 32 and 128, where csr-warp-sddmm took 39-65 us. Skipped
+ * without the shared matrices. */
+Test(store, extreme_row_matrices_should_rank_the_splitting_templates_first)
 {
     kb *k = kbt_open(NULL, NULL);
     static const char *files[] = {"hangGlider_2.mtx", "adder_dcop_05.mtx"};
     static const int ns[] = {32, 128};
+    static const sp_op ops[] = {SP_SPMM, SP_SDDMM};
+    static const char *want[] = {"csr-split-spmm", "csr-nnz-sddmm"};
     for (size_t f = 0; f < DT_ARRAY_LEN(files); f++) {
         char *path = tu_matrix(files[f]);
         dt_err e = {0};
         sp_csr *a = sp_mm_read(path, NULL, &e);
         cr_assert_not_null(a, "%s", e.msg);
-        for (size_t i = 0; i < DT_ARRAY_LEN(ns); i++) {
+        for (size_t i = 0; i < DT_ARRAY_LEN(ns) * DT_ARRAY_LEN(ops); i++) {
+            const int n = ns[i % DT_ARRAY_LEN(ns)];
+            const size_t o = i / DT_ARRAY_LEN(ns);
             sp_report r;
-            cr_assert_eq(sp_report_compute(a, ns[i], 32, &r, &e), 0, "%s", e.msg);
+            cr_assert_eq(sp_report_compute(a, n, n, &r, &e), 0, "%s", e.msg);
             cJSON *rep = sp_report_json(&r);
             sp_spec spec;
             sp_spec_init(&spec);
-            spec.op = SP_SPMM;
-            spec.n = ns[i];
+            spec.op = ops[o];
+            spec.n = n;
             cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
             cr_assert_not_null(ranked, "%s", e.msg);
             const cJSON *best = cJSON_GetArrayItem(ranked, 0);
             char *all = cJSON_PrintUnformatted(ranked);
-            cr_assert_str_eq(dt_json_str(best, "strategy", ""), "csr-split-spmm", "%s, N = %d: %s",
-                             files[f], ns[i], all);
+            cr_assert_str_eq(dt_json_str(best, "strategy", ""), want[o], "%s, N = %d: %s", files[f],
+                             n, all);
             /* Ahead on its own score, not on a tie broken by name. */
             cr_assert_gt(dt_json_num(best, "score", 0),
                          dt_json_num(cJSON_GetArrayItem(ranked, 1), "score", 0), "%s", all);
@@ -329,22 +338,22 @@ Test(store, extreme_row_matrices_should_rank_csr_split_first_for_spmm)
     kb_close(k);
 }
 
+/* PatternReport fields of shared matrices, as `ditto profile` gives them. */
+#define REP_CAGRQC                                                                                 \
+    "\"rows\": 5242, \"nnz\": 28980, \"row_mean\": 5.53, \"row_cv\": 1.43, \"row_max\": 81, "      \
+    "\"row_max_over_mean\": 14.65"
+#define REP_G51                                                                                    \
+    "\"rows\": 1000, \"nnz\": 11818, \"row_mean\": 11.8, \"row_cv\": 1.09, \"row_max\": 156, "     \
+    "\"row_max_over_mean\": 13.2"
+
 /* Matrices without an extreme row keep their SpMM ranking: the split rule
  * needs a row of 512+ that is 64x the mean, on a small matrix. */
 Test(store, csr_split_rule_should_not_fire_without_an_extreme_row)
 {
     kb *k = kbt_open(NULL, NULL);
     /* ca-GrQc (max 81, 14.7x), G51 (156, 13x), rn50-like long regular rows */
-    cr_assert_str_neq(best_rule(k, "spmm",
-                                "{\"rows\": 5242, \"nnz\": 28980, \"row_mean\": 5.53, "
-                                "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": "
-                                "14.65, \"n\": 32}"),
-                      "csr-split-spmm");
-    cr_assert_str_neq(best_rule(k, "spmm",
-                                "{\"rows\": 1000, \"nnz\": 11818, \"row_mean\": 11.8, "
-                                "\"row_cv\": 1.09, \"row_max\": 156, \"row_max_over_mean\": "
-                                "13.2, \"n\": 128}"),
-                      "csr-split-spmm");
+    cr_assert_str_neq(best_rule(k, "spmm", "{" REP_CAGRQC ", \"n\": 32}"), "csr-split-spmm");
+    cr_assert_str_neq(best_rule(k, "spmm", "{" REP_G51 ", \"n\": 128}"), "csr-split-spmm");
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
                      "csr-smem-spmm");
     /* A power-law graph at HBM size is outside what motivated the rule. */
@@ -353,6 +362,31 @@ Test(store, csr_split_rule_should_not_fire_without_an_extreme_row)
                                 "\"row_cv\": 6.86, \"row_max\": 15611, "
                                 "\"row_max_over_mean\": 975.7, \"n\": 32}"),
                       "csr-split-spmm");
+    kb_close(k);
+}
+
+/* SDDMM splits by nonzeros on small matrices with a row 8x the mean (G51,
+ * ca-GrQc: csr-nnz-sddmm won both at K = 32 and 128 on the H200), not on
+ * regular rows (bcsstk13, max 2.3x the mean) nor past 2M nonzeros (ca-GrQc
+ * replicated to 32M, where it did not win). */
+Test(store, sddmm_should_split_by_nonzeros_only_on_small_uneven_matrices)
+{
+    static const struct {
+        const char *report, *want;
+    } cases[] = {
+        {"{" REP_G51 ", \"n\": 32}", "csr-nnz-sddmm"},
+        {"{" REP_CAGRQC ", \"n\": 128}", "csr-nnz-sddmm"},
+        {"{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.9, \"row_cv\": 0.54, "
+         "\"row_max\": 95, \"row_max_over_mean\": 2.27, \"n\": 32}",
+         "csr-warp-sddmm"},
+        {"{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, \"row_cv\": 1.43, "
+         "\"row_max\": 81, \"row_max_over_mean\": 14.65, \"n\": 32}",
+         "csr-warp-sddmm"},
+    };
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
+        cr_assert_str_eq(best_rule(k, "sddmm", cases[i].report), cases[i].want, "%s",
+                         cases[i].report);
     kb_close(k);
 }
 
@@ -992,7 +1026,7 @@ static int holds_point(const cJSON *pts, const cJSON *want)
 
 /* Every variant that won a case of the original-size SpMM and SDDMM benches
  * on the H200 (docs/bench-orig-*.csv: the first tuner's run and the
- * second's) is among the first 12 points the tuner now measures for its
+ * latest) is among the first 12 points the tuner now measures for its
  * strategy, from the planner's ranking of the same matrix: a change to the
  * rules or to the tuner's order that drops a measured winner out of a
  * 12-variant budget fails here. Skipped without the shared matrices. */

@@ -9,8 +9,9 @@
 
 /* The templates of the SpMM / SDDMM half of the library. */
 static const char *templates[] = {
-    "spmm_csr_warp.cu",  "spmm_csr_warp_col.cu", "spmm_csr_smem.cu", "spmm_csr_tiled.cu",
-    "spmm_csr_split.cu", "spmm_bsr_mma.cu",      "sddmm_warp.cu",    "sddmm_rowgroup.cu",
+    "spmm_csr_warp.cu",  "spmm_csr_warp_col.cu", "spmm_csr_smem.cu",
+    "spmm_csr_tiled.cu", "spmm_csr_split.cu",    "spmm_bsr_mma.cu",
+    "sddmm_warp.cu",     "sddmm_rowgroup.cu",    "sddmm_nnz.cu",
 };
 
 /* Parse a template from kernels/ with its manifest defaults (or params). */
@@ -189,7 +190,11 @@ Test(formats_spmm, every_template_should_launch_enough_threads_for_every_output)
                 else if (cJSON_GetObjectItemCaseSensitive(kn.params, "RG"))
                     per_warp = param(&kn, "RG");
                 int64_t warps_x = eval(c->grid[0], &v) * (threads / 32);
-                if (cJSON_GetObjectItemCaseSensitive(kn.params, "RPB"))
+                if (c->op == SP_SDDMM && cJSON_GetObjectItemCaseSensitive(kn.params, "CHUNK"))
+                    /* Split by nonzeros: the warps' chunks must reach the last one. */
+                    cr_assert_geq(warps_x * param(&kn, "CHUNK"), a->nnz, "%s on %s", templates[t],
+                                  name);
+                else if (cJSON_GetObjectItemCaseSensitive(kn.params, "RPB"))
                     cr_assert_geq(eval(c->grid[0], &v) * param(&kn, "RPB"), units);
                 else
                     cr_assert_geq(warps_x * per_warp, units, "%s on %s: %lld warps for %lld rows",
