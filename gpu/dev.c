@@ -454,17 +454,44 @@ static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
     return 0;
 }
 
+/* ELL: column-major (slot k of row r at k * rows + r) unless the format
+ * parameter row_major is 1 (r * width + k). */
 static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
-    (void)params;
+    int64_t row_major = fparam(params, "row_major", 0);
+    if (row_major != 0 && row_major != 1)
+        return dt_err_set(e, "ELL: format parameter row_major is %lld; expected 0 or 1",
+                          (long long)row_major);
     sp_ell *m = sp_csr_to_ell(a, (int64_t)1 << 31, e);
     if (m == NULL)
         return -1;
-    size_t n = (size_t)m->rows * (size_t)m->width;
+    size_t rows = (size_t)m->rows, w = (size_t)m->width, n = rows * w;
+    if (row_major && w > 1) {
+        int32_t *col = malloc((n ? n : 1) * sizeof *col);
+        double *val = malloc((n ? n : 1) * sizeof *val);
+        if (col == NULL || val == NULL) {
+            free(col);
+            free(val);
+            sp_ell_free(m);
+            if (e)
+                e->code = DEV_ENOMEM;
+            return dt_err_set(e, "ELL: out of host memory for %zu slots", n);
+        }
+        for (size_t r = 0; r < rows; r++)
+            for (size_t k = 0; k < w; k++) {
+                col[r * w + k] = m->col[k * rows + r];
+                val[r * w + k] = m->val[k * rows + r];
+            }
+        free(m->col);
+        free(m->val);
+        m->col = col;
+        m->val = val;
+    }
     int rc = add_arr(f, "ell_col", m->col, n * 4, e);
     if (rc == 0)
         rc = add_vals(f, "ell_val", m->val, n, t, e);
     gpu_vars_set(&f->vars, "width", m->width);
+    gpu_vars_set(&f->vars, "row_major", row_major);
     sp_ell_free(m);
     return rc;
 }

@@ -650,6 +650,17 @@ static const char *requires_violated(const gpu_contract *c, const sp_csr *a)
                  maxlen);
         return why;
     }
+    /* max_fill: the slots of every row padded to the longest, per nonzero
+     * (ELL's footprint over CSR's). */
+    double fill = dt_json_num(c->requires, "max_fill", -1);
+    double slots = (double)a->rows * maxlen, nz = a->nnz > 0 ? (double)a->nnz : 1.0;
+    if (fill >= 0 && slots > fill * nz) {
+        snprintf(why, sizeof why,
+                 "requires at most %g slots per nonzero with rows padded to the longest; "
+                 "%d rows x %d = %.0f slots for %lld nonzeros",
+                 fill, a->rows, maxlen, slots, (long long)a->nnz);
+        return why;
+    }
     double mn = dt_json_num(c->requires, "min_rows", -1);
     if (mn >= 0 && a->rows < mn) {
         snprintf(why, sizeof why, "requires at least %.0f rows; has %d", mn, a->rows);
@@ -768,6 +779,13 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
 {
     memset(in, 0, sizeof *in);
     const gpu_contract *c = &kn->contract;
+    /* Timing a kernel on a matrix its contract refuses would measure a
+     * wrong answer (and may build a format far larger than the matrix). */
+    const char *why = requires_violated(c, a);
+    if (why != NULL) {
+        e->code = WK_ECONTRACT;
+        return dt_err_set(e, "the kernel's contract %s", why);
+    }
     in->a = a;
     in->esize = (size_t)sp_dtype_size(p->dtype);
     dt_err fe = {0};

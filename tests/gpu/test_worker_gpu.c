@@ -152,7 +152,7 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
                          "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
                          "kernels/spmv_csr_vector.cu",   "kernels/spmv_csr_thread.cu",
                          "kernels/spmv_csr_stream.cu",   "kernels/spmv_csr16_stream.cu",
-                         "kernels/spmv_csr16_xstage.cu"};
+                         "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu"};
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */
         cJSON *v = call(&f, "verify", tpl[i], 0);
@@ -162,6 +162,56 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
         cJSON_Delete(v);
     }
     free(m);
+    close_pool(&f);
+}
+
+/* ell-baked in both layouts: column-major at LANES 1, row-major (the
+ * contract's format parameter follows LANES) at 8; and a matrix with one
+ * long row breaks its max_fill, which verify reports and measure refuses
+ * before building a format of rows x the longest row. */
+Test(worker_gpu, the_ell_template_should_pass_in_both_layouts_and_refuse_heavy_padding,
+     .timeout = 300)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("bcsstk13.mtx");
+    load(&f, m);
+    free(m);
+    for (int lanes = 1; lanes <= 8; lanes *= 8) {
+        cJSON *r = cJSON_CreateObject();
+        dt_json_set_str(r, "req", "verify");
+        dt_json_set_str(r, "matrix", "m");
+        dt_json_set_str(r, "op", "spmv");
+        dt_json_set_str(r, "dtype", "fp64");
+        cJSON *k = kernel_obj("kernels/spmv_ell.cu");
+        cJSON *pr = cJSON_AddObjectToObject(k, "params");
+        cJSON_AddNumberToObject(pr, "LANES", lanes);
+        cJSON_AddNumberToObject(pr, "BLOCK", 128);
+        cJSON_AddNumberToObject(pr, "UNROLL", 8);
+        dt_json_set_take(r, "kernel", k);
+        cJSON *v = gpu_pool_call(f.pool, r, 0);
+        char *s = cJSON_Print(v);
+        cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "LANES %d: %s", lanes,
+                  s);
+        free(s);
+        cJSON_Delete(v);
+    }
+    /* hangGlider_2: 1647 rows, the longest 1463 entries, 14754 nonzeros. */
+    m = tu_matrix("hangGlider_2.mtx");
+    load(&f, m);
+    free(m);
+    cJSON *v = call(&f, "verify", "kernels/spmv_ell.cu", 0);
+    const cJSON *c = find_check(v, "preconditions");
+    cr_assert_not_null(c, "no preconditions check");
+    cr_expect(!dt_json_bool(c, "passed", 1));
+    cr_expect(strstr(dt_json_str(c, "detail", ""), "1647 rows x 1463") != NULL, "%s",
+              dt_json_str(c, "detail", ""));
+    cJSON_Delete(v);
+    v = call(&f, "measure", "kernels/spmv_ell.cu", 0);
+    char buf[512];
+    const char *err = gpu_reply_error(v, buf, sizeof buf);
+    cr_expect(dt_startswith(err, "contract: the kernel's contract requires at most 4 slots"), "%s",
+              err);
+    cJSON_Delete(v);
     close_pool(&f);
 }
 

@@ -286,33 +286,36 @@ Test(kbcli, retrieve_should_rank_rules_from_features)
 
 Test(kbcli, retrieve_from_a_matrix_should_compute_the_features)
 {
-    /* A 200 x 200 grid: rows of 3 to 5 entries, interior rows spanning
-     * columns i - 200 .. i + 200. */
+    /* A 300 x 300 grid: rows of 3 to 5 entries, interior rows spanning
+     * columns i - 300 .. i + 300; 448800 nonzeros, past the 200K where
+     * SELL's rules start and ELL's end. */
     cJSON *j = run_json("retrieve --op spmv --kind rule --max 0 --json --matrix "
-                        "gen:stencil5:rows=40000");
+                        "gen:stencil5:rows=90000");
     const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "query"), "features");
-    cr_assert_eq(dt_json_num(f, "rows", 0), 40000);
-    cr_assert_eq(dt_json_num(f, "nnz", 0), 5 * 40000 - 4 * 200);
+    cr_assert_eq(dt_json_num(f, "rows", 0), 90000);
+    cr_assert_eq(dt_json_num(f, "nnz", 0), 5 * 90000 - 4 * 300);
     cr_assert_eq(dt_json_num(f, "row_max", 0), 5);
-    cr_assert_eq(dt_json_num(f, "col_span_max", 0), 400);
+    cr_assert_eq(dt_json_num(f, "col_span_max", 0), 600);
     cr_assert_eq(dt_json_num(f, "diagonals", 0), 5);
     cr_assert_eq(dt_json_num(f, "empty_rows_frac", -1), 0);
-    cr_assert_float_eq(dt_json_num(f, "bandwidth_frac", 0), 200.0 / 40000, 1e-12);
-    cr_assert_float_eq(dt_json_num(f, "row_max_over_mean", 0), 5.0 / (199200.0 / 40000), 1e-12);
+    cr_assert_float_eq(dt_json_num(f, "bandwidth_frac", 0), 300.0 / 90000, 1e-12);
+    cr_assert_float_eq(dt_json_num(f, "row_max_over_mean", 0), 5.0 / (448800.0 / 90000), 1e-12);
     cr_assert_null(cJSON_GetObjectItem(f, "n")); /* SpMV has no N */
     int n = 0;
     for (int i = 0; kb_feature_name(i) != NULL; i++)
         n += cJSON_GetObjectItem(f, kb_feature_name(i)) != NULL;
     cr_assert_eq(n, 18); /* every feature but n */
     const cJSON *entries = cJSON_GetObjectItem(j, "entries");
-    int sell = 0, merge = 0;
+    int sell = 0, merge = 0, ell = 0;
     for (const cJSON *e = entries->child; e != NULL; e = e->next) {
         const char *s = dt_json_str(cJSON_GetObjectItem(e, "parameters"), "strategy", "");
         if (dt_json_num(e, "distance", -1) == 0) {
             sell |= dt_streq(s, "sell16-thread");
             merge |= dt_streq(s, "merge-path");
+            ell |= dt_streq(s, "ell-baked");
         }
     }
+    cr_assert(!ell, "ell-baked should not apply past 200K nonzeros");
     cr_assert(sell, "sell should apply to a 5-point stencil");
     cr_assert(!merge, "merge-path should not apply to a 5-point stencil");
     cJSON_Delete(j);

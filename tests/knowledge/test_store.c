@@ -118,11 +118,11 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     cJSON_Delete(pits);
 
     /* Rules name one op and a strategy of that op, with features to match. */
-    static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream",   "csr-adaptive",
-                                 "merge-path",   "sell-thread",  "bsr-group",    "csr16-vector",
-                                 "csr16-stream", "csr16-xstage", "sell16-thread"};
-    static const char *spmm[] = {"csr-warp-spmm", "csr-smem-spmm", "csr-tiled-spmm",
-                                 "csr-split-spmm", "bsr-mma-spmm"};
+    static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream",    "csr-adaptive",
+                                 "merge-path",   "sell-thread",  "bsr-group",     "csr16-vector",
+                                 "csr16-stream", "csr16-xstage", "sell16-thread", "ell-baked"};
+    static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
+                                 "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
@@ -259,14 +259,15 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                   "\"row_gini\": 0.30, \"empty_rows_frac\": 0, \"col_span_max\": 1812, " FILLS "}"),
         "csr-stream");
     /* SDDMM: the warp template, split rows or not; the row-group one only
-     * for rows of one or two entries */
+     * for rows of one or two entries; past 200K nonzeros, no baked ELL */
     cr_assert_str_eq(
         best_rule(k, "sddmm",
                   "{\"row_mean\": 400, \"row_cv\": 0, \"row_max_over_mean\": 1, \"n\": 64}"),
         "csr-warp-sddmm");
     cr_assert_str_eq(
         best_rule(k, "sddmm",
-                  "{\"row_mean\": 1.5, \"row_cv\": 0.3, \"row_max_over_mean\": 2, \"n\": 32}"),
+                  "{\"row_mean\": 1.5, \"row_cv\": 0.3, \"row_max_over_mean\": 2, \"n\": 32, "
+                  "\"nnz\": 3000000, \"row_max\": 3}"),
         "csr-warp-sddmm");
     /* Tensor cores only for half precision: fp32 never gets spmm-bsr-mma. */
     cJSON *f = kbt_parse("{\"block_fill_16\": 0.9, \"n\": 64, \"row_mean\": 4, \"row_cv\": 0.2}");
@@ -387,6 +388,58 @@ Test(store, sddmm_should_split_by_nonzeros_only_on_small_uneven_matrices)
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
         cr_assert_str_eq(best_rule(k, "sddmm", cases[i].report), cases[i].want, "%s",
                          cases[i].report);
+    kb_close(k);
+}
+
+/* SpMV bakes an ELL kernel for small matrices whose rows are nearly equal
+ * (Pd: 5 at most, 3.1x the mean; n1024-l1: 32 each), not for a skewed one
+ * (hangGlider_2: 1463, 163x) nor past 200K nonzeros, where SELL's rules take
+ * over (a 5-point stencil of 498K). */
+Test(store, spmv_should_bake_ell_only_for_small_matrices_of_even_rows)
+{
+    static const struct {
+        const char *report, *want;
+    } cases[] = {
+        {"{\"rows\": 8081, \"nnz\": 13036, \"row_mean\": 1.61, \"row_cv\": 0.46, "
+         "\"row_max\": 5, \"row_max_over_mean\": 3.10, \"empty_rows_frac\": 0, " FILLS "}",
+         "ell-baked"},
+        {"{\"rows\": 1024, \"nnz\": 32768, \"row_mean\": 32, \"row_cv\": 0, "
+         "\"row_max\": 32, \"row_max_over_mean\": 1.0, \"empty_rows_frac\": 0, " FILLS "}",
+         "ell-baked"},
+        {"{\"rows\": 1647, \"nnz\": 14754, \"row_mean\": 8.96, \"row_cv\": 4.01, "
+         "\"row_max\": 1463, \"row_max_over_mean\": 163.3, \"empty_rows_frac\": 0, " FILLS "}",
+         "csr-vector"},
+        {"{\"rows\": 99856, \"nnz\": 498000, \"row_mean\": 4.99, \"row_cv\": 0.02, "
+         "\"row_max\": 5, \"row_max_over_mean\": 1.0, \"empty_rows_frac\": 0, " FILLS ", "
+         "\"col_span_max\": 632}",
+         "sell16-thread"},
+    };
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
+        cr_assert_str_eq(best_rule(k, "spmv", cases[i].report), cases[i].want, "%s",
+                         cases[i].report);
+    kb_close(k);
+}
+
+/* SpMM bakes ELL for the same small, even matrices as SpMV (Pd, n1024-l1)
+ * and not for ca-GrQc (the longest row 14.7x the mean). */
+Test(store, spmm_should_bake_ell_only_for_small_matrices_of_even_rows)
+{
+    static const char *pd = "\"rows\": 8081, \"nnz\": 13036, \"row_mean\": 1.61, "
+                            "\"row_cv\": 0.46, \"row_max\": 5, \"row_max_over_mean\": 3.10";
+    static const char *n1024 = "\"rows\": 1024, \"nnz\": 32768, \"row_mean\": 32, "
+                               "\"row_cv\": 0, \"row_max\": 32, \"row_max_over_mean\": 1.0";
+    kb *k = kbt_open(NULL, NULL);
+    for (int n = 32; n <= 128; n *= 4) {
+        char *q[3] = {dt_xasprintf("{%s, \"n\": %d}", pd, n),
+                      dt_xasprintf("{%s, \"n\": %d}", n1024, n),
+                      dt_xasprintf("{" REP_CAGRQC ", \"n\": %d}", n)};
+        cr_assert_str_eq(best_rule(k, "spmm", q[0]), "ell-baked-spmm", "%s", q[0]);
+        cr_assert_str_eq(best_rule(k, "spmm", q[1]), "ell-baked-spmm", "%s", q[1]);
+        cr_assert_str_neq(best_rule(k, "spmm", q[2]), "ell-baked-spmm", "%s", q[2]);
+        for (int i = 0; i < 3; i++)
+            free(q[i]);
+    }
     kb_close(k);
 }
 

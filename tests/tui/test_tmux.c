@@ -106,11 +106,11 @@ Test(tmux, the_workbench_should_show_steps_and_source_and_quit_cleanly)
     tt_keys(&t, "a");
     TT_EXPECT(&t, "review plan v1", SLOW);
     /* the teaching path, live: the plan names its rule; Enter opens it */
-    TT_EXPECT(&t, "rule.spmv.sell16-for-regular-rows", QUICK);
+    TT_EXPECT(&t, "rule.spmv.ell-baked-for-small-even-rows", QUICK);
     tt_keys(&t, "Tab");
     tt_keys(&t, "Enter");
-    TT_EXPECT(&t, "Knowledge: rule.spmv.sell16-for-regular-rows", QUICK);
-    TT_EXPECT(&t, "Regular short rows whose slices span", QUICK);
+    TT_EXPECT(&t, "Knowledge: rule.spmv.ell-baked-for-small-even-rows", QUICK);
+    TT_EXPECT(&t, "Small matrix, short rows of nearly equal", QUICK);
     tt_keys(&t, "Escape");
     cr_assert(tt_wait_gone(&t, "Knowledge: rule.spmv", QUICK));
     tt_keys(&t, "a");

@@ -179,6 +179,46 @@ Test(formats_dev, csr16_should_rebuild_every_column_from_its_row_base)
     sp_csr_free(a);
 }
 
+/* ELL in both layouts: slot k of row r at k * rows + r by default, at
+ * r * width + k with row_major 1; padding is column -1 with value 0. */
+Test(formats_dev, ell_should_lay_rows_out_column_or_row_major_as_asked)
+{
+    static const int lens[] = {2, 0, 3};
+    static const int32_t first[] = {4, 0, 1};
+    sp_csr *a = rows_of(3, 8, lens, first);
+    static const int32_t colmaj[] = {4, -1, 1, 5, -1, 2, -1, -1, 3};
+    static const int32_t rowmaj[] = {4, 5, -1, -1, -1, -1, 1, 2, 3};
+    for (int rm = 0; rm <= 1; rm++) {
+        cJSON *p = params_of(rm ? "{\"row_major\": 1}" : "{}");
+        dev_fmt f;
+        dt_err e = {0};
+        cr_assert_eq(dev_fmt_build(a, "ell", p, SP_FP64, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+        cr_assert_eq(var(&f, "width"), 3);
+        cr_assert_eq(var(&f, "row_major"), rm);
+        size_t n, nv;
+        const int32_t *col = arr(&f, "ell_col", &n);
+        cr_assert_eq(n, 9);
+        const double *val = dev_fmt_host(&f, "ell_val", &nv);
+        cr_assert_eq(nv, 9 * sizeof(double));
+        for (int i = 0; i < 9; i++) {
+            cr_assert_eq(col[i], rm ? rowmaj[i] : colmaj[i], "layout %d slot %d", rm, i);
+            if (col[i] < 0)
+                cr_assert_eq(val[i], 0.0, "padding value at %d", i);
+        }
+        /* Row 2's third entry: 1 + 2 + 0.5 * 2. */
+        cr_assert_eq(val[8], 4.0); /* the last slot in both layouts */
+        dev_fmt_free(&f);
+        cJSON_Delete(p);
+    }
+    cJSON *bad = params_of("{\"row_major\": 2}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_neq(dev_fmt_build(a, "ell", bad, SP_FP32, DEV_FMT_HOST, &f, &e), 0);
+    cr_assert(strstr(e.msg, "row_major is 2; expected 0 or 1"), "%s", e.msg);
+    cJSON_Delete(bad);
+    sp_csr_free(a);
+}
+
 Test(formats_dev, csr16_should_share_a_base_across_a_slice)
 {
     static const int lens[] = {2, 2, 2, 2, 2, 2};
@@ -273,7 +313,8 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
                            "spmv_merge_path.cu",   "spmv_sell.cu",       "spmv_sell16.cu",
                            "spmv_bsr.cu",          "spmv_csr16.cu",      "spmv_csr16_stream.cu",
                            "spmv_csr16_xstage.cu", "spmm_csr_warp.cu",   "spmm_csr_smem.cu",
-                           "spmm_csr_split.cu",    "spmm_bsr_mma.cu",    "sddmm_warp.cu"};
+                           "spmm_csr_split.cu",    "spmm_bsr_mma.cu",    "sddmm_warp.cu",
+                           "spmv_ell.cu",          "spmm_ell.cu"};
     for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
         char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[t]);
         dt_err e = {0};

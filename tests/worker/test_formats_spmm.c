@@ -11,7 +11,7 @@
 static const char *templates[] = {
     "spmm_csr_warp.cu",  "spmm_csr_warp_col.cu", "spmm_csr_smem.cu",
     "spmm_csr_tiled.cu", "spmm_csr_split.cu",    "spmm_bsr_mma.cu",
-    "sddmm_warp.cu",     "sddmm_rowgroup.cu",    "sddmm_nnz.cu",
+    "sddmm_warp.cu",     "sddmm_rowgroup.cu",    "sddmm_nnz.cu",         "spmm_ell.cu",
 };
 
 /* Parse a template from kernels/ with its manifest defaults (or params). */
