@@ -443,6 +443,46 @@ Test(store, spmm_should_bake_ell_only_for_small_matrices_of_even_rows)
     kb_close(k);
 }
 
+/* Whether rule id matches the features exactly (distance 0). */
+static int rule_fires(const kb *k, const char *op, const char *features, const char *id)
+{
+    cJSON *f = kbt_parse(features);
+    cJSON *hits = kb_retrieve(k, "rule", op, "fp32", "9.0", f, 0);
+    int fired = 0;
+    for (const cJSON *e = hits->child; e != NULL; e = e->next)
+        fired |= dt_json_num(e, "distance", -1) == 0 && dt_streq(dt_json_str(e, "id", ""), id);
+    cJSON_Delete(hits);
+    cJSON_Delete(f);
+    return fired;
+}
+
+/* Few rows of hundreds of entries (the DLMC rn50 bottleneck matrix: 256
+ * rows of 461 on average) split over blocks, at any N; not a mesh of short
+ * rows (Pd), nor ca-GrQc replicated to 32M nonzeros. */
+Test(store, spmm_should_split_few_long_rows_over_blocks)
+{
+    static const char *id = "rule.spmm.csr-split-for-few-long-rows";
+    kb *k = kbt_open(NULL, NULL);
+    cr_assert(rule_fires(k, "spmm",
+                         "{\"rows\": 256, \"nnz\": 117964, \"row_mean\": 460.8, \"row_cv\": 0.17, "
+                         "\"row_max\": 833, \"row_max_over_mean\": 1.81, \"n\": 32}",
+                         id));
+    cr_assert(rule_fires(k, "spmm",
+                         "{\"rows\": 256, \"nnz\": 117964, \"row_mean\": 460.8, \"row_cv\": 0.17, "
+                         "\"row_max\": 833, \"row_max_over_mean\": 1.81, \"n\": 128}",
+                         id));
+    cr_assert(!rule_fires(k, "spmm",
+                          "{\"rows\": 8081, \"nnz\": 13036, \"row_mean\": 1.61, \"row_cv\": 0.46, "
+                          "\"row_max\": 5, \"row_max_over_mean\": 3.10, \"n\": 32}",
+                          id));
+    cr_assert(!rule_fires(k, "spmm",
+                          "{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, "
+                          "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": 14.65, "
+                          "\"n\": 32}",
+                          id));
+    kb_close(k);
+}
+
 /* ---- loading ---------------------------------------------------------------------- */
 
 Test(store, shipped_files_may_hold_one_entry_or_an_array_and_bad_ones_are_skipped)
