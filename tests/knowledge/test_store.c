@@ -965,17 +965,11 @@ Test(store, export_and_list_should_filter_and_keep_id_order)
     free(dir);
 }
 
-/* The planner's ranking for SpMV on a shared matrix replicated copies
- * times, from its real PatternReport (as `ditto bench` computes it). */
-static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op, int n)
+/* The planner's ranking for op (N or K n) on matrix a, from its real
+ * PatternReport (as `ditto bench` computes it). */
+static cJSON *rank_matrix(kb *k, const sp_csr *a, sp_op op, int n)
 {
-    char *path = tu_matrix(file);
     dt_err e = {0};
-    sp_csr *one = sp_mm_read(path, NULL, &e);
-    cr_assert_not_null(one, "%s", e.msg);
-    sp_csr *a = sp_replicate(one, copies, &e);
-    cr_assert_not_null(a, "%s", e.msg);
-    cr_assert_geq(a->nnz, 2000000);
     sp_report r;
     cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
     cJSON *rep = sp_report_json(&r);
@@ -987,10 +981,110 @@ static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op,
     cr_assert_not_null(ranked, "%s", e.msg);
     sp_spec_clear(&spec);
     cJSON_Delete(rep);
+    return ranked;
+}
+
+/* The ranking on a shared matrix replicated copies times (past 2M
+ * nonzeros: the HBM regime). */
+static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op, int n)
+{
+    char *path = tu_matrix(file);
+    dt_err e = {0};
+    sp_csr *one = sp_mm_read(path, NULL, &e);
+    cr_assert_not_null(one, "%s", e.msg);
+    sp_csr *a = sp_replicate(one, copies, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    cr_assert_geq(a->nnz, 2000000);
+    cJSON *ranked = rank_matrix(k, a, op, n);
     sp_csr_free(a);
     sp_csr_free(one);
     free(path);
     return ranked;
+}
+
+/* The ranking on a shared matrix at its original size (.mtx or DLMC .smtx). */
+static cJSON *rank_original(kb *k, const char *file, sp_op op, int n)
+{
+    char *path = tu_matrix(file);
+    dt_err e = {0};
+    sp_csr *a = sp_load(path, NULL, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    cJSON *ranked = rank_matrix(k, a, op, n);
+    sp_csr_free(a);
+    free(path);
+    return ranked;
+}
+
+/* Where strategy sits in the first `within` of a ranking, with rule among
+ * its reasons; -1 when it is not there or the rule did not fire. */
+static int ranked_for(const cJSON *ranked, const char *strategy, const char *rule, int within)
+{
+    for (int i = 0; i < within && i < cJSON_GetArraySize(ranked); i++) {
+        const cJSON *c = cJSON_GetArrayItem(ranked, i);
+        if (!dt_streq(dt_json_str(c, "strategy", ""), strategy))
+            continue;
+        const cJSON *w;
+        cJSON_ArrayForEach(w, cJSON_GetObjectItem(c, "rationale"))
+            if (dt_streq(dt_json_str(w, "rule", ""), rule))
+                return i;
+        return -1;
+    }
+    return -1;
+}
+
+/* The PatternReports of shared matrices at their original size, where the
+ * bench measured the baked ELL kernels winning (docs/PERFORMANCE.md, orig
+ * and orig-spmm-*): the planner ranks them first for the stated rules on
+ * short, even rows (Pd, bcsstm25, 494_bus), on rows of 24-64 (n1024-l1,
+ * bcsstk10) and for SpMM at N = 32 and 128 (its score, 80, is above the
+ * 60 + 15 csr-warp-spmm's two rules give short rows at narrow N, so `ditto
+ * run` starts from the measured winner); not on hangGlider_2's skewed
+ * rows. The DLMC rn50 bottleneck matrix (256 rows of 461) gets the split
+ * template among the bench's three for SpMM. Skipped without the shared
+ * matrices. */
+Test(store, small_even_matrices_should_rank_the_baked_ell_templates_first)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const struct {
+        const char *file, *rule;
+    } spmv[] = {{"Pd.mtx", "rule.spmv.ell-baked-for-small-even-rows"},
+                {"bcsstm25.mtx", "rule.spmv.ell-baked-for-small-even-rows"},
+                {"494_bus.mtx", "rule.spmv.ell-baked-for-small-even-rows"},
+                {"n1024-l1.mtx", "rule.spmv.ell-baked-for-small-long-even-rows"},
+                {"bcsstk10.mtx", "rule.spmv.ell-baked-for-small-long-even-rows"}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(spmv); i++) {
+        cJSON *ranked = rank_original(k, spmv[i].file, SP_SPMV, 1);
+        char *all = cJSON_PrintUnformatted(ranked);
+        cr_assert_eq(ranked_for(ranked, "ell-baked", spmv[i].rule, 1), 0, "%s: %s", spmv[i].file,
+                     all);
+        free(all);
+        cJSON_Delete(ranked);
+        for (int n = 32; n <= 128; n *= 4) {
+            ranked = rank_original(k, spmv[i].file, SP_SPMM, n);
+            all = cJSON_PrintUnformatted(ranked);
+            cr_assert_eq(ranked_for(ranked, "ell-baked-spmm",
+                                    "rule.spmm.ell-baked-for-small-even-rows", 1),
+                         0, "%s N=%d: %s", spmv[i].file, n, all);
+            free(all);
+            cJSON_Delete(ranked);
+        }
+    }
+    cJSON *ranked = rank_original(k, "hangGlider_2.mtx", SP_SPMV, 1);
+    for (int i = 0; i < 3; i++)
+        cr_assert_str_neq(dt_json_str(cJSON_GetArrayItem(ranked, i), "strategy", ""),
+                          "ell-baked");
+    cJSON_Delete(ranked);
+    for (int n = 32; n <= 128; n *= 4) {
+        ranked = rank_original(
+            k, "dlmc/rn50__magnitude_pruning__0.8__bottleneck_2_block_group3_1_1.smtx", SP_SPMM, n);
+        char *all = cJSON_PrintUnformatted(ranked);
+        cr_assert_geq(
+            ranked_for(ranked, "csr-split-spmm", "rule.spmm.csr-split-for-few-long-rows", 3), 0,
+            "N=%d: %s", n, all);
+        free(all);
+        cJSON_Delete(ranked);
+    }
+    kb_close(k);
 }
 
 /* The PatternReports `ditto profile` computes for two FEM matrices of the
