@@ -125,6 +125,30 @@ Test(tuner, a_small_budget_should_go_to_the_rules_values_the_spread_then_neighbo
     gpu_manifest_clear(&m);
 }
 
+Test(tuner, a_rule_that_reorders_every_value_should_have_them_offered_first)
+{
+    /* UNROLL keeps all three of the manifest's values, best guess 4 then
+     * 4's far side 1 (the manifest lists 1, 2, 4); ROWS is the
+     * manifest's own list, so its values wait for the neighbourhood. */
+    static const char reordered[] = "{\"params\": {\"WARPS\": 2, \"ROWS\": 1, \"UNROLL\": 4},"
+                                    " \"space\": {\"WARPS\": [1, 2, 4, 8],"
+                                    " \"ROWS\": [1, 2, 4, 8, 16], \"UNROLL\": [4, 1, 2]}}";
+    gpu_manifest m;
+    dt_err e = {0};
+    cr_assert_eq(gpu_manifest_from_source(manifest_src, &m, &e), 0, "%s", e.msg);
+    cJSON *c = cJSON_Parse(reordered), *why = dt_json_arr();
+    cJSON *pts = ag_tune_points(c, &m, 3, why);
+    cr_assert_eq(cJSON_GetArraySize(pts), 3);
+    expect_point(pts, 0, 2, 1, 4);
+    expect_point(pts, 1, 2, 1, 1);
+    expect_point(pts, 2, 2, 1, 2);
+    cr_expect_str_eq(cJSON_GetArrayItem(why, 1)->valuestring, "a rule's value: UNROLL 1");
+    cJSON_Delete(why);
+    cJSON_Delete(pts);
+    cJSON_Delete(c);
+    gpu_manifest_clear(&m);
+}
+
 Test(tuner, a_budget_past_the_space_should_take_every_legal_point_once)
 {
     /* 4 x 3 x 3 = 36 points; WARPS * UNROLL > 16 rules out (8, 4) for
