@@ -483,6 +483,28 @@ Test(store, spmm_should_split_few_long_rows_over_blocks)
     kb_close(k);
 }
 
+/* At N of 128 or more the pruned-weight matrices of a few hundred rows of
+ * hundreds of entries start csr-smem-spmm at 16 warps over 32-column tiles
+ * (the 48-variant DLMC run's winner on three of five); not at N=32, and
+ * not on a mesh of rows of 42. */
+Test(store, spmm_should_take_wide_blocks_for_few_long_rows_at_wide_n)
+{
+    static const char *id = "rule.spmm.csr-smem-wide-blocks-for-few-long-rows-at-wide-n";
+    static const char *tr07 = "{\"rows\": 512, \"nnz\": 78643, \"row_mean\": 153.6, "
+                              "\"row_cv\": 0.47, \"row_max\": 270, \"row_max_over_mean\": 1.76";
+    char q[256];
+    kb *k = kbt_open(NULL, NULL);
+    snprintf(q, sizeof q, "%s, \"n\": %d}", tr07, 128);
+    cr_assert(rule_fires(k, "spmm", q, id));
+    snprintf(q, sizeof q, "%s, \"n\": %d}", tr07, 32);
+    cr_assert(!rule_fires(k, "spmm", q, id));
+    cr_assert(!rule_fires(k, "spmm",
+                          "{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.88, \"row_cv\": 0.54, "
+                          "\"row_max\": 95, \"row_max_over_mean\": 2.27, \"n\": 128}",
+                          id));
+    kb_close(k);
+}
+
 /* ---- loading ---------------------------------------------------------------------- */
 
 Test(store, shipped_files_may_hold_one_entry_or_an_array_and_bad_ones_are_skipped)
@@ -1032,6 +1054,32 @@ static int ranked_for(const cJSON *ranked, const char *strategy, const char *rul
     return -1;
 }
 
+/* The three DLMC matrices where 16 warps over 32-column tiles measured
+ * fastest at N=128 rank csr-smem-spmm first from that point, for the
+ * wide-block rule. Skipped without the shared matrices. */
+Test(store, pruned_weights_at_wide_n_should_start_csr_smem_at_sixteen_warps)
+{
+    static const char *files[] = {
+        "dlmc/rn50__magnitude_pruning__0.8__final_dense.smtx",
+        "dlmc/transformer__magnitude_pruning__0.7__body_encoder_layer_0_self_attention_multihead_"
+        "attention_q_fully_connected.smtx",
+        "dlmc/"
+        "transformer__random_pruning__0.9__body_encoder_layer_0_ffn_conv2_fully_connected.smtx"};
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(files); i++) {
+        cJSON *ranked = rank_original(k, files[i], SP_SPMM, 128);
+        cr_expect_eq(ranked_for(ranked, "csr-smem-spmm",
+                                "rule.spmm.csr-smem-wide-blocks-for-few-long-rows-at-wide-n", 1),
+                     0, "%s: csr-smem-spmm not first for the wide-block rule", files[i]);
+        const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+        cr_expect(dt_json_num(own, "WARPS", 0) == 16 && dt_json_num(own, "TN", 0) == 32,
+                  "%s: the planner's point has WARPS %g, TN %g", files[i],
+                  dt_json_num(own, "WARPS", 0), dt_json_num(own, "TN", 0));
+        cJSON_Delete(ranked);
+    }
+    kb_close(k);
+}
+
 /* The PatternReports of shared matrices at their original size, where the
  * bench measured the baked ELL kernels winning (docs/PERFORMANCE.md, orig
  * and orig-spmm-*): the planner ranks them first for the stated rules on
@@ -1211,19 +1259,50 @@ static int holds_point(const cJSON *pts, const cJSON *want)
     return 0;
 }
 
+/* The best speedup a later bench file (csvs[from..n)) measured for matrix
+ * and op, 0 when none did. */
+static double later_speedup(const char *const *csvs, size_t n, size_t from, const char *matrix,
+                            const char *op)
+{
+    double best = 0;
+    for (size_t f = from; f < n; f++) {
+        char *path = dt_xasprintf("%s/%s", tu_src_dir(), csvs[f]);
+        char *text = dt_read_file(path, NULL, NULL);
+        free(path);
+        char *save = NULL;
+        for (char *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+             line = strtok_r(NULL, "\n", &save)) {
+            /* regime,matrix,op,nnz,status,strategy,params,us,alg,us,speedup,... */
+            char *fld[11] = {0}, *fs = NULL;
+            int nf = 0;
+            for (char *x = strtok_r(line, ",", &fs); x && nf < 11; x = strtok_r(NULL, ",", &fs))
+                fld[nf++] = x;
+            if (nf == 11 && strcmp(fld[1], matrix) == 0 && strcmp(fld[2], op) == 0 &&
+                strcmp(fld[4], "verified") == 0 && atof(fld[10]) > best)
+                best = atof(fld[10]);
+        }
+        free(text);
+    }
+    return best;
+}
+
 /* Every variant that won a case of the original-size SpMM and SDDMM benches
  * on the H200 (docs/bench-orig-*.csv: the first tuner's run and the
  * latest) is among the first 12 points the tuner now measures for its
  * strategy, from the planner's ranking of the same matrix: a change to the
  * rules or to the tuner's order that drops a measured winner out of a
- * 12-variant budget fails here. Skipped without the shared matrices. */
+ * 12-variant budget fails here -- unless a later file measured the same
+ * case faster (the first run's DLMC winners at N=128, one warp over
+ * 32-column tiles, gave way to the wide-block rule's 16 warps: 1.11x ->
+ * 1.31x on rn50 final_dense), and at most four such. Skipped without
+ * the shared matrices. */
 Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout = 120)
 {
     kb *k = kbt_open(NULL, NULL);
     static const char *csvs[] = {"docs/bench-orig-spmm-sddmm.csv", "docs/bench-orig-spmm-n32.csv",
                                  "docs/bench-orig-spmm-n128.csv", "docs/bench-orig-sddmm-k32.csv",
                                  "docs/bench-orig-sddmm-k128.csv"};
-    int checked = 0;
+    int checked = 0, superseded = 0;
     char *last = NULL;
     cJSON *rep = NULL;
     for (size_t f = 0; f < DT_ARRAY_LEN(csvs); f++) {
@@ -1234,13 +1313,14 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
         char *save = NULL;
         strtok_r(text, "\n", &save); /* the header */
         for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            /* regime,matrix,op,nnz,status,strategy,params,... */
-            char *fld[7] = {0}, *fs = NULL;
+            /* regime,matrix,op,nnz,status,strategy,params,us,alg,us,speedup,... */
+            char *fld[11] = {0}, *fs = NULL;
             int nf = 0;
-            for (char *x = strtok_r(line, ",", &fs); x && nf < 7; x = strtok_r(NULL, ",", &fs))
+            for (char *x = strtok_r(line, ",", &fs); x && nf < 11; x = strtok_r(NULL, ",", &fs))
                 fld[nf++] = x;
-            if (nf < 7 || strcmp(fld[4], "verified") != 0)
+            if (nf < 11 || strcmp(fld[4], "verified") != 0)
                 continue;
+
             if (last == NULL || strcmp(last, fld[1]) != 0) {
                 free(last);
                 last = dt_xstrdup(fld[1]);
@@ -1275,8 +1355,13 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
             gpu_manifest m;
             cr_assert(src && gpu_manifest_from_source(src, &m, &e) == 0, "%s", e.msg);
             cJSON *pts = ag_tune_points(cand, &m, 12, NULL);
-            cr_expect(holds_point(pts, want), "%s %s: %s %s is not among the first 12 points",
-                      fld[1], fld[2], fld[5], fld[6]);
+            int held = holds_point(pts, want);
+            if (!held &&
+                later_speedup(csvs, DT_ARRAY_LEN(csvs), f + 1, fld[1], fld[2]) > atof(fld[10]))
+                superseded++;
+            else
+                cr_expect(held, "%s %s: %s %s is not among the first 12 points", fld[1], fld[2],
+                          fld[5], fld[6]);
             checked++;
             cJSON_Delete(pts);
             gpu_manifest_clear(&m);
@@ -1289,7 +1374,15 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
         free(text);
         free(path);
     }
+    /* Out of the 12 and superseded: the first run's csr-smem-spmm winners
+     * at N=128 on four DLMC matrices (rn50 bottleneck, rn50 final_dense,
+     * transformer 0.7, transformer random 0.9: 0.78x, 1.10x, 1.12x, 1.02x
+     * then; 0.91x, 1.31x, 1.38x, 1.06x now). */
     cr_assert_eq(checked, 5 * 34 + 3 * 34, "winners checked: %d", checked);
+    cr_expect_leq(superseded, 4,
+                  "%d winners out of the first 12 points, each measured faster "
+                  "later",
+                  superseded);
     free(last);
     cJSON_Delete(rep);
     kb_close(k);
