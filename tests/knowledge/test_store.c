@@ -505,6 +505,56 @@ Test(store, spmm_should_take_wide_blocks_for_few_long_rows_at_wide_n)
     kb_close(k);
 }
 
+/* The three rules the 48- and 24-variant runs gave (docs/PERFORMANCE.md,
+ * session 11): at N of 128 or more, ELL in 32-column tiles on matrices of
+ * up to 1500 rows (west0479 yes, Pd's 8081 rows no) and csr-smem-spmm one
+ * warp over 64-column tiles on rows of 24-128 (bcsstk13 yes; Pd's rows of
+ * 1.6 and the transformer 0.7 matrix's 153.6 no); at N up to 64, ELL in
+ * 4-lane groups where rows pad to 48 or more slots (bcsstk13's 95 yes,
+ * n1024-l1's 32 no). */
+Test(store, spmm_should_tile_small_matrices_at_wide_n_and_group_lanes_for_wide_rows)
+{
+    static const char *tiles = "rule.spmm.ell-baked-column-tiles-for-few-rows-at-wide-n",
+                      *smem = "rule.spmm.csr-smem-one-warp-column-tiles-for-mid-rows-at-wide-n",
+                      *groups = "rule.spmm.ell-baked-lane-groups-for-wide-rows-at-narrow-n";
+    static const char *west0479 = "{\"rows\": 479, \"nnz\": 1910, \"row_mean\": 3.99, "
+                                  "\"row_cv\": 0.69, \"row_max\": 12, \"row_max_over_mean\": 3.01";
+    static const char *pd =
+        "{\"rows\": 8081, \"nnz\": 13036, \"row_mean\": 1.61, \"row_cv\": 0.46, "
+        "\"row_max\": 5, \"row_max_over_mean\": 3.10";
+    static const char *bcsstk13 = "{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.88, "
+                                  "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27";
+    static const char *n1024 = "{\"rows\": 1024, \"nnz\": 32768, \"row_mean\": 32, \"row_cv\": 0, "
+                               "\"row_max\": 32, \"row_max_over_mean\": 1";
+    static const char *tr07 = "{\"rows\": 512, \"nnz\": 78643, \"row_mean\": 153.6, "
+                              "\"row_cv\": 0.47, \"row_max\": 270, \"row_max_over_mean\": 1.76";
+    static const struct {
+        const char *matrix;
+        int n;
+        const char *rule;
+        int fires;
+    } cases[] = {
+        {"west0479", 128, "tiles", 1}, {"west0479", 32, "tiles", 0},   {"pd", 128, "tiles", 0},
+        {"bcsstk13", 128, "smem", 1},  {"pd", 128, "smem", 0},         {"tr07", 128, "smem", 0},
+        {"bcsstk13", 32, "groups", 1}, {"bcsstk13", 128, "groups", 0}, {"n1024", 32, "groups", 0}};
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        const char *f = dt_streq(cases[i].matrix, "west0479")   ? west0479
+                        : dt_streq(cases[i].matrix, "pd")       ? pd
+                        : dt_streq(cases[i].matrix, "bcsstk13") ? bcsstk13
+                        : dt_streq(cases[i].matrix, "n1024")    ? n1024
+                                                                : tr07;
+        const char *id = dt_streq(cases[i].rule, "tiles")  ? tiles
+                         : dt_streq(cases[i].rule, "smem") ? smem
+                                                           : groups;
+        char q[320];
+        snprintf(q, sizeof q, "%s, \"n\": %d}", f, cases[i].n);
+        cr_expect_eq(rule_fires(k, "spmm", q, id), cases[i].fires, "%s at N=%d: %s %s",
+                     cases[i].matrix, cases[i].n, id, cases[i].fires ? "did not fire" : "fired");
+    }
+    kb_close(k);
+}
+
 /* ---- loading ---------------------------------------------------------------------- */
 
 Test(store, shipped_files_may_hold_one_entry_or_an_array_and_bad_ones_are_skipped)
