@@ -172,9 +172,12 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract);
  * worker pool: up to budget_variants legal variants, chosen by
  * ag_tune_points (agents/internal.h: the plan's own params first, then the
  * rules' values, the space's first and middle points, the template's
- * defaults and one-step moves), get a cheap measurement (5 runs); the best
- * third (at least 2, at most max_finalists) of each strategy is re-verified
- * with the full battery (a finalist that fails it hands its place to the
+ * defaults and one-step moves), get a cheap measurement (5 runs); a variant
+ * whose reply names the same kernel_key (CUBIN, launch, format) as an
+ * earlier one of its strategy is set aside and the next point of a list
+ * three budgets long measured in its place, so the budget buys distinct
+ * kernels; the best third (at least 2, at most max_finalists) of each
+ * strategy is re-verified with the full battery (a finalist that fails it hands its place to the
  * next-fastest variant, up to three times) and measured in full; each
  * strategy's fastest verified variant is then measured once more next to
  * every cuSPARSE algorithm, with the same method. Timings and verifications

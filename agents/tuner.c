@@ -21,6 +21,10 @@ typedef struct variant {
     cJSON *measure;   /* stage 2 reply (no baseline) */
     int winner;       /* its strategy's winner: measured again with the baseline */
     cJSON *final;     /* that measurement, with the cuSPARSE comparison */
+    int reserve;      /* 1: held back, measured only in place of a variant found
+                       * to be the same kernel as an earlier one */
+    int same_as;      /* -1, or the earlier variant it turned out to be */
+    char *key;        /* the worker's kernel_key (CUBIN, launch, format) */
 } variant;
 
 typedef struct strat {
@@ -81,6 +85,7 @@ static void add_variant(ag_tuner *t, int si, cJSON *params, dt_err *e)
     v->params = params;
     v->source = src;
     v->verified = -1;
+    v->same_as = -1;
 }
 
 /* ---- which variants to measure ------------------------------------------------ */
@@ -313,15 +318,66 @@ cJSON *ag_tune_variants(const cJSON *cand, int budget, cJSON *why)
     return pts;
 }
 
+/* A strategy's variants: the budget's points, then a reserve of as many
+ * again twice over (the next points of a three-times-larger budget) that
+ * take the place of any variant the worker finds to be the same kernel as
+ * an earlier one. At N=32 in fp32 a quarter to a half of the 12 points of
+ * an SpMM template are such repeats (TN 64..256 all clamp to one 32-column
+ * tile, VEC 8 to 16-byte vectors of 4, LANES 16 and 32 to groups of 8). */
 static void enumerate(ag_tuner *t, int si, dt_err *e)
 {
-    cJSON *pts = ag_tune_variants(t->st[si].cand, t->o.budget_variants, NULL);
+    int budget = t->o.budget_variants;
+    cJSON *pts = ag_tune_variants(t->st[si].cand, budget, NULL);
+    cJSON *more = ag_tune_variants(t->st[si].cand, 3 * budget, NULL);
     t->st[si].first = t->nv;
-    const cJSON *pt;
+    const cJSON *pt, *q;
     cJSON_ArrayForEach(pt, pts)
         add_variant(t, si, cJSON_Duplicate(pt, 1), e);
+    cJSON_ArrayForEach(pt, more)
+    {
+        int dup = 0;
+        cJSON_ArrayForEach(q, pts)
+            dup |= same_point(q, pt);
+        if (dup)
+            continue;
+        int at = t->nv;
+        add_variant(t, si, cJSON_Duplicate(pt, 1), e);
+        if (t->nv > at)
+            t->v[at].reserve = 1;
+    }
     t->st[si].count = t->nv - t->st[si].first;
     cJSON_Delete(pts);
+    cJSON_Delete(more);
+}
+
+/* v's quick reply named the kernel it ran: when an earlier variant of its
+ * strategy ran the same one, v is set aside (it would only time that
+ * kernel again) and the strategy's next reserve point is measured in its
+ * place. Returns the earlier variant, or NULL. */
+static const variant *fold_same(ag_tuner *t, variant *v, const cJSON *reply)
+{
+    const char *key = dt_json_str(reply, "kernel_key", NULL);
+    if (key == NULL)
+        return NULL;
+    free(v->key);
+    v->key = dt_xstrdup(key);
+    const strat *s = &t->st[v->strategy];
+    const variant *first = NULL;
+    for (int k = 0; k < s->count && first == NULL; k++) {
+        const variant *u = &t->v[s->first + k];
+        if (u != v && !u->reserve && u->same_as < 0 && u->key && dt_streq(u->key, key))
+            first = u;
+    }
+    if (first == NULL)
+        return NULL;
+    v->same_as = (int)(first - t->v);
+    v->quick_us = 0;
+    for (int k = 0; k < s->count; k++)
+        if (t->v[s->first + k].reserve) {
+            t->v[s->first + k].reserve = 0;
+            break;
+        }
+    return first;
 }
 
 static cJSON *request(ag_tuner *t, const char *name, const variant *v)
@@ -428,8 +484,14 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
     } else if (kind == 0) {
         if (dt_json_bool(reply, "ok", 0)) {
             v->quick_us = dt_json_num(reply, "us", 0);
-            progress(t, "  %-16s %-40s %9.2f us (quick, %s)", sname, ps, v->quick_us,
-                     dt_json_str(reply, "method", "?"));
+            double us = v->quick_us;
+            const variant *same = fold_same(t, v, reply);
+            char *sp = same ? dt_json_print(same->params, 0) : NULL;
+            progress(t, "  %-16s %-40s %9.2f us (quick, %s)%s%s%s", sname, ps, us,
+                     dt_json_str(reply, "method", "?"),
+                     sp ? ": the same kernel and launch as " : "", sp ? sp : "",
+                     sp ? ", the next point in its place" : "");
+            free(sp);
         } else {
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
             progress(t, "  %-16s %-40s failed: %s", sname, ps, v->error);
@@ -525,8 +587,11 @@ static void pump(ag_tuner *t)
     double elapsed = dt_now() - t->t0;
     if (t->stage == 0) {
         /* With several workers, compile every variant in parallel first. */
-        while (t->inflight < workers && t->next < t->nv)
-            submit(t, t->next++, 4);
+        while (t->inflight < workers && t->next < t->nv) {
+            int vi = t->next++;
+            if (!t->v[vi].reserve)
+                submit(t, vi, 4);
+        }
         if (t->inflight > 0)
             return;
         t->stage = 1;
@@ -534,12 +599,20 @@ static void pump(ag_tuner *t)
     }
     if (t->stage == 1) {
         /* The quick stage stops taking new variants at half the budget. */
-        while (t->inflight < parallel && t->next < t->nv && elapsed < 0.5 * t->o.budget_s)
-            submit(t, t->next++, 0);
+        while (t->inflight < parallel && t->next < t->nv && elapsed < 0.5 * t->o.budget_s) {
+            int vi = t->next++;
+            if (!t->v[vi].reserve)
+                submit(t, vi, 0);
+        }
         if (t->inflight > 0)
             return;
-        if (t->next < t->nv)
-            progress(t, "time budget: %d of %d variants not timed", t->nv - t->next, t->nv);
+        int untimed = 0, active = 0;
+        for (int i = 0; i < t->nv; i++) {
+            active += !t->v[i].reserve;
+            untimed += !t->v[i].reserve && i >= t->next;
+        }
+        if (untimed > 0)
+            progress(t, "time budget: %d of %d variants not timed", untimed, active);
         pick_finalists(t);
         t->stage = 2;
         t->next = 0;
@@ -625,6 +698,8 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
                 dt_json_set_num(o, "baseline_preprocess_us",
                                 dt_json_num(alg, "preprocess_us", 0) + dt_json_num(alg, "setup_us", 0));
     }
+    if (v->same_as >= 0)
+        dt_json_set_take(o, "same_as", cJSON_Duplicate(t->v[v->same_as].params, 1));
     if (v->error)
         dt_json_set_str(o, "error", v->error);
     return o;
@@ -646,6 +721,8 @@ static void finish(ag_tuner *t)
         const variant *sbest = NULL;
         for (int k = 0; k < s->count; k++) {
             const variant *v = &t->v[s->first + k];
+            if (v->reserve)
+                continue; /* never measured */
             cJSON_AddItemToArray(vs, variant_json(t, v));
             if (v->verified == 1 && v->winner && v->final)
                 sbest = v;
@@ -675,7 +752,10 @@ static void finish(ag_tuner *t)
         dt_json_set_take(res, "best", b);
     }
     dt_json_set_num(res, "seconds", dt_now() - t->t0);
-    dt_json_set_int(res, "variants", t->nv);
+    int active = 0;
+    for (int i = 0; i < t->nv; i++)
+        active += !t->v[i].reserve;
+    dt_json_set_int(res, "variants", active);
     dt_json_set_bool(res, "cached", t->cached);
     /* Cache the winners' params (not their timings, which are re-measured). */
     if (t->o.use_cache && t->cache_path[0] && best) {
@@ -770,9 +850,15 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
         }
     }
     cJSON_Delete(cached);
-    progress(t, "tuning %d strateg%s, %d variants%s (budget %d per strategy, %.0f s)", t->nst,
-             t->nst == 1 ? "y" : "ies", t->nv, t->cached ? ", some from the cache" : "",
-             t->o.budget_variants, t->o.budget_s);
+    int reserve = 0;
+    for (int k = 0; k < t->nv; k++)
+        reserve += t->v[k].reserve;
+    progress(t,
+             "tuning %d strateg%s, %d variants%s (budget %d per strategy, %.0f s; %d more in "
+             "reserve for variants that turn out to be the same kernel as an earlier one)",
+             t->nst, t->nst == 1 ? "y" : "ies", t->nv - reserve,
+             t->cached ? ", some from the cache" : "", t->o.budget_variants, t->o.budget_s,
+             reserve);
     t->stage = gpu_pool_size(t->o.pool) > 1 ? 0 : 1;
     pump(t);
     return t;
@@ -796,6 +882,7 @@ void ag_tuner_free(ag_tuner *t)
         free(t->v[i].error);
         cJSON_Delete(t->v[i].measure);
         cJSON_Delete(t->v[i].final);
+        free(t->v[i].key);
     }
     free(t->v);
     free(t->st);

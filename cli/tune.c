@@ -23,9 +23,13 @@ const char cli_tune_usage[] =
     "\n"
     "The variants of a strategy, in the order they are measured: the planner's point, the\n"
     "values the rules name, the space's first and middle points, the template's defaults,\n"
-    "then one parameter moved one step at a time, then an even spread. --dry-run prints\n"
-    "the ranking and those variants without a GPU (the matrix is profiled here; rules for\n"
-    "one compute capability when the spec names a GPU, for every one when it says auto).\n";
+    "then one parameter moved one step at a time, then an even spread. A variant the worker\n"
+    "finds to be the same kernel and launch as an earlier one (the same CUBIN, grid, block\n"
+    "and format: at N=32 an SpMM tile of 64 or 128 columns is the one 32-column tile) is\n"
+    "set aside after its quick timing and the next point of the list, up to three times\n"
+    "--variants, is measured in its place. --dry-run prints the ranking and those variants\n"
+    "without a GPU (the matrix is profiled here; rules for one compute capability when the\n"
+    "spec names a GPU, for every one when it says auto).\n";
 
 typedef struct tune_ctx {
     cJSON *result;

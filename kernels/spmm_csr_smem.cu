@@ -93,7 +93,7 @@ spmm_csr_smem(int rows, const int *__restrict__ rowptr, const int *__restrict__ 
     const int lane = threadIdx.x & 31;
     const int grp = lane / L;
     const int gl = lane % L;
-    const int col0 = blockIdx.y * TN;
+    const int col0 = blockIdx.y * TE; /* TE = TN, or N in the one tile when TN >= N */
     const long long r = (long long)blockIdx.x * WARPS + w;
     /* A whole warp leaves together, and only warp-level barriers follow. */
     if (r >= rows)

@@ -166,7 +166,7 @@ __device__ __forceinline__ void short_rows(int sb, int count, const int *__restr
     const int gl = lane % L;
     const int rsub = grp / GPR; /* which of the P rows in flight */
     const int gsub = grp % GPR; /* which share of that row's nonzeros */
-    const int col0 = blockIdx.y * TN;
+    const int col0 = blockIdx.y * TE; /* TE = TN, or N in the one tile when TN >= N */
     const long long wrow = ((long long)sb * WARPS + (threadIdx.x >> 5)) * ROWS_PER_WARP;
 
     for (int round = 0; round < ROUNDS; round++) {
@@ -207,7 +207,7 @@ __device__ void long_rows(int j, int nlong, int long_nnz, const int *__restrict_
     const int grp = lane / L;
     const int gl = lane % L;
     const int q = w * G + grp; /* group index in the block */
-    const int col0 = blockIdx.y * TN;
+    const int col0 = blockIdx.y * TE; /* TE = TN, or N in the one tile when TN >= N */
     const int lo = j * CHUNK; /* < long_nnz: the grid has cdiv(long_nnz, CHUNK) pieces */
     const int hi = (int)min((long long)lo + CHUNK, (long long)long_nnz);
     S acc[NCH][VW];

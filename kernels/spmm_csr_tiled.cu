@@ -81,7 +81,7 @@ spmm_csr_tiled(int rows, const int *__restrict__ rowptr, const int *__restrict__
     const int grp = lane / L;
     const int gl = lane % L;
     const int q = w * G + grp; /* group index in the block */
-    const int col0 = blockIdx.y * TN;
+    const int col0 = blockIdx.y * TE; /* TE = TN, or N in the one tile when TN >= N */
     const long long tile = (long long)blockIdx.x * RPB;
     const int nrows = rows - tile < RPB ? (int)(rows - tile) : RPB;
     S acc[NCH][VW];

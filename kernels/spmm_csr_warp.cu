@@ -64,7 +64,7 @@ spmm_csr_warp(int rows, const int *__restrict__ rowptr, const int *__restrict__ 
     const int gl = lane % L;
     const int rsub = grp / GPR; /* which of the P rows in flight */
     const int gsub = grp % GPR; /* which share of that row's nonzeros */
-    const int col0 = blockIdx.y * TN;
+    const int col0 = blockIdx.y * TE; /* TE = TN, or N in the one tile when TN >= N */
     const long long wrow = ((long long)blockIdx.x * WARPS + (threadIdx.x >> 5)) * ROWS_PER_WARP;
 
     for (int round = 0; round < ROUNDS; round++) {

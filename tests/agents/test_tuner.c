@@ -200,3 +200,134 @@ Test(tuner, a_value_off_the_list_should_step_from_the_nearest)
     expect_point(pts, 5, 4, 8, 2);
     cJSON_Delete(pts);
 }
+
+typedef struct tune_wait {
+    cJSON *result;
+    int done;
+} tune_wait;
+
+static void tune_quiet(const char *line, void *ud)
+{
+    (void)line;
+    (void)ud;
+}
+
+static void tune_done(cJSON *res, void *ud)
+{
+    tune_wait *w = ud;
+    w->result = res;
+    w->done = 1;
+}
+
+static void pool_quiet(int w, const char *line, void *ud)
+{
+    (void)w;
+    (void)line;
+    (void)ud;
+}
+
+/* Tune one ell-baked-spmm candidate through a pool of fake workers
+ * (tests/agents/fake-tune-worker.sh) whose kernel_key ignores TN: every TN
+ * of a point is one kernel. Returns the tuner's result; caller frees. */
+static cJSON *tune_with_fake_workers(int workers, int budget)
+{
+    dt_loop *l = dt_loop_new();
+    char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
+    gpu_pool_opts po = {.workers = workers, .launcher = la, .deadline_s = 30,
+                        .start_deadline_s = 20, .log = pool_quiet};
+    dt_err e = {0};
+    gpu_pool *p = gpu_pool_new(l, &po, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SPMM;
+    spec.n = 32;
+    cJSON *cands = cJSON_Parse(
+        "[{\"strategy\": \"ell-baked-spmm\", \"template\": \"kernels/spmm_ell.cu\","
+        "  \"params\": {\"WARPS\": 4, \"VEC\": 8, \"LANES\": 32, \"ROWS_PER_WARP\": 1,"
+        "               \"UNROLL\": 4, \"TN\": 128},"
+        "  \"space\": {\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8],"
+        "             \"TN\": [32, 64, 128, 256]}}]");
+    cr_assert_not_null(cands);
+    tune_wait w = {0};
+    ag_tune_opts o = {.pool = p,
+                      .spec = &spec,
+                      .matrix = "m",
+                      .candidates = cands,
+                      .budget_variants = budget,
+                      .budget_s = 60,
+                      .use_cache = 0,
+                      .progress = tune_quiet,
+                      .done = tune_done,
+                      .ud = &w};
+    ag_tuner *t = ag_tuner_start(&o, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    double t0 = dt_now();
+    while (!w.done && dt_now() - t0 < 60)
+        if (dt_loop_run_once(l, 200) < 0)
+            break;
+    cr_assert(w.done, "the tuner did not finish within 60 s");
+    ag_tuner_free(t);
+    cJSON_Delete(cands);
+    sp_spec_clear(&spec);
+    gpu_pool_free(p);
+    dt_loop_free(l);
+    free(la);
+    return w.result;
+}
+
+static int same_kernel(const cJSON *a, const cJSON *b)
+{
+    return dt_json_num(a, "WARPS", 0) == dt_json_num(b, "WARPS", 0) &&
+           dt_json_num(a, "UNROLL", 0) == dt_json_num(b, "UNROLL", 0);
+}
+
+/* The budget buys distinct kernels: a variant the worker reports as the
+ * same kernel and launch as an earlier one is set aside (same_as) and the
+ * next point of the longer list is measured in its place, through the
+ * compile stage (several workers) and without it (one). */
+Test(tuner, a_variant_that_is_the_same_kernel_as_an_earlier_one_should_give_way, .timeout = 120)
+{
+    for (int workers = 1; workers <= 2; workers++) {
+        cJSON *res = tune_with_fake_workers(workers, 6);
+        const cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0);
+        const cJSON *vs = cJSON_GetObjectItem(s, "variants");
+        int distinct = 0, folded = 0;
+        const cJSON *v, *u;
+        cJSON_ArrayForEach(v, vs)
+        {
+            const cJSON *pv = cJSON_GetObjectItem(v, "params");
+            const cJSON *same = cJSON_GetObjectItem(v, "same_as");
+            char *ps = dt_json_print(pv, 0);
+            if (same != NULL) {
+                folded++;
+                cr_expect(same_kernel(pv, same), "%d workers: %s folded into another kernel",
+                          workers, ps);
+                cr_expect(!cJSON_GetObjectItem(v, "quick_us") && !dt_json_bool(v, "finalist", 0),
+                          "%d workers: folded %s still ranked", workers, ps);
+            } else {
+                distinct++;
+                cr_expect(dt_json_num(v, "quick_us", 0) > 0, "%d workers: %s not timed", workers,
+                          ps);
+                cJSON_ArrayForEach(u, vs)
+                {
+                    if (u == v)
+                        break;
+                    cr_expect(cJSON_GetObjectItem(u, "same_as") ||
+                                  !same_kernel(cJSON_GetObjectItem(u, "params"), pv),
+                              "%d workers: %s measured twice as distinct", workers, ps);
+                }
+            }
+            free(ps);
+        }
+        /* The planner's point (TN 128) is followed by TN 64 and 256 within
+         * the first six: at least one fold, and still six kernels. */
+        cr_expect_gt(folded, 0, "%d workers: no variant was folded", workers);
+        cr_expect_eq(distinct, 6, "%d workers: %d distinct kernels measured, budget 6", workers,
+                     distinct);
+        cr_expect_eq(dt_json_num(res, "variants", 0), distinct + folded);
+        cr_expect_not_null(cJSON_GetObjectItem(res, "best"), "%d workers: no best variant",
+                           workers);
+        cJSON_Delete(res);
+    }
+}

@@ -126,3 +126,81 @@ Test(kernels, every_template_should_compile_across_its_manifest_corners, .timeou
     dt_buf_free(&fails);
     gpu_nvrtc_free(w.nvrtc);
 }
+
+/* The image of one template at params (a JSON object) for an SpMM problem
+ * of n columns in fp32, as the worker compiles it for sm_90; caller frees. */
+static gpu_cubin *image_of(wk_state *w, const char *file, const char *params, int n)
+{
+    char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), file);
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    cJSON *req = cJSON_CreateObject();
+    cJSON *k = cJSON_CreateObject();
+    dt_json_set_str(k, "source", src);
+    dt_json_set_str(k, "name", file);
+    dt_json_set_take(k, "params", cJSON_Parse(params));
+    dt_json_set_take(req, "kernel", k);
+    wk_kernel kn;
+    cr_assert_eq(wk_kernel_parse(req, &kn, &e), 0, "%s: %s", file, e.msg);
+    cJSON_Delete(req);
+    wk_problem p = {.op = kn.contract.op, .dtype = SP_FP32, .n = n, .alpha = 1, .beta = 0};
+    gpu_vars v = matrix_vars();
+    gpu_cubin *c = NULL;
+    w->arch = "sm_90";
+    cr_assert_eq(wk_compile_for(w, &v, &kn, &p, &c, &e), 0, "%s %s: %s", file, params, e.msg);
+    cr_assert(c->compiled, "%s %s does not compile:\n%s", file, params, c->log);
+    wk_kernel_clear(&kn);
+    free(src);
+    free(path);
+    return c;
+}
+
+static int same_image(const gpu_cubin *a, const gpu_cubin *b)
+{
+    return a->size == b->size && memcmp(a->image, b->image, a->size) == 0;
+}
+
+/* The tuner folds variants whose CUBIN and launch are the same (worker
+ * compile replies carry a kernel_key). That rests on NVRTC giving
+ * byte-identical images for parameter values the template clamps away:
+ * ell-baked-spmm at N=32 uses min(TN, N) columns a tile, and fp32 vectors
+ * of at most 4 elements (16 bytes), so TN 64 and 128, and VEC 4 and 8, are
+ * one kernel; at N=128 TN 32 and 64 are not. */
+Test(kernels, parameter_values_a_template_clamps_away_should_give_the_same_image)
+{
+    wk_state w;
+    memset(&w, 0, sizeof w);
+    dt_err e = {0};
+    if (wk_nvrtc(&w, &e) == NULL)
+        cr_skip_test("NVRTC is not available here: %s", e.msg);
+    /* ell-baked-spmm at (TN, VEC, n): TN 128 at N=32 first, the image the
+     * others are compared with. */
+    static const struct {
+        int tn, vec, n, same;
+        const char *what;
+    } cases[] = {{64, 8, 32, 1, "TN 64 at N=32 (one 32-column tile)"},
+                 {128, 4, 32, 1, "VEC 4 in fp32 (VEC 8 is 4 elements too)"},
+                 {32, 8, 128, 0, "TN 32 at N=128"},
+                 {64, 8, 128, 0, "TN 64 at N=128"}};
+    char params[160];
+#define ELL_PARAMS                                                                                 \
+    "{\"WARPS\":4,\"VEC\":%d,\"LANES\":32,\"ROWS_PER_WARP\":1,\"UNROLL\":4,\"TN\":%d}"
+    snprintf(params, sizeof params, ELL_PARAMS, 8, 128);
+    gpu_cubin *ref = image_of(&w, "spmm_ell.cu", params, 32), *prev = NULL;
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        snprintf(params, sizeof params, ELL_PARAMS, cases[i].vec, cases[i].tn);
+        gpu_cubin *c = image_of(&w, "spmm_ell.cu", params, cases[i].n);
+        cr_expect_eq(same_image(ref, c), cases[i].same, "%s: %s the image of TN 128 at N=32",
+                     cases[i].what, cases[i].same ? "differs from" : "is");
+        /* The two N=128 tile widths differ from each other too. */
+        if (prev && i == DT_ARRAY_LEN(cases) - 1)
+            cr_expect(!same_image(prev, c), "TN 32 and TN 64 at N=128 gave the same image");
+        gpu_cubin_free(prev);
+        prev = c;
+    }
+#undef ELL_PARAMS
+    gpu_cubin_free(prev);
+    gpu_cubin_free(ref);
+    gpu_nvrtc_free(w.nvrtc);
+}

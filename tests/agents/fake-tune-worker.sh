@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# fake-tune-worker.sh -- a stand-in worker for the tuner's tests: it answers
+# measure, verify and compile as the real worker does, with made-up timings,
+# and names the kernel it "ran" in kernel_key the way a template that clamps
+# TN to N would: every TN value of one point of the other parameters is the
+# same kernel (as at N=32, where ell-baked-spmm's TN 32..256 all run one
+# 32-column tile). With FAKE_TUNE_LOG set, each request's first 300
+# characters are appended to that file.
+while IFS= read -r line; do
+  [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
+  # The pool writes the request's own fields, then its "id".
+  id=$(printf '%s' "$line" | sed -n 's/.*[^\\]"id":\([0-9]*\).*/\1/p')
+  req=$(printf '%s' "$line" | sed -n 's/^{"req":"\([a-z_]*\)".*/\1/p')
+  # The variant's params: the kernel object's "params" (the source's own
+  # copies of the word are escaped, \"params\").
+  params=$(printf '%s' "$line" | sed -n 's/.*[^\\]"params":{\([^}]*\)}.*/\1/p')
+  key=$(printf '%s' "$params" | sed 's/"TN":[0-9]*//' | cksum | cut -d' ' -f1)
+  sum=$(printf '%s' "$params" | cksum | cut -d' ' -f1)
+  us="$((1 + sum % 7)).$((sum % 10))"
+  case "$req" in
+    hello) printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$" ;;
+    measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"}\n' "$id" "$us" "$key" ;;
+    verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]}\n' "$id" ;;
+    shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;
+    *) printf '{"id":%s,"ok":true}\n' "$id" ;;
+  esac
+done
