@@ -35,8 +35,9 @@ const char cli_export_usage[] =
     "fastest measured version. A session that never measured a kernel still exports its\n"
     "last verified (else compiled, else generated) version, and the README says it was\n"
     "never measured. --version N exports version N instead (`ditto sessions show ID` lists\n"
-    "them). Only CSR-format kernels can be exported: when the best needs another format,\n"
-    "the error names the CSR versions to pick from. DIR must be empty or new\n"
+    "them). Only kernels over CSR (contract format csr) or CSR with each nonzero's row\n"
+    "(coo) can be exported: when the best needs another format, the error names the\n"
+    "versions to pick from. DIR must be empty or new\n"
     "unless --force is given (then the files above are overwritten, nothing else).\n"
     "\n"
     "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
@@ -378,8 +379,15 @@ static int choose_version(const sess_log *log, const ex_scan *s, int want, ex_be
     return -1;
 }
 
-/* The measured versions of the session whose kernels are CSR, as "v1 csr-vector 3.07 us,
- * ..." for an error message; "" when none. */
+/* Whether the harness can build a kernel's format: CSR, or COO beside it (coo_row, the
+ * row of each nonzero, which the harness derives from CSR). */
+static int harness_format(const char *format)
+{
+    return format == NULL || strcmp(format, "csr") == 0 || strcmp(format, "coo") == 0;
+}
+
+/* The measured versions of the session whose kernels the harness can run, as "v1
+ * csr-vector 3.07 us, ..." for an error message; "" when none. */
 static void csr_versions(const ex_scan *s, char *out, size_t len)
 {
     out[0] = '\0';
@@ -392,7 +400,7 @@ static void csr_versions(const ex_scan *s, char *out, size_t len)
         dt_err ce = {0};
         if (gpu_contract_from_source(x->source, &c, &ce) != 0)
             continue;
-        int csr = c.format == NULL || strcmp(c.format, "csr") == 0;
+        int csr = harness_format(c.format);
         gpu_contract_clear(&c);
         if (!csr)
             continue;
@@ -438,9 +446,11 @@ static void ctx_free(ex_ctx *x)
     dt_buf_free(&x->defines);
 }
 
-/* Parameters a CSR kernel of op can bind, as the worker's dev_launch does. */
-static int param_bindable(const char *p, sp_op op)
+/* Parameters a CSR (or COO) kernel of op can bind, as the worker's dev_launch does. */
+static int param_bindable(const char *p, sp_op op, const char *format)
 {
+    if (strcmp(p, "coo_row") == 0)
+        return format != NULL && strcmp(format, "coo") == 0;
     static const char *common[] = {"rows", "cols", "nnz",   "n",    "k",    "max_row", "rowptr",
                                    "col",  "val",  "alpha", "beta", "bias", "scratch"};
     for (size_t i = 0; i < DT_ARRAY_LEN(common); i++)
@@ -556,16 +566,16 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
                           ce.msg);
     x->have_contract = 1;
     const char *fmt = x->c.format ? x->c.format : "csr";
-    if (strcmp(fmt, "csr") != 0)
+    if (!harness_format(fmt))
         return dt_err_set(e,
                           "kernel %s needs the '%s' format: the harness supports CSR-format "
-                          "kernels only (contract \"format\": \"csr\")",
+                          "kernels only (contract \"format\": \"csr\" or \"coo\")",
                           b->label, fmt);
     if (x->c.op != x->spec.op)
         return dt_err_set(e, "kernel %s's contract is for %s, the session's problem is %s",
                           b->label, sp_op_name(x->c.op), sp_op_name(x->spec.op));
     for (int i = 0; i < x->c.nparams; i++)
-        if (!param_bindable(x->c.params[i], x->spec.op))
+        if (!param_bindable(x->c.params[i], x->spec.op, fmt))
             return dt_err_set(e,
                               "kernel %s takes '%s', which nothing binds to for a CSR %s "
                               "kernel",
@@ -853,6 +863,8 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "#define DX_EPI_NAME \"%s\"\n", sp_epilogue_name(sp->epilogue));
     dt_buf_printf(&o, "#define DX_COL_MAJOR %d /* SpMM B and C layout */\n",
                   x->c.layout == SP_COL_MAJOR);
+    dt_buf_printf(&o, "#define DX_COO %d /* the kernel takes coo_row, each nonzero's row */\n",
+                  x->c.format != NULL && strcmp(x->c.format, "coo") == 0);
     dt_buf_puts(&o, "#define DX_METHOD ");
     c_string(&o, b->measured && b->method[0] ? b->method : "auto");
     dt_buf_puts(&o, " /* the session's timing method; auto: graph when L2-resident */\n");
@@ -1010,7 +1022,8 @@ static char *readme_file(const ex_ctx *x)
                     "| `kernel.cu` | the kernel: `ditto.cuh` inlined; the dtype and epilogue "
                     "macros, its parameters and its contract's defines at the top; the launch "
                     "contract kept in its `@contract` comment |\n"
-                    "| `harness.cu` | host code: reads a Matrix Market file, builds CSR, runs and "
+                    "| `harness.cu` | host code: reads a Matrix Market file, builds CSR (and each "
+                    "nonzero's row for a coo kernel), runs and "
                     "checks the kernel, times it and cuSPARSE |\n"
                     "| `Makefile` | `make` builds `./harness`; `make run` runs it on `MATRIX` |\n");
     if (x->write_matrix)
@@ -1373,7 +1386,7 @@ int cli_export(int argc, char **argv)
     session_sms(&x);
     if (prepare_contract(&x, &e) != 0) {
         char alt[600] = "";
-        if (x.have_contract && x.c.format && strcmp(x.c.format, "csr") != 0)
+        if (x.have_contract && !harness_format(x.c.format))
             csr_versions(&s, alt, sizeof alt);
         if (alt[0])
             fprintf(stderr, "ditto export: %s; measured CSR versions, for --version N: %s\n", e.msg,

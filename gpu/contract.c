@@ -9,8 +9,8 @@
 static const char *vocabulary[] = {
     /* sizes */
     "rows", "cols", "nnz", "n", "k", "max_row",
-    /* CSR */
-    "rowptr", "col", "val",
+    /* CSR, and COO's row of each nonzero */
+    "rowptr", "col", "val", "coo_row",
     /* ELL */
     "ell_col", "ell_val", "width",
     /* SELL-C-sigma */

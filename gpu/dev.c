@@ -454,6 +454,27 @@ static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
     return 0;
 }
 
+/* COO beside CSR: CSR's arrays and coo_row, the row of every nonzero in
+ * CSR order, so a kernel that takes nonzeros whatever their rows finds a
+ * nonzero's row and column in one pair of independent loads. */
+static int build_coo(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    if (build_csr(a, params, t, f, e) != 0)
+        return -1;
+    int32_t *row = malloc((a->nnz ? (size_t)a->nnz : 1) * sizeof *row);
+    if (row == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "out of host memory for coo (%lld nonzeros)", (long long)a->nnz);
+    }
+    for (int32_t r = 0; r < a->rows; r++)
+        for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
+            row[k] = r;
+    int rc = add_arr(f, "coo_row", row, (size_t)a->nnz * 4, e);
+    free(row);
+    return rc;
+}
+
 /* ELL: column-major (slot k of row r at k * rows + r) unless the format
  * parameter row_major is 1 (r * width + k). */
 static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
@@ -719,25 +740,52 @@ out:
 
 /* SELL-C-sigma with 16-bit column offsets from a per-slice base: 6 bytes per
  * stored fp32 entry instead of 8, for matrices whose slices each span fewer
- * than 65535 columns. Padding entries carry the offset 0xFFFF (and value 0). */
+ * than 65535 columns. Padding entries carry the offset 0xFFFF (and value 0).
+ *
+ * The format parameter vec (1, 2, 4 or 8) lets a thread load vec entries of
+ * its row at once: each slice's length (sell_len, entries per row, padding
+ * included) is rounded up to a multiple of vec, and entry k of the slice's
+ * row j sits at sell_ptr[s] + (k / vec) * C * vec + j * vec + k % vec, so
+ * a row's vec consecutive entries are adjacent and every slice starts at a
+ * multiple of C * vec elements (vector loads stay aligned). vec 1 is the
+ * plain column-major slice. Variables: nslices, C, sigma, vec. */
 static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
     int32_t C = (int32_t)fparam(params, "C", 32);
     int32_t sigma = (int32_t)fparam(params, "sigma", C);
+    int64_t vec = fparam(params, "vec", 1);
+    if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
+        return dt_err_set(e, "sell16: format parameter vec is %lld; legal values are 1, 2, 4, 8",
+                          (long long)vec);
     sp_sell *m = sp_csr_to_sell(a, C, sigma, e);
     if (m == NULL)
         return -1;
     int rc = -1;
-    int32_t *base = malloc(((size_t)m->nslices + 1) * sizeof *base);
-    uint16_t *col16 = malloc(((size_t)m->stored + 1) * sizeof *col16);
-    int32_t *ptr = narrow_offsets(m->slice_ptr, (size_t)m->nslices + 1, e);
-    if (base == NULL || col16 == NULL || ptr == NULL) {
+    size_t ns = (size_t)m->nslices;
+    int64_t stored = 0; /* with every slice rounded up to whole vectors */
+    for (size_t sl = 0; sl < ns; sl++)
+        stored += (m->slice_len[sl] + vec - 1) / vec * vec * C;
+    if (stored > INT32_MAX) {
+        dt_err_set(e,
+                   "sell16: %lld stored entries (vec %lld) exceed the 32-bit offsets of sell_ptr",
+                   (long long)stored, (long long)vec);
+        sp_sell_free(m);
+        return -1;
+    }
+    int32_t *base = malloc((ns + 1) * sizeof *base);
+    int32_t *ptr = malloc((ns + 1) * sizeof *ptr);
+    int32_t *len = malloc((ns + 1) * sizeof *len);
+    uint16_t *col16 = malloc(((size_t)stored + 1) * sizeof *col16);
+    /* vec 1 keeps the converter's values where they are. */
+    double *val = vec == 1 ? m->val : malloc(((size_t)stored + 1) * sizeof *val);
+    if (base == NULL || ptr == NULL || len == NULL || col16 == NULL || val == NULL) {
         if (e)
             e->code = DEV_ENOMEM;
-        dt_err_set(e, "out of host memory for sell16 (%lld stored entries)", (long long)m->stored);
+        dt_err_set(e, "out of host memory for sell16 (%lld stored entries)", (long long)stored);
         goto out;
     }
-    for (int32_t sl = 0; sl < m->nslices; sl++) {
+    ptr[0] = 0;
+    for (size_t sl = 0; sl < ns; sl++) {
         int32_t lo = INT32_MAX, hi = -1;
         for (int64_t k = m->slice_ptr[sl]; k < m->slice_ptr[sl + 1]; k++) {
             if (m->col[k] < 0)
@@ -747,30 +795,48 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
         }
         if (hi >= 0 && (int64_t)hi - lo >= 0xFFFF) {
             dt_err_set(e,
-                       "sell16: slice %d spans columns %d..%d, more than a 16-bit offset reaches "
+                       "sell16: slice %zu spans columns %d..%d, more than a 16-bit offset reaches "
                        "(65534)",
                        sl, lo, hi);
             goto out;
         }
         base[sl] = hi >= 0 ? lo : 0;
-        for (int64_t k = m->slice_ptr[sl]; k < m->slice_ptr[sl + 1]; k++)
-            col16[k] = m->col[k] < 0 ? (uint16_t)0xFFFF : (uint16_t)(m->col[k] - base[sl]);
+        len[sl] = (int32_t)((m->slice_len[sl] + vec - 1) / vec * vec);
+        ptr[sl + 1] = ptr[sl] + len[sl] * C;
+        /* Entry k = q * vec + r of row j comes from slice_ptr + k * C + j;
+         * entries from the converter's width up to the rounded one are
+         * padding. */
+        int64_t to = ptr[sl];
+        for (int64_t q = 0; q < len[sl] / vec; q++)
+            for (int64_t j = 0; j < C; j++)
+                for (int64_t r = 0; r < vec; r++, to++) {
+                    int64_t k = q * vec + r, from = m->slice_ptr[sl] + k * C + j;
+                    int inside = k < m->slice_len[sl];
+                    col16[to] = inside && m->col[from] >= 0 ? (uint16_t)(m->col[from] - base[sl])
+                                                            : (uint16_t)0xFFFF;
+                    if (vec > 1)
+                        val[to] = inside ? m->val[from] : 0.0;
+                }
     }
-    if (add_arr(f, "sell_ptr", ptr, ((size_t)m->nslices + 1) * 4, e) != 0 ||
-        add_arr(f, "sell_len", m->slice_len, (size_t)m->nslices * 4, e) != 0 ||
-        add_arr(f, "sell_perm", m->perm, (size_t)m->nslices * (size_t)C * 4, e) != 0 ||
-        add_arr(f, "col16", col16, (size_t)m->stored * 2, e) != 0 ||
-        add_arr(f, "slice_base", base, (size_t)m->nslices * 4, e) != 0 ||
-        add_vals(f, "sell_val", m->val, (size_t)m->stored, t, e) != 0)
+    if (add_arr(f, "sell_ptr", ptr, (ns + 1) * 4, e) != 0 ||
+        add_arr(f, "sell_len", len, ns * 4, e) != 0 ||
+        add_arr(f, "sell_perm", m->perm, ns * (size_t)C * 4, e) != 0 ||
+        add_arr(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
+        add_arr(f, "slice_base", base, ns * 4, e) != 0 ||
+        add_vals(f, "sell_val", val, (size_t)stored, t, e) != 0)
         goto out;
     gpu_vars_set(&f->vars, "nslices", m->nslices);
     gpu_vars_set(&f->vars, "C", C);
     gpu_vars_set(&f->vars, "sigma", sigma);
+    gpu_vars_set(&f->vars, "vec", vec);
     rc = 0;
 out:
     free(base);
-    free(col16);
     free(ptr);
+    free(len);
+    free(col16);
+    if (val != m->val)
+        free(val);
     sp_sell_free(m);
     return rc;
 }
@@ -782,6 +848,7 @@ static const struct {
     fmt_builder build;
 } formats[] = {
     {"csr", build_csr},
+    {"coo", build_coo},
     {"ell", build_ell},
     {"sell", build_sell},
     {"bsr", build_bsr},
@@ -830,7 +897,8 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     }
     if (e)
         e->code = DEV_ECONTRACT;
-    return dt_err_set(e, "unknown format '%s' (formats: csr, ell, sell, sell16, bsr, bins, csr16)", format);
+    return dt_err_set(
+        e, "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, csr16)", format);
 }
 
 void dev_fmt_free(dev_fmt *f)

@@ -293,3 +293,41 @@ Test(export, a_session_that_never_measured_should_export_its_last_kernel_and_say
     free(src);
     ex_fixture_free(&f);
 }
+
+/* coo-sddmm, the fastest SDDMM template at original size, takes coo_row (each
+ * nonzero's row): the harness derives it from CSR, passes it where the contract lists
+ * it, and builds. */
+Test(export, a_coo_sddmm_kernel_should_get_each_nonzeros_row_and_build, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    char *path = dt_xasprintf("%s/kernels/sddmm_coo.cu", tu_src_dir());
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    ex_opts o = {
+        .spec = "{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
+                "\"dtype\": \"fp32\", \"n\": 32}",
+        .strategy = "coo-sddmm",
+        .v = {{.source = src,
+               .params = "{\"WARPS\": 4, \"VEC\": 8, \"LANES\": 8, \"UNROLL\": 2}",
+               .us = 1.5}},
+        .nversions = 1,
+        .method = "graph",
+        .baseline = "CSR_ALG_DEFAULT",
+    };
+    ex_session(&f, &o);
+    export_ok(&f, "--no-matrix");
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_COO 1");
+    has(h, "harness.cu", "sddmm_coo<<<grid, block, (size_t)d->smem, s>>>(a->nnz, dx_p(a->coo_row), "
+                         "dx_p(a->col)");
+    has(h, "harness.cu", "ri[t] = i;");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "nonzero's row for a coo kernel");
+    builds_with_nvcc(&f);
+    free(h);
+    free(r);
+    free(src);
+    free(path);
+    ex_fixture_free(&f);
+}

@@ -165,6 +165,31 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
     close_pool(&f);
 }
 
+/* Verifies sell16 at the given parameters on matrix "m"; every manifest
+ * parameter is passed, since the contract's format parameters are
+ * expressions over them (a missing one is an unknown variable). */
+static void verify_sell16(fixture *f, const char *dtype, int unroll, int sigma, int vec)
+{
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", "verify");
+    dt_json_set_str(r, "matrix", "m");
+    dt_json_set_str(r, "op", "spmv");
+    dt_json_set_str(r, "dtype", dtype);
+    cJSON *k = kernel_obj("kernels/spmv_sell16.cu");
+    cJSON *pr = cJSON_AddObjectToObject(k, "params");
+    cJSON_AddNumberToObject(pr, "BLOCK", 128);
+    cJSON_AddNumberToObject(pr, "UNROLL", unroll);
+    cJSON_AddNumberToObject(pr, "SIGMA", sigma);
+    cJSON_AddNumberToObject(pr, "VEC", vec);
+    dt_json_set_take(r, "kernel", k);
+    cJSON *v = gpu_pool_call(f->pool, r, 0);
+    char *s = cJSON_Print(v);
+    cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+              "SIGMA %d VEC %d UNROLL %d %s: %s", sigma, vec, unroll, dtype, s);
+    free(s);
+    cJSON_Delete(v);
+}
+
 /* sell16 unsorted (SIGMA 1, the manifest's default, which the test above
  * covers) and sorted (SIGMA 256: rows permuted within windows of 256, the
  * form the HBM bench picks on most regular matrices), in fp32 and fp64, on
@@ -177,25 +202,85 @@ Test(worker_gpu, the_sell16_template_should_pass_sorted_and_unsorted, .timeout =
     load(&f, m);
     free(m);
     for (int sigma = 1; sigma <= 256; sigma *= 256)
-        for (int fp64 = 0; fp64 <= 1; fp64++) {
-            cJSON *r = cJSON_CreateObject();
-            dt_json_set_str(r, "req", "verify");
-            dt_json_set_str(r, "matrix", "m");
-            dt_json_set_str(r, "op", "spmv");
-            dt_json_set_str(r, "dtype", fp64 ? "fp64" : "fp32");
-            cJSON *k = kernel_obj("kernels/spmv_sell16.cu");
-            cJSON *pr = cJSON_AddObjectToObject(k, "params");
-            cJSON_AddNumberToObject(pr, "BLOCK", 128);
-            cJSON_AddNumberToObject(pr, "UNROLL", 8);
-            cJSON_AddNumberToObject(pr, "SIGMA", sigma);
-            dt_json_set_take(r, "kernel", k);
-            cJSON *v = gpu_pool_call(f.pool, r, 0);
-            char *s = cJSON_Print(v);
-            cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "SIGMA %d %s: %s",
-                      sigma, fp64 ? "fp64" : "fp32", s);
-            free(s);
-            cJSON_Delete(v);
+        for (int fp64 = 0; fp64 <= 1; fp64++)
+            verify_sell16(&f, fp64 ? "fp64" : "fp32", 8, sigma, 1);
+    close_pool(&f);
+}
+
+/* sell16 with rows in chunks of VEC entries, each loaded as one vector: at
+ * every VEC, with a batch of one chunk (the loop's exit on a padded chunk
+ * every step), of several, and of the most the manifest allows (VEC *
+ * UNROLL = 32), sorted and unsorted, in fp32 and fp64 (two 16-byte loads
+ * per chunk at VEC 4, four at VEC 8) on bcsstk13, and in fp16 on a random
+ * matrix (bcsstk13's entries reach 1.2e12, past fp16's range). The
+ * battery's edge matrices add empty rows, a row longer than any slice of
+ * bcsstk13 and a last slice of padding rows. */
+Test(worker_gpu, the_sell16_template_should_pass_at_every_vec, .timeout = 600)
+{
+    static const struct {
+        int vec, unroll;
+    } cases[] = {{2, 8}, {2, 1}, {4, 1}, {4, 8}, {8, 2}, {8, 4}};
+    static const char *dtypes[] = {"fp32", "fp64", "fp16"};
+    fixture f = open_pool();
+    char *m = tu_matrix("bcsstk13.mtx");
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++) {
+        load(&f, t < 2 ? m : "gen:uniform:rows=5000,nnz=60000");
+        for (int sigma = 1; sigma <= 256; sigma *= 256)
+            for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
+                verify_sell16(&f, dtypes[t], cases[i].unroll, sigma, cases[i].vec);
+    }
+    free(m);
+    close_pool(&f);
+}
+
+/* coo-sddmm: a lane group per nonzero, its row from the coo format's
+ * coo_row. At K=32 and K=128, with one lane group per nonzero spanning K
+ * (LANES 8 at K=32), with groups wider than K needs (LANES 32 at K=32:
+ * lanes past K add zeros), narrower ones looping over K (LANES 2), one and
+ * four nonzeros per group, in fp32, fp64 and fp16 (fp16 on a random
+ * matrix: bcsstk13's entries reach 1.2e12), on bcsstk13 (rows of 5-95)
+ * and Erdos971 (a power-law graph with empty rows). nnz not a multiple of
+ * a block's nonzeros leaves the last block part empty. */
+Test(worker_gpu, the_coo_sddmm_template_should_pass_at_both_k, .timeout = 600)
+{
+    static const struct {
+        int lanes, unroll;
+    } cases[] = {{8, 1}, {32, 2}, {2, 4}, {4, 2}};
+    static const char *mats[] = {"bcsstk13.mtx", "Erdos971.mtx", NULL};
+    static const char *dtypes[] = {"fp32", "fp64", "fp16"};
+    fixture f = open_pool();
+    for (size_t mi = 0; mi < DT_ARRAY_LEN(mats); mi++) {
+        char *m = mats[mi] ? tu_matrix(mats[mi]) : dt_xstrdup("gen:uniform:rows=3000,nnz=40000");
+        load(&f, m);
+        for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++) {
+            if ((mats[mi] == NULL) != (t == 2))
+                continue; /* fp16 only on the random matrix, which only it uses */
+            for (int kk = 32; kk <= 128; kk *= 4)
+                for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+                    cJSON *r = cJSON_CreateObject();
+                    dt_json_set_str(r, "req", "verify");
+                    dt_json_set_str(r, "matrix", "m");
+                    dt_json_set_str(r, "op", "sddmm");
+                    dt_json_set_str(r, "dtype", dtypes[t]);
+                    dt_json_set_int(r, "n", kk);
+                    cJSON *k = kernel_obj("kernels/sddmm_coo.cu");
+                    cJSON *pr = cJSON_AddObjectToObject(k, "params");
+                    cJSON_AddNumberToObject(pr, "WARPS", 4);
+                    cJSON_AddNumberToObject(pr, "VEC", 8);
+                    cJSON_AddNumberToObject(pr, "LANES", cases[i].lanes);
+                    cJSON_AddNumberToObject(pr, "UNROLL", cases[i].unroll);
+                    dt_json_set_take(r, "kernel", k);
+                    cJSON *v = gpu_pool_call(f.pool, r, 0);
+                    char *s = cJSON_Print(v);
+                    cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                              "%s %s K=%d LANES %d UNROLL %d: %s", m, dtypes[t], kk,
+                              cases[i].lanes, cases[i].unroll, s);
+                    free(s);
+                    cJSON_Delete(v);
+                }
         }
+        free(m);
+    }
     close_pool(&f);
 }
 

@@ -1,11 +1,13 @@
 /* test_formats_dev.c -- the device formats the kernel library adds (bins,
- * csr16), built on the host only: variables, array contents, refusals. */
+ * csr16, sell16, coo), built on the host only: variables, array contents,
+ * refusals. */
 #include "tests/common/testutil.h"
 
 #include "gpu/contract.h"
 #include "gpu/dev.h"
 #include "gpu/worker.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,10 +298,133 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
     sp_csr_free(a);
 }
 
+/* sell16 at vec V: entry k of the slice's row j at sell_ptr[s] + (k / V) *
+ * C * V + j * V + k % V, every slice's length a multiple of V (the
+ * smallest one that holds its longest row), padding (0xFFFF, 0) in every
+ * other slot. 77 rows (two and a bit slices of 32), empty rows, rows of 1
+ * to 41 entries; unsorted and sorted within windows of 64. */
+Test(formats_dev, sell16_should_lay_out_chunks_of_vec_entries_per_row)
+{
+    enum { ROWS = 77, C = 32 };
+    int lens[ROWS];
+    int32_t first[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = i % 7 == 3 ? 0 : 1 + (i * 5) % 13;
+        first[i] = (i * 37) % 900;
+    }
+    lens[40] = 41;
+    sp_csr *a = rows_of(ROWS, 1000, lens, first);
+    static const int vecs[] = {1, 2, 4, 8};
+    for (int sigma = 1; sigma <= 64; sigma *= 64)
+        for (size_t vi = 0; vi < DT_ARRAY_LEN(vecs); vi++) {
+            const int V = vecs[vi];
+            char json[96];
+            snprintf(json, sizeof json, "{\"C\": %d, \"sigma\": %d, \"vec\": %d}", C, sigma, V);
+            cJSON *p = params_of(json);
+            dev_fmt f;
+            dt_err e = {0};
+            cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP64, DEV_FMT_HOST, &f, &e), 0, "%s: %s",
+                         json, e.msg);
+            cr_assert_eq(var(&f, "vec"), V, "%s", json);
+            const int64_t ns = var(&f, "nslices");
+            cr_assert_eq(ns, 3, "%s", json);
+            size_t n, nperm, nbase, ncol, nval;
+            const int32_t *ptr = arr(&f, "sell_ptr", &n);
+            cr_assert_eq(n, (size_t)ns + 1);
+            const int32_t *len = arr(&f, "sell_len", &n);
+            cr_assert_eq(n, (size_t)ns);
+            const int32_t *perm = arr(&f, "sell_perm", &nperm);
+            cr_assert_eq(nperm, (size_t)ns * C);
+            const int32_t *base = arr(&f, "slice_base", &nbase);
+            const uint16_t *col16 = dev_fmt_host(&f, "col16", &ncol);
+            const double *val = dev_fmt_host(&f, "sell_val", &nval);
+            cr_assert_eq(ncol / 2, (size_t)ptr[ns], "%s: col16 holds every slot", json);
+            cr_assert_eq(nval / 8, (size_t)ptr[ns], "%s: sell_val holds every slot", json);
+            unsigned char *seen = calloc((size_t)ptr[ns] + 1, 1);
+            int rows_seen = 0;
+            cr_assert_eq(ptr[0], 0);
+            for (int64_t sl = 0; sl < ns; sl++) {
+                int longest = 0;
+                for (int j = 0; j < C; j++) {
+                    int32_t r = perm[sl * C + j];
+                    if (r >= 0 && lens[r] > longest)
+                        longest = lens[r];
+                }
+                cr_assert_eq(len[sl] % V, 0, "%s: slice %lld length %d", json, (long long)sl,
+                             len[sl]);
+                cr_assert(len[sl] >= longest && len[sl] < longest + V,
+                          "%s: slice %lld length %d for a longest row of %d", json, (long long)sl,
+                          len[sl], longest);
+                cr_assert_eq(ptr[sl + 1] - ptr[sl], len[sl] * C, "%s: slice %lld", json,
+                             (long long)sl);
+                cr_assert_eq(ptr[sl] % (C * V), 0, "%s: slice %lld starts at %d", json,
+                             (long long)sl, ptr[sl]);
+                for (int j = 0; j < C; j++) {
+                    int32_t r = perm[sl * C + j];
+                    int rl = r >= 0 ? lens[r] : 0;
+                    rows_seen += r >= 0;
+                    for (int k = 0; k < len[sl]; k++) {
+                        int64_t at = ptr[sl] + (int64_t)(k / V) * C * V + (int64_t)j * V + k % V;
+                        cr_assert(at >= ptr[sl] && at < ptr[sl + 1] && !seen[at],
+                                  "%s: slot %lld out of its slice or visited twice", json,
+                                  (long long)at);
+                        seen[at] = 1;
+                        if (k < rl) {
+                            int64_t src = a->rowptr[r] + k;
+                            cr_assert_eq(base[sl] + col16[at], a->col[src],
+                                         "%s: row %d entry %d at %lld", json, r, k, (long long)at);
+                            cr_assert_eq(val[at], a->val[src], "%s: row %d entry %d value", json, r,
+                                         k);
+                        } else {
+                            cr_assert_eq(col16[at], 0xFFFF, "%s: row %d slot %d is not padding",
+                                         json, r, k);
+                            cr_assert_eq(val[at], 0.0, "%s: row %d padding value", json, r);
+                        }
+                    }
+                }
+            }
+            cr_assert_eq(rows_seen, ROWS, "%s: every row in one slot", json);
+            free(seen);
+            dev_fmt_free(&f);
+            cJSON_Delete(p);
+        }
+    sp_csr_free(a);
+}
+
+Test(formats_dev, sell16_should_refuse_a_vec_other_than_1_2_4_8)
+{
+    static const int lens[] = {3, 0, 5};
+    sp_csr *a = rows_of(3, 10, lens, NULL);
+    const char *bad[] = {"{\"vec\": 3}", "{\"vec\": 0}", "{\"vec\": 16}", "{\"vec\": -2}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        cJSON *p = params_of(bad[i]);
+        dev_fmt f;
+        dt_err e = {0};
+        cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), -1,
+                     "%s accepted", bad[i]);
+        cr_assert_eq(e.code, DEV_ECONTRACT, "%s", bad[i]);
+        cr_assert(strstr(e.msg, "sell16: format parameter vec") && strstr(e.msg, "1, 2, 4, 8"),
+                  "%s: %s", bad[i], e.msg);
+        cJSON_Delete(p);
+    }
+    /* A matrix without rows still builds at every legal vec. */
+    sp_csr *z = rows_of(0, 0, NULL, NULL);
+    cJSON *p = params_of("{\"vec\": 8}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(z, "sell16", p, SP_FP16, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "nslices"), 0);
+    dev_fmt_free(&f);
+    cJSON_Delete(p);
+    sp_csr_free(z);
+    sp_csr_free(a);
+}
+
 Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
 {
-    const char *names[] = {"bin_rows", "bin_ptr", "bin_long_ptr", "bin6",       "long_nnz",
-                           "long_row", "col16",   "slice_base",   "slice_span", "slice_shift"};
+    const char *names[] = {"bin_rows",   "bin_ptr",    "bin_long_ptr", "bin6",
+                           "long_nnz",   "long_row",   "col16",        "slice_base",
+                           "slice_span", "slice_shift", "coo_row"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
 }
@@ -309,13 +434,19 @@ Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
  * builds exactly this before it runs a kernel there. */
 Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
 {
-    const char *names[] = {"spmv_csr_thread.cu",   "spmv_csr_vector.cu", "spmv_csr_adaptive.cu",
-                           "spmv_merge_path.cu",   "spmv_sell.cu",       "spmv_sell16.cu",
-                           "spmv_bsr.cu",          "spmv_csr16.cu",      "spmv_csr16_stream.cu",
-                           "spmv_csr16_xstage.cu", "spmm_csr_warp.cu",   "spmm_csr_smem.cu",
-                           "spmm_csr_split.cu",    "spmm_bsr_mma.cu",    "sddmm_warp.cu",
-                           "spmv_ell.cu",          "spmm_ell.cu"};
-    for (size_t t = 0; t < sizeof names / sizeof names[0]; t++) {
+    char *dir = dt_xasprintf("%s/kernels", tu_src_dir());
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "no kernels/ folder at %s", dir);
+    char *names[64];
+    size_t nnames = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && nnames < DT_ARRAY_LEN(names))
+        if (dt_endswith(de->d_name, ".cu"))
+            names[nnames++] = dt_xstrdup(de->d_name);
+    closedir(d);
+    free(dir);
+    cr_assert_gt(nnames, 20, "only %zu templates found", nnames);
+    for (size_t t = 0; t < nnames; t++) {
         char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), names[t]);
         dt_err e = {0};
         char *src = dt_read_file(path, NULL, &e);
@@ -348,6 +479,7 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
         gpu_contract_clear(&k.contract);
         free(src);
         free(path);
+        free(names[t]);
     }
 }
 
@@ -387,4 +519,31 @@ Test(formats_dev, format_params_should_evaluate_over_the_kernel_parameters)
     cr_expect(strstr(e.msg, "SIGMA") != NULL, "%s", e.msg);
     cJSON_Delete(k.params);
     cJSON_Delete(k.contract.format_params);
+}
+
+/* coo: CSR's arrays unchanged, and coo_row[k] the row of nonzero k in CSR
+ * order, empty rows (first, middle, last) holding none. */
+Test(formats_dev, coo_should_give_every_nonzero_its_row_beside_csr)
+{
+    static const int lens[] = {0, 3, 0, 1, 5, 2, 0};
+    sp_csr *a = rows_of(7, 20, lens, NULL);
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "coo", NULL, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    size_t nr, nc, np;
+    const int32_t *row = arr(&f, "coo_row", &nr);
+    const int32_t *col = arr(&f, "col", &nc);
+    const int32_t *rp = arr(&f, "rowptr", &np);
+    cr_assert_eq(nr, (size_t)a->nnz);
+    cr_assert_eq(nc, (size_t)a->nnz);
+    cr_assert_eq(np, (size_t)a->rows + 1);
+    for (int32_t r = 0; r < a->rows; r++) {
+        cr_assert_eq(rp[r], a->rowptr[r], "rowptr[%d]", r);
+        for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++) {
+            cr_assert_eq(row[k], r, "coo_row[%lld]", (long long)k);
+            cr_assert_eq(col[k], a->col[k], "col[%lld]", (long long)k);
+        }
+    }
+    dev_fmt_free(&f);
+    sp_csr_free(a);
 }
