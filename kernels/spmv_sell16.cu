@@ -6,18 +6,38 @@
  * banded and block-diagonal matrices) this is the shortest path. SIGMA
  * sorts rows by length within windows of SIGMA rows before slicing (the
  * contract passes it to the format as sigma), which keeps padding small when
- * lengths vary. */
+ * lengths vary.
+ *
+ * VEC (the format's vec) stores each row's entries in chunks of VEC
+ * adjacent ones (chunk q of the slice's row j at q * 32 * VEC + j * VEC,
+ * slice lengths rounded up to whole chunks), and a thread loads a chunk's
+ * offsets and values with one vector load each (VEC 8: 16 bytes of
+ * offsets; fp32 VEC 4: 16 bytes of values). At VEC 1 a warp's load moves
+ * 64 bytes of offsets or 128 of fp32 values, and at HBM sizes the kernel
+ * is bound by the loads in flight (ncu, H200: 69 % of DRAM peak, 85 % of
+ * stalls on L1TEX); VEC > 1 moves the same bytes in VEC times fewer, wider
+ * instructions. The gathers of x stay one per entry, and rounding slices
+ * to whole chunks adds padding on short rows. Measured on the H200 (six
+ * 32M-nonzero replicas, SIGMA 256, L2 flushed before each run): fp32
+ * VEC 2 UNROLL 4 or VEC 8 UNROLL 1 took 0.92-0.98 of VEC 1 UNROLL 8's time
+ * on five of them (1.03 on fidapex6); in fp64 the best VEC > 1 variant
+ * took 0.99-1.10 of it, except on crack (0.86, as VEC 1 UNROLL 4). UNROLL
+ * is the chunks a thread loads before it gathers x, so UNROLL * VEC
+ * entries per row are in flight; batches of 32 entries took 0.99-2.2
+ * times as long (56-78 registers), and the constraint stops there: fp64
+ * VEC 8 UNROLL 8 spills at BLOCK 256 and 512. */
 /*@manifest
 {"strategy": "sell16-thread", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},
             "UNROLL": {"default": 8, "values": [1, 2, 4, 8]},
-            "SIGMA": {"default": 1, "values": [1, 256]}},
- "constraints": ["BLOCK % 32 == 0"],
+            "SIGMA": {"default": 1, "values": [1, 256]},
+            "VEC": {"default": 1, "values": [1, 2, 4, 8]}},
+ "constraints": ["BLOCK % 32 == 0", "VEC * UNROLL <= 32"],
  "preprocessing": "sell16 (rows sorted by length within windows of SIGMA rows, slices of 32, 16-bit column offsets from a per-slice base)",
- "summary": "one thread per row of a column-major SELL slice with 16-bit column offsets"}
+ "summary": "one thread per row of a column-major SELL slice with 16-bit column offsets, VEC adjacent entries of a row per vector load"}
 @*/
 /*@contract
-{"entry": "spmv_sell16", "op": "spmv", "format": "sell16", "format_params": {"C": 32, "sigma": "SIGMA"},
+{"entry": "spmv_sell16", "op": "spmv", "format": "sell16", "format_params": {"C": 32, "sigma": "SIGMA", "vec": "VEC"},
  "params": ["nslices", "sell_ptr", "sell_len", "sell_perm", "col16", "slice_base", "sell_val",
             "x", "y", "alpha", "beta", "bias"],
  "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK)"],
@@ -34,9 +54,13 @@
 #ifndef UNROLL
 #define UNROLL 8
 #endif
+#ifndef VEC
+#define VEC 1
+#endif
 
 static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
-static_assert(UNROLL >= 1, "UNROLL: at least 1");
+static_assert(UNROLL >= 1, "UNROLL: at least 1 chunk of VEC entries per batch");
+static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
 
 #include "spmv_sell_row.cuh"
 
@@ -58,11 +82,16 @@ spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
     const int row = sell_perm[(long long)slice * SELL_C + j];
     const int start = sell_ptr[slice];
     const int len = sell_len[slice];
-    const unsigned short *__restrict__ c = col16 + start + j;
-    const T *__restrict__ v = sell_val + start + j;
+    /* The row's first entry (its first chunk at VEC > 1). */
+    const unsigned short *__restrict__ c = col16 + start + j * VEC;
+    const T *__restrict__ v = sell_val + start + j * VEC;
     /* x relative to the slice's base column: offsets index it directly. */
     const T *__restrict__ xb = x + slice_base[slice];
+#if VEC == 1
     const S acc = sell_row<unsigned short, unsigned, 0xFFFFu>(c, v, xb, len);
+#else
+    const S acc = sell_row_vec<unsigned short, unsigned, 0xFFFFu, VEC>(c, v, xb, len);
+#endif
     if (row >= 0)
         y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
 }
