@@ -4,7 +4,8 @@
 # Each executable prints its own "[====] Synthesis: ..." line; the last line
 # of this script is the same line summed over all of them, so `make test`
 # ends with Criterion's summary format. Exit status is non-zero if any
-# executable failed.
+# executable failed. Executables run their tests TEST_JOBS at a time (2),
+# those whose names TEST_SERIAL lists one at a time.
 set -u
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -12,7 +13,9 @@ tested=0; passing=0; failing=0; crashing=0; skipped=0; status=0
 for exe in "$@"; do
   name=$(basename "$exe")
   echo "== $name"
-  out=$("$exe" --jobs="${TEST_JOBS:-2}" 2>&1)
+  jobs=${TEST_JOBS:-2}
+  case " ${TEST_SERIAL:-} " in *" $name "*) jobs=1 ;; esac
+  out=$("$exe" --jobs="$jobs" 2>&1)
   rc=$?
   printf '%s\n' "$out" | grep -v '^\[====\] Synthesis'
   syn=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g' | grep 'Synthesis:' | tail -n 1)
