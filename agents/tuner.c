@@ -45,8 +45,8 @@ struct ag_tuner {
     double t0;
     int done;
     int freeing;
-    long ids[256];
-    int nids;
+    long *ids;        /* every request submitted, to cancel on free: a reply */
+    int nids, capids; /* after the free would reach freed memory */
     char cache_path[4096];
     int cached;
 };
@@ -545,8 +545,11 @@ static void submit(ag_tuner *t, int vi, int kind)
      * on one GPU would slow each other. Compiles can go anywhere (they fill
      * the shared disk cache). */
     long id = gpu_pool_submit(t->o.pool, r, kind == 4 ? -1 : 0, 600, on_job, j);
-    if (t->nids < (int)DT_ARRAY_LEN(t->ids))
-        t->ids[t->nids++] = id;
+    if (t->nids == t->capids) {
+        t->capids = t->capids ? 2 * t->capids : 256;
+        t->ids = dt_xrealloc(t->ids, (size_t)t->capids * sizeof *t->ids);
+    }
+    t->ids[t->nids++] = id;
 }
 
 static int cmp_quick(const void *a, const void *b)
@@ -876,6 +879,7 @@ void ag_tuner_free(ag_tuner *t)
     t->freeing = 1;
     for (int i = 0; i < t->nids; i++)
         gpu_pool_cancel(t->o.pool, t->ids[i]);
+    free(t->ids);
     for (int i = 0; i < t->nv; i++) {
         cJSON_Delete(t->v[i].params);
         free(t->v[i].source);
