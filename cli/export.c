@@ -865,6 +865,10 @@ static char *harness_file(ex_ctx *x)
                   x->c.layout == SP_COL_MAJOR);
     dt_buf_printf(&o, "#define DX_COO %d /* the kernel takes coo_row, each nonzero's row */\n",
                   x->c.format != NULL && strcmp(x->c.format, "coo") == 0);
+    dt_buf_printf(&o,
+                  "#define DX_SCRATCH_ONCE %d /* 1: scratch zeroed once, the kernel leaves it "
+                  "zeroed; 0: before each launch */\n",
+                  x->c.scratch_once);
     dt_buf_puts(&o, "#define DX_METHOD ");
     c_string(&o, b->measured && b->method[0] ? b->method : "auto");
     dt_buf_puts(&o, " /* the session's timing method; auto: graph when L2-resident */\n");
@@ -1056,7 +1060,9 @@ static char *readme_file(const ex_ctx *x)
                       (long long)x->grid[0], (long long)x->grid[1], (long long)x->grid[2],
                       (long long)x->block[0], (long long)x->block[1], (long long)x->block[2],
                       (long long)x->smem,
-                      x->scratch > 0 ? ", scratch cleared before each launch" : "");
+                      x->scratch <= 0      ? ""
+                      : x->c.scratch_once ? ", scratch zeroed once (the kernel leaves it zeroed)"
+                                          : ", scratch cleared before each launch");
 
     dt_buf_puts(&o, "\n## Measured in the session\n\n");
     const cJSON *drv = cJSON_GetObjectItem(fp, "driver");

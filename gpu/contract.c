@@ -456,6 +456,18 @@ int gpu_contract_parse(const cJSON *j, gpu_contract *c, dt_err *e)
     for (int i = 0; i < c->nparams; i++)
         if (strcmp(c->params[i], "scratch") == 0 && c->scratch_bytes == NULL)
             note(&probs, "scratch_bytes: required when params has 'scratch'");
+    const cJSON *si = cJSON_GetObjectItemCaseSensitive(j, "scratch_init");
+    if (si != NULL) {
+        if (cJSON_IsString(si) && strcmp(si->valuestring, "once") == 0) {
+            c->scratch_once = 1;
+            if (c->scratch_bytes == NULL)
+                note(&probs, "scratch_init: the contract has no scratch_bytes");
+        } else if (!cJSON_IsString(si) || strcmp(si->valuestring, "launch") != 0) {
+            note(&probs, "scratch_init: expected \"launch\" (zeroed before every launch, the "
+                         "default) or \"once\" (zeroed when allocated; the kernel leaves it "
+                         "zeroed)");
+        }
+    }
 
     const cJSON *defs = cJSON_GetObjectItemCaseSensitive(j, "defines");
     if (defs != NULL) {
@@ -558,6 +570,8 @@ cJSON *gpu_contract_json(const gpu_contract *c)
     dt_json_set_str(o, "smem", c->smem);
     if (c->scratch_bytes)
         dt_json_set_str(o, "scratch_bytes", c->scratch_bytes);
+    if (c->scratch_once)
+        dt_json_set_str(o, "scratch_init", "once");
     if (c->defines)
         dt_json_set_take(o, "defines", cJSON_Duplicate(c->defines, 1));
     if (c->requires)

@@ -27,6 +27,8 @@ typedef struct gpu_contract {
     char *grid[3];
     char *smem;           /* dynamic shared memory expression, "0" default */
     char *scratch_bytes;  /* expression; NULL when the kernel takes no scratch */
+    int scratch_once;     /* scratch_init "once": zeroed when allocated, left zeroed by the
+                           * kernel (else "launch": zeroed before every launch, timed) */
     cJSON *defines;       /* object NAME -> expression (string) or number */
     cJSON *requires;      /* object, may be NULL */
     sp_layout layout;     /* SpMM B and C layout */

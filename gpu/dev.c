@@ -182,6 +182,15 @@ int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e)
     return dev_check(CU(cuMemcpyDtoH)(host, b->ptr, bytes), "copy from device", e);
 }
 
+int dev_zero(const dev_buf *b, dt_err *e)
+{
+    if (b->bytes == 0)
+        return 0;
+    if (dev_check(CU(cuMemsetD8Async)(b->ptr, 0, b->bytes, D.stream), "clearing memory", e) != 0)
+        return -1;
+    return dev_sync(e);
+}
+
 int dev_sync(dt_err *e)
 {
     return dev_check(CU(cuStreamSynchronize)(D.stream), "kernel execution", e);
@@ -1117,7 +1126,7 @@ int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CU
             e->code = DEV_ECONTRACT;
         return dt_err_set(e, "parameter '%s' has nothing to bind to for this op and format", p);
     }
-    if (k->scratch_bytes > 0 &&
+    if (k->scratch_bytes > 0 && !c->scratch_once &&
         dev_check(CU(cuMemsetD8Async)(b->scratch.ptr, 0, k->scratch_bytes, s),
                   "clearing scratch", e) != 0)
         return -1;

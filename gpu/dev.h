@@ -63,6 +63,8 @@ int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e);   /* allo
  * goes through here, never through a legacy-stream copy (see dev.c). */
 int dev_copy_in(CUdeviceptr dst, const void *host, size_t bytes, dt_err *e);
 int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e);
+/* Every byte of b set to 0 on the worker's stream, complete on return. */
+int dev_zero(const dev_buf *b, dt_err *e);
 
 /* Host conversion of fp64 values to a dtype's storage (4, 8 or 2 bytes per
  * element, round to nearest even), and back. */
@@ -135,7 +137,9 @@ typedef struct dev_bind {
 } dev_bind;
 
 void dev_bind_ptr(dev_bind *b, const char *name, CUdeviceptr p);
-/* Enqueue one launch (and the scratch memset when the kernel has one). */
+/* Enqueue one launch, after the scratch memset when the kernel has scratch and its
+ * contract's scratch_init is "launch" (with "once" the scratch was zeroed when allocated
+ * and the kernel leaves it zeroed). */
 int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s,
                dt_err *e);
 /* Wait for the stream; faults become DEV_EFAULT. */

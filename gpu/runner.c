@@ -839,7 +839,8 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
         (nin2 && dev_alloc(&in->in2, nin2 * in->esize, e) != 0) ||
         dev_alloc(&in->out, nout * in->esize, e) != 0 ||
         dev_alloc(&in->bias, rows * in->esize, e) != 0 ||
-        (in->k.scratch_bytes && dev_alloc(&in->scratch, in->k.scratch_bytes, e) != 0)) {
+        (in->k.scratch_bytes && dev_alloc(&in->scratch, in->k.scratch_bytes, e) != 0) ||
+        (in->k.scratch_bytes && c->scratch_once && dev_zero(&in->scratch, e) != 0)) {
         e->code = wk_from_dev(e->code);
         goto fail;
     }
@@ -1828,7 +1829,8 @@ static int time_modes(dev_enqueue_fn fn, void *ud, int min_runs, double min_s, i
 }
 
 /* What decides what a launch computes and how: the CUBIN, the grid, block,
- * shared memory and scratch, and the format with its parameters. Two
+ * shared memory and scratch (and whether a memset precedes each launch),
+ * and the format with its parameters. Two
  * parameter points of a template with the same key run the same code the
  * same way (at N=32 ell-baked-spmm's TN 64 and 128, or fp32 VEC 4 and 8,
  * which the template clamps to the same tile and vector), so the tuner
@@ -1838,6 +1840,7 @@ static void kernel_key_into(const instance *in, const wk_kernel *kn, cJSON *out)
 {
     int64_t geo[8] = {in->k.grid[0],  in->k.grid[1],  in->k.grid[2], in->k.block[0],
                       in->k.block[1], in->k.block[2], in->k.smem,    (int64_t)in->k.scratch_bytes};
+    const int32_t once = kn->contract.scratch_once;
     uint64_t h[2] = {DT_HASH_SEED, DT_HASH_SEED ^ 0x9e3779b97f4a7c15ULL};
     dt_err fe = {0};
     cJSON *fp = wk_format_params(kn, &fe);
@@ -1846,6 +1849,7 @@ static void kernel_key_into(const instance *in, const wk_kernel *kn, cJSON *out)
         h[i] = dt_hash64(&in->cubin->size, sizeof in->cubin->size, h[i]);
         h[i] = dt_hash64(in->cubin->image, in->cubin->size, h[i]);
         h[i] = dt_hash64(geo, sizeof geo, h[i]);
+        h[i] = dt_hash64(&once, sizeof once, h[i]);
         h[i] = dt_hash_str(kn->contract.format ? kn->contract.format : "csr", h[i]);
         h[i] = dt_hash_str(fps ? fps : "", h[i]);
     }

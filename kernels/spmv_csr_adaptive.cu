@@ -23,7 +23,7 @@
             "beta", "bias", "scratch"],
  "block": ["BLOCK"],
  "grid": ["cdiv(bin0, BLOCK) + cdiv(bin1 * 2, BLOCK) + cdiv(bin2 * 4, BLOCK) + cdiv(bin3 * 8, BLOCK) + cdiv(bin4 * 16, BLOCK) + cdiv(bin5 * 32, BLOCK) + cdiv(long_nnz, CHUNK)"],
- "scratch_bytes": "bin6 * 4 + 16 + cdiv(long_nnz, CHUNK) * 16"}
+ "scratch_bytes": "bin6 * 4 + 16 + cdiv(long_nnz, CHUNK) * 16", "scratch_init": "once"}
 @*/
 #include "ditto.cuh"
 
@@ -93,7 +93,9 @@ __device__ __forceinline__ S block_sum(S v, S *s_red)
  * across pieces leaves a partial sum per block in scratch (head[j] when it
  * began before block j's piece, tail[j] when it begins inside it and goes
  * on), and the block that raises the row's counter last adds them up in
- * block order, so the result does not depend on which block ends last. */
+ * block order, so the result does not depend on which block ends last,
+ * and sets the counter back to zero for the next launch (the worker zeroes
+ * scratch once, when it allocates it: "scratch_init": "once"). */
 __device__ void long_rows(int j, int nblk, const int *__restrict__ rows_long, int nlong,
                           const int *__restrict__ lptr, const int *__restrict__ rowptr,
                           const int *__restrict__ col, const T *__restrict__ val,
@@ -131,8 +133,10 @@ __device__ void long_rows(int j, int nblk, const int *__restrict__ rows_long, in
             *(rlo < lo ? &head[j] : &tail[j]) = acc;
             __threadfence(); /* the partial is visible before the count says so */
             s_last = atomicAdd(&cnt[i], 1u) == (unsigned)(b1 - b0);
-            if (s_last)
+            if (s_last) {
+                cnt[i] = 0u; /* every part counted: ready for the next launch */
                 __threadfence();
+            }
         }
         __syncthreads();
         if (s_last) { /* the same in every thread: a block-wide branch */

@@ -7,7 +7,9 @@
  * (coalesced loads) and row ends in shared memory, sums rows within the
  * tile, and a row cut across tiles leaves each block's partial sum in
  * scratch; the block that counts the row last adds them up in tile order
- * and writes it, so beta and the epilogue apply once. */
+ * and writes it, so beta and the epilogue apply once. It also sets the
+ * count back to zero: the worker zeroes scratch once, when it allocates it
+ * ("scratch_init": "once"), not with a memset before every launch. */
 /*@manifest
 {"strategy": "merge-path", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},
@@ -20,7 +22,7 @@
 {"entry": "spmv_merge_path", "op": "spmv", "format": "csr",
  "params": ["rows", "nnz", "rowptr", "col", "val", "x", "y", "alpha", "beta", "bias", "scratch"],
  "block": ["BLOCK"], "grid": ["cdiv(rows + nnz, BLOCK * ITEMS)"],
- "scratch_bytes": "cdiv(rows + nnz, BLOCK * ITEMS) * 20 + 16"}
+ "scratch_bytes": "cdiv(rows + nnz, BLOCK * ITEMS) * 20 + 16", "scratch_init": "once"}
 @*/
 #include "ditto.cuh"
 
@@ -203,6 +205,7 @@ spmv_merge_path(int rows, int nnz, const int *__restrict__ rowptr, const int *__
             head[b1] = s_sum[0];
             __threadfence(); /* the part is visible before the count says so */
             if (atomicAdd(&cnt[b1], 1u) == (unsigned)(b1 - b0)) {
+                cnt[b1] = 0u; /* every part counted: ready for the next launch */
                 __threadfence();
                 s_fin[0][0] = row0;
                 s_fin[0][1] = b0;
@@ -215,6 +218,7 @@ spmv_merge_path(int rows, int nnz, const int *__restrict__ rowptr, const int *__
             out[blockIdx.x] = s_sum[nrow];
             __threadfence();
             if (atomicAdd(&cnt[b1], 1u) == (unsigned)(b1 - b0)) {
+                cnt[b1] = 0u;
                 __threadfence();
                 s_fin[1][0] = row1;
                 s_fin[1][1] = b0;

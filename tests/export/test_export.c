@@ -331,3 +331,39 @@ Test(export, a_coo_sddmm_kernel_should_get_each_nonzeros_row_and_build, .timeout
     free(path);
     ex_fixture_free(&f);
 }
+
+/* merge-path keeps its scratch zeroed itself (contract scratch_init "once"): the
+ * harness zeroes it when it allocates it and launches without a memset, as the worker
+ * does, and the README says so; a kernel without "once" keeps the memset per launch. */
+Test(export, a_kernel_that_leaves_its_scratch_zeroed_should_be_timed_without_a_memset,
+     .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    char *path = dt_xasprintf("%s/kernels/spmv_merge_path.cu", tu_src_dir());
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    ex_opts o = {
+        .spec = "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
+                "\"dtype\": \"fp32\"}",
+        .strategy = "merge-path",
+        .v = {{.source = src, .params = "{\"BLOCK\": 128, \"ITEMS\": 4}", .us = 2.0}},
+        .nversions = 1,
+        .method = "graph",
+        .baseline = "CSR_ALG1",
+    };
+    ex_session(&f, &o);
+    export_ok(&f, "--no-matrix");
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_SCRATCH_ONCE 1");
+    has(h, "harness.cu", "if (k->dims.scratch > 0 && !DX_SCRATCH_ONCE) {");
+    has(h, "harness.cu", "DX_CUDA(cudaMemset(k->scratch, 0, (size_t)d->scratch));");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "scratch zeroed once (the kernel leaves it zeroed)");
+    builds_with_nvcc(&f);
+    free(h);
+    free(r);
+    free(src);
+    free(path);
+    ex_fixture_free(&f);
+}

@@ -284,6 +284,59 @@ Test(worker_gpu, the_coo_sddmm_template_should_pass_at_both_k, .timeout = 600)
     close_pool(&f);
 }
 
+/* csr-split-spmm on adder_dcop_05 (rows up to 1310, past long_row 128): rows cut
+ * into pieces of 32 and 128 nonzeros, summed by the block that counts a row last.
+ * Its scratch is zeroed once ("scratch_init": "once"): the counters must be back at
+ * zero after every launch, which the battery's three input sets and its second run,
+ * all on one allocation, check. N=32 and N=128 over 32-column tiles (a counter per row
+ * and tile), fp32 and fp64, and beta with ReLU (a cut row's beta term added once). */
+Test(worker_gpu, the_split_spmm_template_should_leave_its_counters_at_zero, .timeout = 300)
+{
+    static const struct {
+        int chunk, n, tn, lanes;
+        double beta;
+        const char *epilogue;
+    } cases[] = {{128, 32, 128, 32, 0, "none"},
+                 {32, 32, 128, 4, 0, "none"},
+                 {32, 128, 32, 8, 0, "none"},
+                 {128, 32, 128, 4, 0.5, "relu"}};
+    static const char *dtypes[] = {"fp32", "fp64"};
+    fixture f = open_pool();
+    char *m = tu_matrix("adder_dcop_05.mtx");
+    load(&f, m);
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++)
+        for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+            cJSON *r = cJSON_CreateObject();
+            dt_json_set_str(r, "req", "verify");
+            dt_json_set_str(r, "matrix", "m");
+            dt_json_set_str(r, "op", "spmm");
+            dt_json_set_str(r, "dtype", dtypes[t]);
+            dt_json_set_int(r, "n", cases[i].n);
+            cJSON_AddNumberToObject(r, "beta", cases[i].beta);
+            dt_json_set_str(r, "epilogue", cases[i].epilogue);
+            cJSON *k = kernel_obj("kernels/spmm_csr_split.cu");
+            cJSON *pr = cJSON_AddObjectToObject(k, "params");
+            cJSON_AddNumberToObject(pr, "WARPS", 8);
+            cJSON_AddNumberToObject(pr, "VEC", 8);
+            cJSON_AddNumberToObject(pr, "LANES", cases[i].lanes);
+            cJSON_AddNumberToObject(pr, "ROWS_PER_WARP", 1);
+            cJSON_AddNumberToObject(pr, "SORTED", 0);
+            cJSON_AddNumberToObject(pr, "UNROLL", 8);
+            cJSON_AddNumberToObject(pr, "CHUNK", cases[i].chunk);
+            cJSON_AddNumberToObject(pr, "TN", cases[i].tn);
+            dt_json_set_take(r, "kernel", k);
+            cJSON *v = gpu_pool_call(f.pool, r, 0);
+            char *s = cJSON_Print(v);
+            cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                      "%s case %zu (CHUNK %d N %d TN %d LANES %d): %s", dtypes[t], i,
+                      cases[i].chunk, cases[i].n, cases[i].tn, cases[i].lanes, s);
+            free(s);
+            cJSON_Delete(v);
+        }
+    free(m);
+    close_pool(&f);
+}
+
 /* ell-baked in both layouts: column-major at LANES 1, row-major (the
  * contract's format parameter follows LANES) at 8; and a matrix with one
  * long row breaks its max_fill, which verify reports and measure refuses
@@ -393,6 +446,50 @@ Test(worker_gpu, a_kernel_replaying_a_cached_answer_should_be_caught, .timeout =
     cr_assert_not_null(c);
     cr_assert(!dt_json_bool(c, "passed", 1), "%s", dt_json_str(c, "detail", ""));
     cJSON_Delete(v);
+    close_pool(&f);
+}
+
+/* A kernel whose contract says it leaves its scratch zeroed ("scratch_init": "once",
+ * so the worker clears it only when allocating it) but does not: the battery's second
+ * input set, run on the same allocation, must fail it. The same kernel with the memset
+ * before every launch ("launch") is right and must pass. */
+Test(worker_gpu, a_kernel_that_leaves_its_scratch_dirty_should_fail_only_without_a_memset,
+     .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    for (int memset_each = 0; memset_each <= 1; memset_each++) {
+        cJSON *r = cJSON_CreateObject();
+        dt_json_set_str(r, "req", "verify");
+        dt_json_set_str(r, "matrix", "m");
+        dt_json_set_str(r, "op", "spmv");
+        dt_json_set_str(r, "dtype", "fp32");
+        cJSON *k = kernel_obj("tests/gpu/kernels/counter.cu");
+        if (memset_each) {
+            const char *src = dt_json_str(k, "source", "");
+            const char *once = "\"scratch_init\": \"once\"";
+            const char *at = strstr(strstr(src, "/*@contract"), once); /* not the prose's */
+            cr_assert_not_null(at);
+            char *alt = dt_xasprintf("%.*s\"scratch_init\": \"launch\"%s", (int)(at - src), src,
+                                     at + strlen(once));
+            dt_json_set_str(k, "source", alt);
+            free(alt);
+        }
+        dt_json_set_take(r, "kernel", k);
+        cJSON *v = gpu_pool_call(f.pool, r, 0);
+        char *s = cJSON_Print(v);
+        cr_assert(dt_json_bool(v, "ok", 0), "%s", s);
+        cr_assert_eq(dt_json_bool(v, "passed", 0), memset_each, "memset each launch %d: %s",
+                     memset_each, s);
+        if (!memset_each) {
+            const cJSON *c = find_check(v, "set 0: matches the fp64 reference");
+            cr_assert(c && dt_json_bool(c, "passed", 0), "the first run is right: %s", s);
+            c = find_check(v, "set 1: matches the fp64 reference");
+            cr_assert(c && !dt_json_bool(c, "passed", 1), "the second is not: %s", s);
+        }
+        free(s);
+        cJSON_Delete(v);
+    }
     close_pool(&f);
 }
 

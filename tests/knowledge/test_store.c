@@ -439,6 +439,57 @@ Test(store, sddmm_should_take_coo_on_small_matrices_only)
     kb_close(k);
 }
 
+/* Whether rule id matches the features exactly (distance 0). */
+static int rule_fires(const kb *k, const char *op, const char *features, const char *id)
+{
+    cJSON *f = kbt_parse(features);
+    cJSON *hits = kb_retrieve(k, "rule", op, "fp32", "9.0", f, 0);
+    int fired = 0;
+    for (const cJSON *e = hits->child; e != NULL; e = e->next)
+        fired |= dt_json_num(e, "distance", -1) == 0 && dt_streq(dt_json_str(e, "id", ""), id);
+    cJSON_Delete(hits);
+    cJSON_Delete(f);
+    return fired;
+}
+
+/* Narrow lane groups (LANES 4: eight groups a warp at N=32) for csr-split-spmm and
+ * csr-warp-spmm on small matrices whose rows are uneven (cv 1 or more) with rows 5
+ * times the mean or longer: Erdos971 (cv 1.20, rows up to 41, 7.4x) and G51 (1.09, up
+ * to 156, 13x) took 2.35 and 3.72 us with them against 2.40 and 3.90 us. Not on
+ * bayer10 (cv 1.05 but rows at most 3.8x the mean, not measured with them), not on
+ * even rows (bcsstk13, cv 0.54), not at N=128, and not past 2M nonzeros (ca-GrQc
+ * replicated to 32M). */
+Test(store, narrow_lane_groups_should_be_tried_first_on_uneven_small_matrices)
+{
+    static const char *ids[] = {"rule.spmm.csr-split-narrow-groups-for-uneven-rows",
+                                "rule.spmm.csr-warp-narrow-groups-for-uneven-rows"};
+    static const struct {
+        const char *report;
+        int fires;
+    } cases[] = {
+        {"{\"rows\": 472, \"nnz\": 2628, \"row_mean\": 5.57, \"row_cv\": 1.20, "
+         "\"row_max\": 41, \"row_max_over_mean\": 7.36, \"n\": 32}",
+         1},
+        {"{" REP_G51 ", \"n\": 32}", 1},
+        {"{" REP_G51 ", \"n\": 128}", 0},
+        {"{\"rows\": 13436, \"nnz\": 94926, \"row_mean\": 7.07, \"row_cv\": 1.05, "
+         "\"row_max\": 27, \"row_max_over_mean\": 3.82, \"n\": 32}",
+         0},
+        {"{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.9, \"row_cv\": 0.54, "
+         "\"row_max\": 95, \"row_max_over_mean\": 2.27, \"n\": 32}",
+         0},
+        {"{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, \"row_cv\": 1.43, "
+         "\"row_max\": 81, \"row_max_over_mean\": 14.65, \"n\": 32}",
+         0},
+    };
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
+        for (size_t r = 0; r < DT_ARRAY_LEN(ids); r++)
+            cr_assert_eq(rule_fires(k, "spmm", cases[i].report, ids[r]), cases[i].fires,
+                         "%s on %s", ids[r], cases[i].report);
+    kb_close(k);
+}
+
 /* SpMV bakes an ELL kernel for small matrices whose rows are nearly equal
  * (Pd: 5 at most, 3.1x the mean; n1024-l1: 32 each), not for a skewed one
  * (hangGlider_2: 1463, 163x) nor past 200K nonzeros, where SELL's rules take
@@ -489,19 +540,6 @@ Test(store, spmm_should_bake_ell_only_for_small_matrices_of_even_rows)
             free(q[i]);
     }
     kb_close(k);
-}
-
-/* Whether rule id matches the features exactly (distance 0). */
-static int rule_fires(const kb *k, const char *op, const char *features, const char *id)
-{
-    cJSON *f = kbt_parse(features);
-    cJSON *hits = kb_retrieve(k, "rule", op, "fp32", "9.0", f, 0);
-    int fired = 0;
-    for (const cJSON *e = hits->child; e != NULL; e = e->next)
-        fired |= dt_json_num(e, "distance", -1) == 0 && dt_streq(dt_json_str(e, "id", ""), id);
-    cJSON_Delete(hits);
-    cJSON_Delete(f);
-    return fired;
 }
 
 /* Few rows of hundreds of entries (the DLMC rn50 bottleneck matrix: 256

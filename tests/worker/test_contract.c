@@ -133,3 +133,54 @@ Test(contract, manifests_should_give_defaults_and_check_values_and_constraints)
     cr_assert_eq(gpu_manifest_from_source("no block", &m, &e), -1);
     cr_assert_eq(e.code, GPU_ENOMANIFEST);
 }
+
+/* scratch_init: "launch" (the default: a memset before every launch) or
+ * "once" (zeroed when allocated; the kernel leaves it zeroed), which the
+ * contract's JSON keeps; anything else, or "once" with no scratch, is
+ * refused with what to write. */
+Test(contract, scratch_init_should_say_when_the_worker_zeroes_scratch)
+{
+    static const struct {
+        const char *extra;
+        int ok, once;
+        const char *msg;
+    } cases[] = {
+        {"", 1, 0, NULL},
+        {", \"scratch_init\": \"launch\"", 1, 0, NULL},
+        {", \"scratch_init\": \"once\"", 1, 1, NULL},
+        {", \"scratch_init\": \"never\"", 0, 0, "scratch_init: expected \"launch\""},
+        {", \"scratch_init\": 1", 0, 0, "scratch_init: expected \"launch\""},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        char *js = dt_xasprintf("{\"entry\": \"k\", \"op\": \"spmv\", \"params\": [\"rows\", "
+                                "\"x\", \"y\", \"scratch\"], \"block\": [\"256\"], \"grid\": "
+                                "[\"cdiv(rows, 256)\"], \"scratch_bytes\": \"rows * 4\"%s}",
+                                cases[i].extra);
+        cJSON *j = cJSON_Parse(js);
+        gpu_contract c;
+        dt_err e = {0};
+        int rc = gpu_contract_parse(j, &c, &e);
+        cr_assert_eq(rc, cases[i].ok ? 0 : -1, "%s: %s", js, e.msg);
+        if (rc == 0) {
+            cr_assert_eq(c.scratch_once, cases[i].once, "%s", js);
+            cJSON *back = gpu_contract_json(&c);
+            const cJSON *si = cJSON_GetObjectItem(back, "scratch_init");
+            cr_assert_eq(si != NULL, cases[i].once, "%s", js);
+            cJSON_Delete(back);
+            gpu_contract_clear(&c);
+        } else {
+            cr_assert(strstr(e.msg, cases[i].msg), "%s: %s", js, e.msg);
+        }
+        cJSON_Delete(j);
+        free(js);
+    }
+    const char *noscratch = "{\"entry\": \"k\", \"op\": \"spmv\", \"params\": [\"rows\", \"x\", "
+                            "\"y\"], \"block\": [\"256\"], \"grid\": [\"1\"], "
+                            "\"scratch_init\": \"once\"}";
+    cJSON *j = cJSON_Parse(noscratch);
+    gpu_contract c;
+    dt_err e = {0};
+    cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
+    cr_assert(strstr(e.msg, "scratch_init: the contract has no scratch_bytes"), "%s", e.msg);
+    cJSON_Delete(j);
+}
