@@ -294,76 +294,75 @@ Test(export, a_session_that_never_measured_should_export_its_last_kernel_and_say
     ex_fixture_free(&f);
 }
 
-/* coo-sddmm, the fastest SDDMM template at original size, takes coo_row (each
- * nonzero's row): the harness derives it from CSR, passes it where the contract lists
- * it, and builds. */
-Test(export, a_coo_sddmm_kernel_should_get_each_nonzeros_row_and_build, .timeout = 300)
+/* Exports a session whose one version is template kernels/<file> at o's other fields,
+ * with --no-matrix, and returns the harness and the README (the caller frees both). */
+static void export_template(ex_fix *f, const char *file, ex_opts o, char **harness, char **readme)
 {
-    ex_fix f = ex_fixture();
-    char *path = dt_xasprintf("%s/kernels/sddmm_coo.cu", tu_src_dir());
+    char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), file);
     dt_err e = {0};
     char *src = dt_read_file(path, NULL, &e);
     cr_assert_not_null(src, "%s", e.msg);
+    o.v[0].source = src;
+    o.nversions = 1;
+    ex_session(f, &o);
+    export_ok(f, "--no-matrix");
+    *harness = ex_read(f, "harness.cu");
+    *readme = ex_read(f, "README.md");
+    free(src);
+    free(path);
+}
+
+/* coo-sddmm, the fastest SDDMM template at original size, takes coo_row (each
+ * nonzero's row): the harness derives it from CSR, passes it where the contract lists
+ * it, and builds. It has no scratch to keep zeroed. */
+Test(export, a_coo_sddmm_kernel_should_get_each_nonzeros_row_and_build, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
     ex_opts o = {
         .spec = "{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
                 "\"dtype\": \"fp32\", \"n\": 32}",
         .strategy = "coo-sddmm",
-        .v = {{.source = src,
-               .params = "{\"WARPS\": 4, \"VEC\": 8, \"LANES\": 8, \"UNROLL\": 2}",
-               .us = 1.5}},
-        .nversions = 1,
+        .v = {{.params = "{\"WARPS\": 4, \"VEC\": 8, \"LANES\": 8, \"UNROLL\": 2}", .us = 1.5}},
         .method = "graph",
         .baseline = "CSR_ALG_DEFAULT",
     };
-    ex_session(&f, &o);
-    export_ok(&f, "--no-matrix");
-    char *h = ex_read(&f, "harness.cu");
+    char *h, *r;
+    export_template(&f, "sddmm_coo.cu", o, &h, &r);
     has(h, "harness.cu", "#define DX_COO 1");
+    has(h, "harness.cu", "#define DX_SCRATCH_ONCE 0");
     has(h, "harness.cu", "sddmm_coo<<<grid, block, (size_t)d->smem, s>>>(a->nnz, dx_p(a->coo_row), "
                          "dx_p(a->col)");
     has(h, "harness.cu", "ri[t] = i;");
-    char *r = ex_read(&f, "README.md");
     has(r, "README.md", "nonzero's row for a coo kernel");
     builds_with_nvcc(&f);
     free(h);
     free(r);
-    free(src);
-    free(path);
     ex_fixture_free(&f);
 }
 
 /* merge-path keeps its scratch zeroed itself (contract scratch_init "once"): the
  * harness zeroes it when it allocates it and launches without a memset, as the worker
- * does, and the README says so; a kernel without "once" keeps the memset per launch. */
+ * does, and the README says so. */
 Test(export, a_kernel_that_leaves_its_scratch_zeroed_should_be_timed_without_a_memset,
      .timeout = 300)
 {
     ex_fix f = ex_fixture();
-    char *path = dt_xasprintf("%s/kernels/spmv_merge_path.cu", tu_src_dir());
-    dt_err e = {0};
-    char *src = dt_read_file(path, NULL, &e);
-    cr_assert_not_null(src, "%s", e.msg);
     ex_opts o = {
         .spec = "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
                 "\"dtype\": \"fp32\"}",
         .strategy = "merge-path",
-        .v = {{.source = src, .params = "{\"BLOCK\": 128, \"ITEMS\": 4}", .us = 2.0}},
-        .nversions = 1,
+        .v = {{.params = "{\"BLOCK\": 128, \"ITEMS\": 4}", .us = 2.0}},
         .method = "graph",
         .baseline = "CSR_ALG1",
     };
-    ex_session(&f, &o);
-    export_ok(&f, "--no-matrix");
-    char *h = ex_read(&f, "harness.cu");
+    char *h, *r;
+    export_template(&f, "spmv_merge_path.cu", o, &h, &r);
     has(h, "harness.cu", "#define DX_SCRATCH_ONCE 1");
     has(h, "harness.cu", "if (k->dims.scratch > 0 && !DX_SCRATCH_ONCE) {");
     has(h, "harness.cu", "DX_CUDA(cudaMemset(k->scratch, 0, (size_t)d->scratch));");
-    char *r = ex_read(&f, "README.md");
     has(r, "README.md", "scratch zeroed once (the kernel leaves it zeroed)");
     builds_with_nvcc(&f);
     free(h);
     free(r);
-    free(src);
-    free(path);
     ex_fixture_free(&f);
 }
