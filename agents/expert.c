@@ -44,6 +44,8 @@ cJSON *ag_features(const cJSON *rep, const sp_spec *spec)
     dt_json_set_num(f, "x_lines_per_nnz",
                     dt_json_num(cJSON_GetObjectItem(rep, "locality"), "x_lines_per_nnz", 0));
     dt_json_set_num(f, "col_span_max", dt_json_num(rep, "col_span_max", 0));
+    /* A report without the count (older caches) reads as many values. */
+    dt_json_set_num(f, "distinct_values", dt_json_num(rep, "distinct_values", SP_DISTINCT_CAP + 1));
     dt_json_set_num(f, "n", spec->op == SP_SPMV ? 1 : spec->n);
     return f;
 }
@@ -53,6 +55,7 @@ cJSON *ag_features(const cJSON *rep, const sp_spec *spec)
 typedef struct tmpl {
     char *path;     /* "kernels/spmv_csr_thread.cu" (relative to the share folder) */
     gpu_manifest m;
+    int max_values; /* its contract's requires.max_values, -1 when none */
 } tmpl;
 
 static int load_templates(const sp_spec *spec, tmpl **out, int *n, dt_err *e)
@@ -87,6 +90,12 @@ static int load_templates(const sp_spec *spec, tmpl **out, int *n, dt_err *e)
                 }
                 (*out)[*n].path = dt_xasprintf("kernels/%s", de->d_name);
                 (*out)[*n].m = m;
+                (*out)[*n].max_values = -1;
+                gpu_contract c;
+                if (gpu_contract_from_source(src, &c, NULL) == 0) {
+                    (*out)[*n].max_values = (int)dt_json_num(c.requires, "max_values", -1);
+                    gpu_contract_clear(&c);
+                }
                 (*n)++;
             } else {
                 gpu_manifest_clear(&m);
@@ -137,8 +146,14 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
                                    cc && *cc ? cc : NULL, features, 1000)
                      : dt_json_arr();
     cJSON **cands = dt_xcalloc((size_t)(nt ? nt : 1), sizeof *cands);
+    int nc = 0;
+    double nvals = dt_json_num(features, "distinct_values", SP_DISTINCT_CAP + 1);
     for (int i = 0; i < nt; i++) {
         gpu_manifest *m = &ts[i].m;
+        /* A template whose contract refuses the matrix is no candidate: a
+         * value dictionary on a matrix of more values than it holds. */
+        if (ts[i].max_values >= 0 && nvals > ts[i].max_values)
+            continue;
         cJSON *c = dt_json_obj();
         dt_json_set_str(c, "strategy", m->strategy);
         dt_json_set_str(c, "template", ts[i].path);
@@ -204,11 +219,11 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
         dt_json_set_take(c, "params", params);
         dt_json_set_take(c, "space", space);
         dt_json_set_take(c, "rationale", why);
-        cands[i] = c;
+        cands[nc++] = c;
     }
-    qsort(cands, (size_t)nt, sizeof *cands, cmp_cand);
+    qsort(cands, (size_t)nc, sizeof *cands, cmp_cand);
     cJSON *out = dt_json_arr();
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nc; i++)
         cJSON_AddItemToArray(out, cands[i]);
     free(cands);
     cJSON_Delete(rules);

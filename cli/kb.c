@@ -474,6 +474,7 @@ static cJSON *kb_features_from_report(const sp_report *r, const sp_csr *a)
             span = (int64_t)a->col[end - 1] - a->col[beg];
     }
     dt_json_set_num(f, "col_span_max", (double)span);
+    dt_json_set_num(f, "distinct_values", r->distinct_values);
     return f;
 }
 

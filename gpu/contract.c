@@ -15,6 +15,8 @@ static const char *vocabulary[] = {
     "ell_col", "ell_val", "width",
     /* SELL-C-sigma */
     "sell_ptr", "sell_len", "sell_perm", "sell_col", "sell_val", "nslices",
+    /* a value dictionary: one-byte indices into 256 values */
+    "sell_vidx", "vtab",
     /* BSR */
     "bsr_ptr", "bsr_col", "bsr_val", "brows", "b",
     /* row bins (CSR with rows grouped by length); the long bin's row and

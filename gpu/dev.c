@@ -747,6 +747,47 @@ out:
     return rc;
 }
 
+/* A dictionary of at most 256 values, entry 0 the value 0 (padding and
+ * explicit zeros): idx[i] = the entry holding v[i] as the dtype stores it.
+ * Values are compared by their bits after rounding to t, so -0.0 and 0.0,
+ * or two doubles that round to one float, are told apart only where the
+ * device would tell them apart. Returns the number of entries, or -1 (and
+ * sets e) past 256. */
+static int value_dict(const double *v, size_t n, sp_dtype t, uint8_t *idx, double tab[256],
+                      dt_err *e)
+{
+    enum { SLOTS = 1024 }; /* open addressing, at most 256 used */
+    uint64_t key[SLOTS];
+    int16_t at[SLOTS];
+    memset(at, -1, sizeof at);
+    int ntab = 1;
+    tab[0] = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double r = dev_round(v[i], t);
+        if (r == 0.0 && !signbit(r)) {
+            idx[i] = 0;
+            continue;
+        }
+        uint64_t b;
+        memcpy(&b, &r, sizeof b);
+        size_t h = (size_t)((b * 0x9e3779b97f4a7c15ULL) >> 54) & (SLOTS - 1);
+        while (at[h] >= 0 && key[h] != b)
+            h = (h + 1) & (SLOTS - 1);
+        if (at[h] < 0) {
+            if (ntab == 256)
+                return dt_err_set(e,
+                                  "value dictionary: more than 255 distinct nonzero values (the "
+                                  "first 255 by entry %zu); a one-byte index cannot name them",
+                                  i);
+            key[h] = b;
+            at[h] = (int16_t)ntab;
+            tab[ntab++] = r;
+        }
+        idx[i] = (uint8_t)at[h];
+    }
+    return ntab;
+}
+
 /* SELL-C-sigma with 16-bit column offsets from a per-slice base: 6 bytes per
  * stored fp32 entry instead of 8, for matrices whose slices each span fewer
  * than 65535 columns. Padding entries carry the offset 0xFFFF (and value 0).
@@ -757,15 +798,24 @@ out:
  * row j sits at sell_ptr[s] + (k / vec) * C * vec + j * vec + k % vec, so
  * a row's vec consecutive entries are adjacent and every slice starts at a
  * multiple of C * vec elements (vector loads stay aligned). vec 1 is the
- * plain column-major slice. Variables: nslices, C, sigma, vec. */
+ * plain column-major slice.
+ *
+ * With vdict 1 the values are not stored per entry: sell_vidx holds a
+ * one-byte index per entry into vtab, 256 values of which entry 0 is 0
+ * (padding). Exact, and refused when the matrix has more than 255 distinct
+ * nonzero values. An fp32 entry then costs 3 bytes, an fp64 one 3 instead
+ * of 10. Variables: nslices, C, sigma, vec, vdict, nvals. */
 static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
     int32_t C = (int32_t)fparam(params, "C", 32);
     int32_t sigma = (int32_t)fparam(params, "sigma", C);
-    int64_t vec = fparam(params, "vec", 1);
+    int64_t vec = fparam(params, "vec", 1), vdict = fparam(params, "vdict", 0);
     if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
         return dt_err_set(e, "sell16: format parameter vec is %lld; legal values are 1, 2, 4, 8",
                           (long long)vec);
+    if (vdict != 0 && vdict != 1)
+        return dt_err_set(e, "sell16: format parameter vdict is %lld; legal values are 0, 1",
+                          (long long)vdict);
     sp_sell *m = sp_csr_to_sell(a, C, sigma, e);
     if (m == NULL)
         return -1;
@@ -781,6 +831,7 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
         sp_sell_free(m);
         return -1;
     }
+    uint8_t *vidx = NULL;
     int32_t *base = malloc((ns + 1) * sizeof *base);
     int32_t *ptr = malloc((ns + 1) * sizeof *ptr);
     int32_t *len = malloc((ns + 1) * sizeof *len);
@@ -831,15 +882,38 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
         add_arr(f, "sell_len", len, ns * 4, e) != 0 ||
         add_arr(f, "sell_perm", m->perm, ns * (size_t)C * 4, e) != 0 ||
         add_arr(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
-        add_arr(f, "slice_base", base, ns * 4, e) != 0 ||
-        add_vals(f, "sell_val", val, (size_t)stored, t, e) != 0)
+        add_arr(f, "slice_base", base, ns * 4, e) != 0)
         goto out;
+    if (vdict) {
+        double tab[256] = {0};
+        vidx = malloc((size_t)stored + 1);
+        if (vidx == NULL) {
+            if (e)
+                e->code = DEV_ENOMEM;
+            dt_err_set(e, "out of host memory for sell16's value indices");
+            goto out;
+        }
+        dt_err de = {0};
+        int ntab = value_dict(val, (size_t)stored, t, vidx, tab, &de);
+        if (ntab < 0) {
+            dt_err_set(e, "sell16 vdict: %s", de.msg);
+            goto out;
+        }
+        if (add_arr(f, "sell_vidx", vidx, (size_t)stored, e) != 0 ||
+            add_vals(f, "vtab", tab, 256, t, e) != 0)
+            goto out;
+        gpu_vars_set(&f->vars, "nvals", ntab);
+    } else if (add_vals(f, "sell_val", val, (size_t)stored, t, e) != 0) {
+        goto out;
+    }
     gpu_vars_set(&f->vars, "nslices", m->nslices);
     gpu_vars_set(&f->vars, "C", C);
     gpu_vars_set(&f->vars, "sigma", sigma);
     gpu_vars_set(&f->vars, "vec", vec);
+    gpu_vars_set(&f->vars, "vdict", vdict);
     rc = 0;
 out:
+    free(vidx);
     free(base);
     free(ptr);
     free(len);

@@ -625,9 +625,7 @@ static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *
     return f;
 }
 
-/* Preconditions of the contract on this matrix; NULL when they hold, else
- * the reason (static buffer). */
-static const char *requires_violated(const gpu_contract *c, const sp_csr *a)
+const char *wk_requires_violated(const gpu_contract *c, const sp_csr *a)
 {
     static char why[256];
     if (c->requires == NULL)
@@ -669,6 +667,16 @@ static const char *requires_violated(const gpu_contract *c, const sp_csr *a)
     if (dt_json_bool(c->requires, "square", 0) && a->rows != a->cols) {
         snprintf(why, sizeof why, "requires a square matrix; is %d x %d", a->rows, a->cols);
         return why;
+    }
+    /* max_values: a value dictionary's size (sell16 with vdict). */
+    double mv = dt_json_num(c->requires, "max_values", -1);
+    if (mv >= 0) {
+        int cap = mv < 4096 ? (int)mv : 4096;
+        int nv = sp_csr_distinct_values(a, cap);
+        if (nv > cap) {
+            snprintf(why, sizeof why, "requires at most %d distinct nonzero values; has more", cap);
+            return why;
+        }
     }
     return NULL;
 }
@@ -781,7 +789,7 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
     const gpu_contract *c = &kn->contract;
     /* Timing a kernel on a matrix its contract refuses would measure a
      * wrong answer (and may build a format far larger than the matrix). */
-    const char *why = requires_violated(c, a);
+    const char *why = wk_requires_violated(c, a);
     if (why != NULL) {
         e->code = WK_ECONTRACT;
         return dt_err_set(e, "the kernel's contract %s", why);
@@ -1746,7 +1754,7 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     int edge = dt_json_bool(req, "edge", 1);
     battery b = {dt_json_arr(), 1};
     int rc = 0;
-    const char *why = requires_violated(&kn.contract, m->a);
+    const char *why = wk_requires_violated(&kn.contract, m->a);
     if (why != NULL) {
         fail_check(&b, "preconditions", why);
     } else {
@@ -1761,7 +1769,7 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         }
         char label[96];
         snprintf(label, sizeof label, "edge %s: ", name);
-        const char *v = requires_violated(&kn.contract, a);
+        const char *v = wk_requires_violated(&kn.contract, a);
         if (v != NULL) {
             char nm[128];
             snprintf(nm, sizeof nm, "edge %s", name);

@@ -107,6 +107,10 @@ cJSON *wk_format_params(const wk_kernel *k, dt_err *e);
 /* Compile a kernel as it would run on a matrix whose format variables are
  * fvars (dtype and epilogue macros, the contract's defines evaluated on
  * them). Works without a device. 0 when NVRTC ran (see (*out)->compiled). */
+/* Preconditions of a contract's `requires` on a matrix: NULL when they
+ * hold, else the reason (a static buffer). */
+const char *wk_requires_violated(const gpu_contract *c, const sp_csr *a);
+
 int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
                    gpu_cubin **out, dt_err *e);
 

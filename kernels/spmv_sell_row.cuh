@@ -22,19 +22,32 @@
  * gathers of x. */
 #pragma once
 
-template <typename C, typename R, R PAD>
-__device__ __forceinline__ S sell_row(const C *__restrict__ c, const T *__restrict__ v,
+/* A stored value as S. The including kernel may store values another way
+ * (spmv_sell16_dict.cu: a one-byte index into a table) and overload these
+ * two for its storage type; the walks below are templates over it. */
+__device__ __forceinline__ S sell_value(T v)
+{
+    return DT_LOAD(v);
+}
+/* The value of a padding entry (never added at VEC 1; 0 * 0 at VEC > 1). */
+__device__ __forceinline__ void sell_pad(T &v)
+{
+    v = DT_STORE(S(0));
+}
+
+template <typename C, typename R, R PAD, typename VS = T>
+__device__ __forceinline__ S sell_row(const C *__restrict__ c, const VS *__restrict__ v,
                                       const T *__restrict__ xb, int len)
 {
     S acc = S(0);
     bool done = false;
     for (int k = 0; k < len && !done; k += UNROLL) {
         R cc[UNROLL];
-        T vv[UNROLL];
+        VS vv[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             cc[u] = PAD;
-            vv[u] = DT_STORE(S(0));
+            sell_pad(vv[u]);
             if (k + u < len) {
                 cc[u] = (R)c[(long long)(k + u) * SELL_C];
                 vv[u] = v[(long long)(k + u) * SELL_C];
@@ -43,7 +56,7 @@ __device__ __forceinline__ S sell_row(const C *__restrict__ c, const T *__restri
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
             if (cc[u] != PAD)
-                acc += DT_LOAD(vv[u]) * DT_LOAD(__ldg(&xb[cc[u]]));
+                acc += sell_value(vv[u]) * DT_LOAD(__ldg(&xb[cc[u]]));
         done = cc[UNROLL - 1] == PAD;
     }
     return acc;
@@ -65,27 +78,27 @@ template <typename E, int V> struct __align__(sizeof(E) * V) sell_vec {
  * rounds, this form in two. On the H200 (32M-nonzero replicas, SIGMA 256)
  * the two forms timed within a few percent of each other, this one ahead
  * at VEC 2 UNROLL 4 and VEC 8 UNROLL 1, the fastest VEC > 1 variants. */
-template <typename C, typename R, R PAD, int V>
-__device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const T *__restrict__ v,
+template <typename C, typename R, R PAD, int V, typename VS = T>
+__device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__restrict__ v,
                                           const T *__restrict__ xb, int len)
 {
     S acc = S(0);
     bool done = false;
     for (int k = 0; k < len && !done; k += UNROLL * V) {
         sell_vec<C, V> cc[UNROLL];
-        sell_vec<T, V> vv[UNROLL];
+        sell_vec<VS, V> vv[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             /* Chunk k / V + u starts (k + u * V) * SELL_C elements in. */
             const long long at = (long long)(k + u * V) * SELL_C;
             if (k + u * V < len) {
                 cc[u] = *reinterpret_cast<const sell_vec<C, V> *>(c + at);
-                vv[u] = *reinterpret_cast<const sell_vec<T, V> *>(v + at);
+                vv[u] = *reinterpret_cast<const sell_vec<VS, V> *>(v + at);
             } else {
 #pragma unroll
                 for (int i = 0; i < V; i++) {
                     cc[u].v[i] = (C)PAD;
-                    vv[u].v[i] = DT_STORE(S(0));
+                    sell_pad(vv[u].v[i]);
                 }
             }
         }
@@ -101,7 +114,7 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const T *__re
         for (int u = 0; u < UNROLL; u++)
 #pragma unroll
             for (int i = 0; i < V; i++)
-                acc += DT_LOAD(vv[u].v[i]) * DT_LOAD(xv[u][i]);
+                acc += sell_value(vv[u].v[i]) * DT_LOAD(xv[u][i]);
         done = (R)cc[UNROLL - 1].v[V - 1] == PAD;
     }
     return acc;

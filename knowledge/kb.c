@@ -24,28 +24,30 @@ typedef struct kb_feature {
     const char *name;
     int log;
     double unit;
+    double absent; /* the value a query without the feature has; NAN: none, the range is skipped */
 } kb_feature;
 
 static const kb_feature features[] = {
-    {"rows", 1, 1.0},
-    {"cols", 1, 1.0},
-    {"nnz", 1, 1.0},
-    {"density", 0, 0.01},
-    {"row_mean", 1, 1.0},
-    {"row_cv", 0, 0.25},
-    {"row_max", 1, 1.0},
-    {"row_max_over_mean", 1, 1.0},
-    {"row_gini", 0, 0.1},
-    {"empty_rows_frac", 0, 0.05},
-    {"bandwidth_frac", 0, 0.05},
-    {"diagonals", 1, 1.0},
-    {"block_fill_2", 0, 0.1},
-    {"block_fill_4", 0, 0.1},
-    {"block_fill_8", 0, 0.1},
-    {"block_fill_16", 0, 0.1},
-    {"x_lines_per_nnz", 0, 0.05},
-    {"col_span_max", 1, 1.0},
-    {"n", 1, 1.0},
+    {"rows", 1, 1.0, NAN},
+    {"cols", 1, 1.0, NAN},
+    {"nnz", 1, 1.0, NAN},
+    {"density", 0, 0.01, NAN},
+    {"row_mean", 1, 1.0, NAN},
+    {"row_cv", 0, 0.25, NAN},
+    {"row_max", 1, 1.0, NAN},
+    {"row_max_over_mean", 1, 1.0, NAN},
+    {"row_gini", 0, 0.1, NAN},
+    {"empty_rows_frac", 0, 0.05, NAN},
+    {"bandwidth_frac", 0, 0.05, NAN},
+    {"diagonals", 1, 1.0, NAN},
+    {"block_fill_2", 0, 0.1, NAN},
+    {"block_fill_4", 0, 0.1, NAN},
+    {"block_fill_8", 0, 0.1, NAN},
+    {"block_fill_16", 0, 0.1, NAN},
+    {"x_lines_per_nnz", 0, 0.05, NAN},
+    {"col_span_max", 1, 1.0, NAN},
+    {"distinct_values", 1, 1.0, 4097.0}, /* absent: many (a value dictionary needs <= 255) */
+    {"n", 1, 1.0, NAN},
 };
 
 static const kb_feature *feature_find(const char *name)
@@ -1292,11 +1294,14 @@ static double distance(const cJSON *entry, const cJSON *query)
     for (const cJSON *r = fs ? fs->child : NULL; r != NULL; r = r->next) {
         const kb_feature *f = feature_find(r->string);
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(query, r->string);
-        if (f == NULL || !cJSON_IsNumber(q) || !isfinite(q->valuedouble))
+        if (f == NULL)
+            continue;
+        double qv = cJSON_IsNumber(q) ? q->valuedouble : f->absent;
+        if (!isfinite(qv))
             continue;
         const cJSON *lo = cJSON_GetArrayItem(r, 0), *hi = cJSON_GetArrayItem(r, 1);
         int has_lo = cJSON_IsNumber(lo), has_hi = cJSON_IsNumber(hi);
-        double v = scaled(f, q->valuedouble);
+        double v = scaled(f, qv);
         double l = has_lo ? scaled(f, lo->valuedouble) : 0;
         double h = has_hi ? scaled(f, hi->valuedouble) : 0;
         double out = 0.0;

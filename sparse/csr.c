@@ -180,6 +180,33 @@ void sp_csr_fingerprint(const sp_csr *a, char out[17])
     dt_hash_hex(h, out);
 }
 
+int sp_csr_distinct_values(const sp_csr *a, int cap)
+{
+    enum { SLOTS = 8192 }; /* open addressing, at most 4096 used */
+    cap = cap < 1 ? 1 : cap > SLOTS / 2 ? SLOTS / 2 : cap;
+    uint64_t key[SLOTS];
+    unsigned char used[SLOTS] = {0};
+    int n = 0;
+    for (int64_t k = 0; k < a->nnz; k++) {
+        double v = a->val[k];
+        if (v == 0.0 && !signbit(v))
+            continue;
+        uint64_t b;
+        memcpy(&b, &v, sizeof b);
+        size_t h = (size_t)((b * 0x9e3779b97f4a7c15ULL) >> 51) & (SLOTS - 1);
+        while (used[h] && key[h] != b)
+            h = (h + 1) & (SLOTS - 1);
+        if (!used[h]) {
+            if (n == cap)
+                return cap + 1;
+            used[h] = 1;
+            key[h] = b;
+            n++;
+        }
+    }
+    return n;
+}
+
 sp_csr *sp_csr_transpose(const sp_csr *a, dt_err *e)
 {
     sp_csr *t = sp_csr_new(a->cols, a->rows, a->nnz, e);

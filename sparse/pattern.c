@@ -245,6 +245,11 @@ int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_er
     r->row_std = sqrt(var / rows);
     r->row_cv = r->row_mean > 0 ? r->row_std / r->row_mean : 0.0;
     r->row_gini = a->nnz > 0 ? weighted / (rows * (double)a->nnz) : 0.0;
+    /* A pattern-only file has no values to compress: the worker gives it
+     * random ones (so that a kernel ignoring values fails), so it counts as
+     * many. */
+    r->distinct_values =
+        a->pattern ? SP_DISTINCT_CAP + 1 : sp_csr_distinct_values(a, SP_DISTINCT_CAP);
 
     free(lencount);
     free(diag);
@@ -327,6 +332,8 @@ cJSON *sp_report_json(const sp_report *r)
     dt_json_set_num(loc, "x_lines_per_row", r->x_lines_per_row);
     dt_json_set_num(loc, "x_lines_per_nnz", r->x_lines_per_nnz);
     dt_json_set_take(o, "locality", loc);
+    /* values: what a value dictionary would need (SP_DISTINCT_CAP + 1: more) */
+    dt_json_set_int(o, "distinct_values", r->distinct_values);
 
     cJSON *cost = dt_json_obj();
     dt_json_set_take(cost, "spmv", op_cost(r->spmv_flops, r->spmv_bytes, r->spmv_ai, NULL, 0));
@@ -389,6 +396,11 @@ void sp_report_text(const sp_report *r, dt_buf *out)
                   "x locality  %.2f distinct 128-byte lines of x per row, %.3f per nonzero "
                   "(1/32 = 0.031 is ideal)\n",
                   r->x_lines_per_row, r->x_lines_per_nnz);
+    if (r->distinct_values > SP_DISTINCT_CAP)
+        dt_buf_printf(out, "values      more than %d distinct nonzero values\n", SP_DISTINCT_CAP);
+    else
+        dt_buf_printf(out, "values      %d distinct nonzero value%s\n", r->distinct_values,
+                      r->distinct_values == 1 ? "" : "s");
     dt_buf_puts(out, "cost (minimum bytes, each input read once, beta = 0)\n");
     dt_buf_printf(out, "  spmv        %.3g flop  fp32 %s  fp64 %s  AI %.3f / %.3f flop/B\n",
                   r->spmv_flops, dt_fmt_bytes(r->spmv_bytes[SP_FP32], b1, sizeof b1),

@@ -63,6 +63,9 @@ size_t sp_csr_bytes(const sp_csr *a);
 size_t sp_csr_device_bytes(const sp_csr *a, sp_dtype t);
 /* A fingerprint of structure and values (for caches), as 16 hex digits. */
 void sp_csr_fingerprint(const sp_csr *a, char out[17]);
+/* The number of distinct nonzero values (told apart by their bits, so -0.0
+ * counts), or cap + 1 as soon as there are more than cap (1..4096). */
+int sp_csr_distinct_values(const sp_csr *a, int cap);
 /* Transpose (CSR of A^T). */
 sp_csr *sp_csr_transpose(const sp_csr *a, dt_err *e);
 
@@ -274,6 +277,8 @@ typedef enum {
 
 const char *sp_class_name(sp_class c); /* "power-law" */
 
+#define SP_DISTINCT_CAP 4096 /* the report counts distinct values up to this many */
+
 typedef struct sp_report {
     /* sizes */
     int32_t rows, cols;
@@ -298,6 +303,8 @@ typedef struct sp_report {
     /* locality of x gathers in SpMV */
     double x_lines_per_row; /* distinct 128-byte lines of x (fp32) per row, mean */
     double x_lines_per_nnz; /* the same divided by row length: 1/32 is ideal */
+    /* values: distinct nonzero ones, SP_DISTINCT_CAP + 1 meaning more */
+    int32_t distinct_values;
     /* cost model: minimum bytes moved and flops (each input read once, each
      * output written once), per dtype index [SP_FP32 .. SP_BF16] */
     int32_t n_spmm;  /* N used for SpMM numbers */

@@ -153,6 +153,7 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
                          "kernels/spmv_csr_vector.cu",   "kernels/spmv_csr_thread.cu",
                          "kernels/spmv_csr_stream.cu",   "kernels/spmv_csr16_stream.cu",
                          "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu"};
+    /* spmv_sell16_dict.cu needs a matrix of few values: its own test. */
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */
         cJSON *v = call(&f, "verify", tpl[i], 0);
@@ -168,21 +169,27 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
 /* Verifies sell16 at the given parameters on matrix "m"; every manifest
  * parameter is passed, since the contract's format parameters are
  * expressions over them (a missing one is an unknown variable). */
-static void verify_sell16(fixture *f, const char *dtype, int unroll, int sigma, int vec)
+static cJSON *verify_sell16_tpl(fixture *f, const char *tpl, const char *dtype, int unroll,
+                                int sigma, int vec)
 {
     cJSON *r = cJSON_CreateObject();
     dt_json_set_str(r, "req", "verify");
     dt_json_set_str(r, "matrix", "m");
     dt_json_set_str(r, "op", "spmv");
     dt_json_set_str(r, "dtype", dtype);
-    cJSON *k = kernel_obj("kernels/spmv_sell16.cu");
+    cJSON *k = kernel_obj(tpl);
     cJSON *pr = cJSON_AddObjectToObject(k, "params");
     cJSON_AddNumberToObject(pr, "BLOCK", 128);
     cJSON_AddNumberToObject(pr, "UNROLL", unroll);
     cJSON_AddNumberToObject(pr, "SIGMA", sigma);
     cJSON_AddNumberToObject(pr, "VEC", vec);
     dt_json_set_take(r, "kernel", k);
-    cJSON *v = gpu_pool_call(f->pool, r, 0);
+    return gpu_pool_call(f->pool, r, 0);
+}
+
+static void verify_sell16(fixture *f, const char *dtype, int unroll, int sigma, int vec)
+{
+    cJSON *v = verify_sell16_tpl(f, "kernels/spmv_sell16.cu", dtype, unroll, sigma, vec);
     char *s = cJSON_Print(v);
     cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
               "SIGMA %d VEC %d UNROLL %d %s: %s", sigma, vec, unroll, dtype, s);
@@ -230,6 +237,53 @@ Test(worker_gpu, the_sell16_template_should_pass_at_every_vec, .timeout = 600)
                 verify_sell16(&f, dtypes[t], cases[i].unroll, sigma, cases[i].vec);
     }
     free(m);
+    close_pool(&f);
+}
+
+/* sell16-dict: sell16's walk with a one-byte index per entry into a table
+ * of the matrix's values, staged in shared memory. On matrices with few
+ * distinct values: Franz6 (3, short rows, rectangular), olm1000 (6) and
+ * lund_a (231, near the 255 a byte names; 147 rows, so the last slice is
+ * part padding), at VEC 1 (the predicated walk), 2, 4 and 8 (the vector
+ * walk, padding adding table entry 0), sorted and unsorted, in fp32 and
+ * fp64, and in fp16 on Franz6 (values of 1, -1 and 38; olm1000's rows sum
+ * past fp16's range). The battery's edge matrices have random values and are
+ * skipped (the contract's max_values); these matrices stand in for them.
+ * On bcsstk13 (13781 values) the contract refuses the matrix. */
+Test(worker_gpu, the_sell16_dict_template_should_pass_on_few_values_and_refuse_many, .timeout = 600)
+{
+    static const struct {
+        int vec, unroll;
+    } cases[] = {{1, 8}, {2, 4}, {4, 1}, {8, 4}};
+    static const char *mats[] = {"Franz6_id1959_aug.mtx", "olm1000.mtx", "lund_a.mtx"};
+    static const char *dtypes[] = {"fp32", "fp64", "fp16"};
+    fixture f = open_pool();
+    for (size_t mi = 0; mi < DT_ARRAY_LEN(mats); mi++) {
+        char *m = tu_matrix(mats[mi]);
+        load(&f, m);
+        free(m);
+        for (size_t t = 0; t < (mi == 0 ? 3u : 2u); t++)
+            for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+                int sigma = i % 2 ? 256 : 1;
+                cJSON *v = verify_sell16_tpl(&f, "kernels/spmv_sell16_dict.cu", dtypes[t],
+                                             cases[i].unroll, sigma, cases[i].vec);
+                char *s = cJSON_Print(v);
+                cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                          "%s SIGMA %d VEC %d UNROLL %d %s: %s", mats[mi], sigma, cases[i].vec,
+                          cases[i].unroll, dtypes[t], s);
+                free(s);
+                cJSON_Delete(v);
+            }
+    }
+    char *m = tu_matrix("bcsstk13.mtx");
+    load(&f, m);
+    free(m);
+    cJSON *v = verify_sell16_tpl(&f, "kernels/spmv_sell16_dict.cu", "fp32", 8, 1, 1);
+    char *s = cJSON_Print(v);
+    cr_expect(!dt_json_bool(v, "passed", 1), "%s", s);
+    cr_expect(strstr(s, "at most 255 distinct nonzero values") != NULL, "%s", s);
+    free(s);
+    cJSON_Delete(v);
     close_pool(&f);
 }
 

@@ -304,7 +304,7 @@ Test(kbcli, retrieve_from_a_matrix_should_compute_the_features)
     int n = 0;
     for (int i = 0; kb_feature_name(i) != NULL; i++)
         n += cJSON_GetObjectItem(f, kb_feature_name(i)) != NULL;
-    cr_assert_eq(n, 18); /* every feature but n */
+    cr_assert_eq(n, 19); /* every feature but n */
     const cJSON *entries = cJSON_GetObjectItem(j, "entries");
     int sell = 0, merge = 0, ell = 0;
     for (const cJSON *e = entries->child; e != NULL; e = e->next) {

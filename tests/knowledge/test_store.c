@@ -120,7 +120,8 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     /* Rules name one op and a strategy of that op, with features to match. */
     static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream",    "csr-adaptive",
                                  "merge-path",   "sell-thread",  "bsr-group",     "csr16-vector",
-                                 "csr16-stream", "csr16-xstage", "sell16-thread", "ell-baked"};
+                                 "csr16-stream", "csr16-xstage", "sell16-thread", "ell-baked",
+                                 "sell16-dict"};
     static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm",
@@ -184,6 +185,28 @@ static const char *best_rule(const kb *k, const char *op, const char *features)
     cJSON_Delete(hits);
     cJSON_Delete(f);
     return strategy;
+}
+
+/* A value dictionary (sell16-dict, one-byte indices into a table of at
+ * most 256 values) leads where the matrix has few distinct values, at HBM
+ * size, and nowhere else: n1024-l1 (one value) replicated to 32M, then the
+ * same features with 300 values, and with no count at all (a query that
+ * does not say reads as many). */
+Test(store, a_value_dictionary_should_lead_only_where_values_are_few)
+{
+    kb *k = kbt_open(NULL, NULL);
+    const char *base = "\"rows\": 1000000, \"nnz\": 32000000, \"row_mean\": 32, \"row_cv\": 0, "
+                       "\"row_max\": 32, \"row_max_over_mean\": 1, \"empty_rows_frac\": 0, "
+                       "\"col_span_max\": 1000";
+    char q[512];
+    snprintf(q, sizeof q, "{%s, \"distinct_values\": 1}", base);
+    cr_assert_str_eq(best_rule(k, "spmv", q), "sell16-dict");
+    snprintf(q, sizeof q, "{%s, \"distinct_values\": 300}", base);
+    cr_assert_str_neq(best_rule(k, "spmv", q), "sell16-dict");
+    cr_assert_str_neq(best_rule(k, "spmv", q), "");
+    snprintf(q, sizeof q, "{%s}", base);
+    cr_assert_str_neq(best_rule(k, "spmv", q), "sell16-dict");
+    kb_close(k);
 }
 
 /* The strategy ranked n-th (0 first) when every firing rule's score is

@@ -286,6 +286,7 @@ Test(validate, feature_names_should_be_the_documented_list)
                                   "block_fill_16",
                                   "x_lines_per_nnz",
                                   "col_span_max",
+                                  "distinct_values",
                                   "n"};
     int i = 0;
     for (; kb_feature_name(i) != NULL; i++) {

@@ -1,0 +1,99 @@
+/* spmv_sell16_dict.cu -- sell16-thread (spmv_sell16.cu) with the values in
+ * a dictionary: each entry stores a one-byte index into a table of at most
+ * 256 values (entry 0 is 0, for padding), which a block copies to shared
+ * memory before it starts. SpMV at HBM size is bound by the bytes it
+ * streams; with 16-bit column offsets and a one-byte value an entry costs 3
+ * bytes, where sell16 needs 6 in fp32 and 10 in fp64 and CSR 8 and 12. Exact
+ * (the table holds the values as the dtype stores them), and only for
+ * matrices with at most 255 distinct nonzero values: patterns (graphs,
+ * meshes read as structure), stencils and matrices assembled from a few
+ * coefficients. The format refuses any other matrix (CSR-VI, Kourtis,
+ * Goumas and Koziris, "Optimizing sparse matrix-vector multiplication using
+ * index and value compression", CF 2008; iso-valued matrices in
+ * SuiteSparse:GraphBLAS are the one-value case). */
+/*@manifest
+{"strategy": "sell16-dict", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
+ "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},
+            "UNROLL": {"default": 8, "values": [1, 2, 4, 8]},
+            "SIGMA": {"default": 1, "values": [1, 256]},
+            "VEC": {"default": 1, "values": [1, 2, 4, 8]}},
+ "constraints": ["BLOCK % 32 == 0", "VEC * UNROLL <= 32"],
+ "preprocessing": "sell16 with vdict (rows sorted by length within windows of SIGMA rows, slices of 32, 16-bit column offsets from a per-slice base, a one-byte index per entry into a table of the matrix's distinct values)",
+ "summary": "sell16-thread with a one-byte index per entry into a table of at most 256 values: 3 bytes an entry"}
+@*/
+/*@contract
+{"entry": "spmv_sell16_dict", "op": "spmv", "format": "sell16",
+ "format_params": {"C": 32, "sigma": "SIGMA", "vec": "VEC", "vdict": 1},
+ "params": ["nslices", "sell_ptr", "sell_len", "sell_perm", "col16", "slice_base", "sell_vidx",
+            "vtab", "x", "y", "alpha", "beta", "bias"],
+ "requires": {"max_values": 255},
+ "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK)"],
+ "defines": {"SELL_C": "C", "NVALS": "nvals"}}
+@*/
+#include "ditto.cuh"
+
+#ifndef SELL_C
+#define SELL_C 32
+#endif
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef UNROLL
+#define UNROLL 8
+#endif
+#ifndef VEC
+#define VEC 1
+#endif
+#ifndef NVALS
+#define NVALS 256 /* the table's entries in use (the format's nvals) */
+#endif
+
+static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
+static_assert(UNROLL >= 1, "UNROLL: at least 1 chunk of VEC entries per batch");
+static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
+static_assert(NVALS >= 1 && NVALS <= 256, "NVALS: a one-byte index names 256 values at most");
+
+__shared__ T s_vtab[NVALS]; /* the block's copy of the table */
+
+/* The walks of spmv_sell_row.cuh over one-byte values; declared before it,
+ * so that its templates find them. */
+__device__ __forceinline__ S sell_value(unsigned char i)
+{
+    return DT_LOAD(s_vtab[i]);
+}
+__device__ __forceinline__ void sell_pad(unsigned char &i)
+{
+    i = 0;
+}
+
+#include "spmv_sell_row.cuh"
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+spmv_sell16_dict(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
+                 const int *__restrict__ sell_perm, const unsigned short *__restrict__ col16,
+                 const int *__restrict__ slice_base, const unsigned char *__restrict__ sell_vidx,
+                 const T *__restrict__ vtab, const T *__restrict__ x, T *__restrict__ y, S alpha,
+                 S beta, const T *__restrict__ bias)
+{
+    for (int i = threadIdx.x; i < NVALS; i += BLOCK)
+        s_vtab[i] = vtab[i];
+    __syncthreads();
+    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    const int slice = (int)(g / SELL_C);
+    const int j = (int)(g % SELL_C);
+    if (slice >= nslices)
+        return;
+    const int row = sell_perm[(long long)slice * SELL_C + j];
+    const int start = sell_ptr[slice];
+    const int len = sell_len[slice];
+    const unsigned short *__restrict__ c = col16 + start + j * VEC;
+    const unsigned char *__restrict__ v = sell_vidx + start + j * VEC;
+    const T *__restrict__ xb = x + slice_base[slice];
+#if VEC == 1
+    const S acc = sell_row<unsigned short, unsigned, 0xFFFFu, unsigned char>(c, v, xb, len);
+#else
+    const S acc = sell_row_vec<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char>(c, v, xb, len);
+#endif
+    if (row >= 0)
+        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+}
