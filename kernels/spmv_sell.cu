@@ -23,20 +23,6 @@
  "defines": {"SELL_C": "C"}}
 @*/
 #include "ditto.cuh"
-
-#ifndef SELL_C
-#define SELL_C 32
-#endif
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef UNROLL
-#define UNROLL 8
-#endif
-
-static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
-static_assert(UNROLL >= 1, "UNROLL: at least 1");
-
 #include "spmv_sell_row.cuh"
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -45,20 +31,6 @@ spmv_sell(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__
           const T *__restrict__ sell_val, const T *__restrict__ x, T *__restrict__ y, S alpha,
           S beta, const T *__restrict__ bias)
 {
-    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
-    const int slice = (int)(g / SELL_C);
-    const int j = (int)(g % SELL_C);
-    if (slice >= nslices)
-        return;
-    /* The thread's row, the slice's offset and width: independent loads, in
-     * flight together (the row is only needed for the store; a padding row
-     * of the last slice, -1, has only padding entries). */
-    const int row = sell_perm[(long long)slice * SELL_C + j];
-    const int start = sell_ptr[slice];
-    const int len = sell_len[slice];
-    const int *__restrict__ c = sell_col + start + j;
-    const T *__restrict__ v = sell_val + start + j;
-    const S acc = sell_row<int, int, -1>(c, v, x, len);
-    if (row >= 0)
-        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+    sell_thread<int, int, -1, 1, T, false>(nslices, sell_ptr, sell_len, sell_perm, sell_col, nullptr,
+                                    sell_val, x, y, alpha, beta, bias);
 }

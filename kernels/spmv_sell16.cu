@@ -45,21 +45,9 @@
 @*/
 #include "ditto.cuh"
 
-#ifndef SELL_C
-#define SELL_C 32
-#endif
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef UNROLL
-#define UNROLL 8
-#endif
 #ifndef VEC
 #define VEC 1
 #endif
-
-static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
-static_assert(UNROLL >= 1, "UNROLL: at least 1 chunk of VEC entries per batch");
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
 
 #include "spmv_sell_row.cuh"
@@ -71,27 +59,7 @@ spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
             const T *__restrict__ x, T *__restrict__ y, S alpha, S beta,
             const T *__restrict__ bias)
 {
-    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
-    const int slice = (int)(g / SELL_C);
-    const int j = (int)(g % SELL_C);
-    if (slice >= nslices)
-        return;
-    /* The thread's row, the slice's offset, width and base column:
-     * independent loads, in flight together (the row is only needed for the
-     * store; a padding row of the last slice, -1, has only padding entries). */
-    const int row = sell_perm[(long long)slice * SELL_C + j];
-    const int start = sell_ptr[slice];
-    const int len = sell_len[slice];
-    /* The row's first entry (its first chunk at VEC > 1). */
-    const unsigned short *__restrict__ c = col16 + start + j * VEC;
-    const T *__restrict__ v = sell_val + start + j * VEC;
-    /* x relative to the slice's base column: offsets index it directly. */
-    const T *__restrict__ xb = x + slice_base[slice];
-#if VEC == 1
-    const S acc = sell_row<unsigned short, unsigned, 0xFFFFu>(c, v, xb, len);
-#else
-    const S acc = sell_row_vec<unsigned short, unsigned, 0xFFFFu, VEC>(c, v, xb, len);
-#endif
-    if (row >= 0)
-        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true>(
+        nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
+        bias);
 }

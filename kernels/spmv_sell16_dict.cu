@@ -32,25 +32,9 @@
 @*/
 #include "ditto.cuh"
 
-#ifndef SELL_C
-#define SELL_C 32
-#endif
-#ifndef BLOCK
-#define BLOCK 256
-#endif
-#ifndef UNROLL
-#define UNROLL 8
-#endif
-#ifndef VEC
-#define VEC 1
-#endif
 #ifndef NVALS
 #define NVALS 256 /* the table's entries in use (the format's nvals) */
 #endif
-
-static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
-static_assert(UNROLL >= 1, "UNROLL: at least 1 chunk of VEC entries per batch");
-static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
 static_assert(NVALS >= 1 && NVALS <= 256, "NVALS: a one-byte index names 256 values at most");
 
 __shared__ T s_vtab[NVALS]; /* the block's copy of the table */
@@ -66,6 +50,11 @@ __device__ __forceinline__ void sell_pad(unsigned char &i)
     i = 0;
 }
 
+#ifndef VEC
+#define VEC 1
+#endif
+static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
+
 #include "spmv_sell_row.cuh"
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
@@ -78,22 +67,7 @@ spmv_sell16_dict(int nslices, const int *__restrict__ sell_ptr, const int *__res
     for (int i = threadIdx.x; i < NVALS; i += BLOCK)
         s_vtab[i] = vtab[i];
     __syncthreads();
-    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
-    const int slice = (int)(g / SELL_C);
-    const int j = (int)(g % SELL_C);
-    if (slice >= nslices)
-        return;
-    const int row = sell_perm[(long long)slice * SELL_C + j];
-    const int start = sell_ptr[slice];
-    const int len = sell_len[slice];
-    const unsigned short *__restrict__ c = col16 + start + j * VEC;
-    const unsigned char *__restrict__ v = sell_vidx + start + j * VEC;
-    const T *__restrict__ xb = x + slice_base[slice];
-#if VEC == 1
-    const S acc = sell_row<unsigned short, unsigned, 0xFFFFu, unsigned char>(c, v, xb, len);
-#else
-    const S acc = sell_row_vec<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char>(c, v, xb, len);
-#endif
-    if (row >= 0)
-        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char, true>(
+        nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_vidx, x, y, alpha, beta,
+        bias);
 }

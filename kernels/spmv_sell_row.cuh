@@ -9,8 +9,8 @@
  * before the first gather of x, and the gathers together, so a batch costs
  * one round trip to memory and one to x, not one per step. A row's entries
  * come first in its column of the slice, padding (value 0) after them: a
- * batch that ends in padding ends the row. The including kernel defines
- * SELL_C and UNROLL.
+ * batch that ends in padding ends the row. The including kernel may
+ * define SELL_C and UNROLL.
  *
  * sell_row_vec is the same walk over sell16's vec layout (spmv_sell16.cu
  * at VEC > 1): a row's entries come in chunks of V adjacent ones, chunk q
@@ -21,6 +21,20 @@
  * issues UNROLL offset and UNROLL value loads, then its UNROLL * V
  * gathers of x. */
 #pragma once
+
+/* The SELL kernels' defaults (each may define its own first). */
+#ifndef SELL_C
+#define SELL_C 32
+#endif
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef UNROLL
+#define UNROLL 8
+#endif
+
+static_assert(SELL_C >= 1 && SELL_C <= 1024, "SELL_C: the format's slice height");
+static_assert(UNROLL >= 1, "UNROLL: at least 1 step (a chunk of VEC entries at VEC > 1) per batch");
 
 /* A stored value as S. The including kernel may store values another way
  * (spmv_sell16_dict.cu: a one-byte index into a table) and overload these
@@ -118,4 +132,46 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__r
         done = (R)cc[UNROLL - 1].v[V - 1] == PAD;
     }
     return acc;
+}
+
+/* One thread per row of a column-major slice, the whole kernel body of
+ * sell-thread (spmv_sell.cu: 32-bit columns, padding -1, no base) and of
+ * sell16-thread and sell16-dict (16-bit offsets from slice_base[slice],
+ * padding 0xFFFF, BASE; the including kernel defines VEC). A padding row of the
+ * last slice (-1 in sell_perm) has only padding entries and stores nothing. */
+template <typename C, typename R, R PAD, int V, typename VS, bool BASE>
+__device__ __forceinline__ void sell_thread(int nslices, const int *__restrict__ sell_ptr,
+                                            const int *__restrict__ sell_len,
+                                            const int *__restrict__ sell_perm,
+                                            const C *__restrict__ cols,
+                                            const int *__restrict__ slice_base,
+                                            const VS *__restrict__ vals, const T *__restrict__ x,
+                                            T *__restrict__ y, S alpha, S beta,
+                                            const T *__restrict__ bias)
+{
+    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    const int slice = (int)(g / SELL_C);
+    const int j = (int)(g % SELL_C);
+    if (slice >= nslices)
+        return;
+    /* The thread's row, the slice's offset, width and base column:
+     * independent loads, in flight together (the row is only needed for the
+     * store). */
+    const int row = sell_perm[(long long)slice * SELL_C + j];
+    const int start = sell_ptr[slice];
+    const int len = sell_len[slice];
+    /* The row's first entry (its first chunk at V > 1). */
+    const C *__restrict__ c = cols + start + j * V;
+    const VS *__restrict__ v = vals + start + j * V;
+    /* x relative to the slice's base column: offsets index it directly. */
+    const T *__restrict__ xb = x;
+    if constexpr (BASE)
+        xb += slice_base[slice];
+    S acc;
+    if constexpr (V == 1)
+        acc = sell_row<C, R, PAD, VS>(c, v, xb, len);
+    else
+        acc = sell_row_vec<C, R, PAD, V, VS>(c, v, xb, len);
+    if (row >= 0)
+        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
 }
