@@ -248,6 +248,7 @@ int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_er
     /* A pattern-only file has no values to compress: the worker gives it
      * random ones (so that a kernel ignoring values fails), so it counts as
      * many. */
+    r->pattern = a->pattern;
     r->distinct_values =
         a->pattern ? SP_DISTINCT_CAP + 1 : sp_csr_distinct_values(a, SP_DISTINCT_CAP);
 
@@ -396,7 +397,10 @@ void sp_report_text(const sp_report *r, dt_buf *out)
                   "x locality  %.2f distinct 128-byte lines of x per row, %.3f per nonzero "
                   "(1/32 = 0.031 is ideal)\n",
                   r->x_lines_per_row, r->x_lines_per_nnz);
-    if (r->distinct_values > SP_DISTINCT_CAP)
+    if (r->pattern)
+        dt_buf_puts(out, "values      none stored (a pattern; the GPU worker gives it random "
+                         "values, so it counts as many)\n");
+    else if (r->distinct_values > SP_DISTINCT_CAP)
         dt_buf_printf(out, "values      more than %d distinct nonzero values\n", SP_DISTINCT_CAP);
     else
         dt_buf_printf(out, "values      %d distinct nonzero value%s\n", r->distinct_values,

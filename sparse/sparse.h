@@ -303,8 +303,10 @@ typedef struct sp_report {
     /* locality of x gathers in SpMV */
     double x_lines_per_row; /* distinct 128-byte lines of x (fp32) per row, mean */
     double x_lines_per_nnz; /* the same divided by row length: 1/32 is ideal */
-    /* values: distinct nonzero ones, SP_DISTINCT_CAP + 1 meaning more */
+    /* values: distinct nonzero ones, SP_DISTINCT_CAP + 1 meaning more (and
+     * for a pattern-only matrix, whose values the worker makes random) */
     int32_t distinct_values;
+    int pattern; /* no values stored */
     /* cost model: minimum bytes moved and flops (each input read once, each
      * output written once), per dtype index [SP_FP32 .. SP_BF16] */
     int32_t n_spmm;  /* N used for SpMM numbers */

@@ -1294,6 +1294,47 @@ Test(store, small_even_matrices_should_rank_the_baked_ell_templates_first)
     kb_close(k);
 }
 
+/* The value dictionary at HBM size: replicated past 2M nonzeros, the two
+ * few-valued matrices of the HBM set (n1024-l1, one value; Franz6, three)
+ * rank sell16-dict first for its rule, starting at VEC 8 and UNROLL 1 (the
+ * fastest point on n1024-l1); bcsstk13 (13781 values) and crack (a
+ * pattern, which the worker fills with random values) do not have it in
+ * their ranking at all, since its contract would refuse them. Skipped
+ * without the shared matrices. */
+Test(store, few_valued_matrices_should_rank_the_value_dictionary_first_and_others_never)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const struct {
+        const char *file;
+        int copies, dict;
+    } cases[] = {{"n1024-l1.mtx", 62, 1},
+                 {"Franz6_id1959_aug.mtx", 42, 1},
+                 {"bcsstk13.mtx", 25, 0},
+                 {"crack.mtx", 33, 0}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
+        int at = ranked_for(ranked, "sell16-dict", "rule.spmv.sell16-dict-for-few-values", 100);
+        int listed = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, ranked)
+        {
+            listed |= dt_streq(dt_json_str(c, "strategy", ""), "sell16-dict");
+        }
+        if (cases[i].dict) {
+            cr_expect_eq(at, 0, "%s: sell16-dict not first for its rule", cases[i].file);
+            const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+            cr_expect(dt_json_num(own, "VEC", 0) == 8 && dt_json_num(own, "UNROLL", 0) == 1,
+                      "%s: the planner's point has VEC %g, UNROLL %g", cases[i].file,
+                      dt_json_num(own, "VEC", 0), dt_json_num(own, "UNROLL", 0));
+        } else {
+            cr_expect(!listed, "%s: sell16-dict ranked although its contract refuses the matrix",
+                      cases[i].file);
+        }
+        cJSON_Delete(ranked);
+    }
+    kb_close(k);
+}
+
 /* The PatternReports `ditto profile` computes for two FEM matrices of the
  * shared set, replicated block-diagonally past 2M nonzeros (the HBM regime
  * replicates the same way; row-length statistics and column spans do not

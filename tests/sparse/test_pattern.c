@@ -39,6 +39,41 @@ Test(pattern, identity_should_be_diagonal)
     sp_csr_free(a);
 }
 
+/* Distinct nonzero values, what a value dictionary needs: zeros do not
+ * count, -0.0 does (its bits differ), counting stops past the cap, and a
+ * pattern-only matrix counts as many (the worker gives it random values). */
+Test(pattern, distinct_values_should_count_nonzero_values_up_to_the_cap)
+{
+    int len[] = {3, 3, 3, 3};
+    sp_csr *a = from_lengths(4, 4, len);
+    const double v[12] = {1, 2, 2, 0, 1, 3, -0.0, 2, 1, 3, 3, 0};
+    memcpy(a->val, v, sizeof v);
+    cr_assert_eq(sp_csr_distinct_values(a, 4096), 4, "1, 2, 3 and -0.0");
+    cr_assert_eq(sp_csr_distinct_values(a, 3), 4, "past the cap: cap + 1");
+    cr_assert_eq(sp_csr_distinct_values(a, 2), 3);
+    sp_report rep = report_of(a);
+    cr_assert_eq(rep.distinct_values, 4);
+    dt_buf t = DT_BUF_INIT;
+    sp_report_text(&rep, &t);
+    cr_assert(strstr(dt_buf_str(&t), "values      4 distinct nonzero values") != NULL, "%s",
+              dt_buf_str(&t));
+    dt_buf_free(&t);
+    cJSON *j = sp_report_json(&rep);
+    cr_assert_eq(dt_json_num(j, "distinct_values", 0), 4);
+    cJSON_Delete(j);
+    for (int64_t k = 0; k < a->nnz; k++)
+        a->val[k] = (double)k + 1.0;
+    cr_assert_eq(sp_csr_distinct_values(a, 10), 11);
+    a->pattern = 1;
+    rep = report_of(a);
+    cr_assert_eq(rep.distinct_values, SP_DISTINCT_CAP + 1);
+    sp_report_text(&rep, &t);
+    cr_assert(strstr(dt_buf_str(&t), "values      none stored (a pattern") != NULL, "%s",
+              dt_buf_str(&t));
+    dt_buf_free(&t);
+    sp_csr_free(a);
+}
+
 Test(pattern, row_length_moments_gini_and_histogram_should_match_hand_values)
 {
     int len[] = {0, 1, 1, 2};
