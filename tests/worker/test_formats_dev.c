@@ -438,6 +438,24 @@ Test(formats_dev, sell16_vdict_should_give_every_entry_its_value_through_the_tab
     sp_csr_free(b);
 }
 
+/* A contract's requires.max_values: the matrix's distinct nonzero values
+ * against a value dictionary's size, with the reason when it is refused. */
+Test(formats_dev, max_values_should_refuse_a_matrix_of_more_values)
+{
+    static const int lens[] = {2, 2};
+    sp_csr *a = rows_of(2, 4, lens, NULL); /* values 1, 1.5, 2, 2.5 */
+    gpu_contract c = {0};
+    c.requires = params_of("{\"max_values\": 4}");
+    cr_assert_null(wk_requires_violated(&c, a));
+    cJSON_Delete(c.requires);
+    c.requires = params_of("{\"max_values\": 3}");
+    const char *why = wk_requires_violated(&c, a);
+    cr_assert_not_null(why);
+    cr_assert_str_eq(why, "requires at most 3 distinct nonzero values; has more");
+    cJSON_Delete(c.requires);
+    sp_csr_free(a);
+}
+
 Test(formats_dev, sell16_should_refuse_a_vec_other_than_1_2_4_8)
 {
     static const int lens[] = {3, 0, 5};
