@@ -255,12 +255,16 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                   "median; speedup is paired: ditto's kernel and the best cuSPARSE algorithm "
                   "timed again in alternating rounds, the median of the per-round ratios "
                   "(cuSPARSE / ditto), for graph timing the median over 7 placements of both "
-                  "sides' operands in memory (gpu/PROTOCOL.md, `measure`). %% copy = effective bandwidth over the minimum bytes / measured "
-                  "device-to-device copy bandwidth. Payoff = calls after which ditto's format "
+                  "sides' operands in memory (gpu/PROTOCOL.md, `measure`). %% copy = "
+                  "effective bandwidth over the minimum bytes (CSR with 4-byte columns) / "
+                  "measured device-to-device copy bandwidth, so a format that stores fewer "
+                  "bytes (16-bit column offsets, a value dictionary) can pass 100. Payoff = "
+                  "calls after which ditto's format "
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
                   mbegin, title, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
-                  (int)dt_json_num(dev, "sms", 0), (int)dt_json_num(hello, "driver_version", 0) / 1000,
+                  (int)dt_json_num(dev, "sms", 0),
+                  (int)dt_json_num(hello, "driver_version", 0) / 1000,
                   (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline);
     if (n < planned)
