@@ -777,7 +777,7 @@ static int value_dict(const double *v, size_t n, sp_dtype t, uint8_t *idx, doubl
             if (ntab == 256)
                 return dt_err_set(e,
                                   "value dictionary: more than 255 distinct nonzero values (the "
-                                  "first 255 by entry %zu); a one-byte index cannot name them",
+                                  "256th at stored entry %zu); a one-byte index cannot name them",
                                   i);
             key[h] = b;
             at[h] = (int16_t)ntab;
