@@ -306,12 +306,77 @@ static void print_measure(const cJSON *m)
         printf("  paired timing failed: %s\n", dt_json_str(base, "paired_error", ""));
 }
 
+/* The kernel's parameters for `check --param NAME=VALUE ...`: the manifest's
+ * defaults with each given one replaced, every value one the manifest lists
+ * and every constraint holding. NULL after printing what is wrong. */
+static cJSON *check_params(const char *kfile, const char *source, char **args, int n)
+{
+    gpu_manifest m;
+    dt_err e = {0};
+    if (gpu_manifest_from_source(source, &m, &e) != 0) {
+        cli_usage_error("check", "--param: %s: %s; --param sets a parameter its manifest names",
+                        kfile, e.msg);
+        return NULL;
+    }
+    cJSON *params = gpu_manifest_defaults(&m);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        const char *eq = strchr(args[i], '=');
+        int64_t v = 0;
+        if (eq == NULL || eq == args[i] || dt_parse_size(eq + 1, &v) != 0) {
+            cli_usage_error("check", "--param: expected NAME=VALUE (a whole number), got '%s'",
+                            args[i]);
+            ok = 0;
+            break;
+        }
+        const gpu_mparam *mp = NULL;
+        dt_buf names = {0}, legal = {0};
+        for (int k = 0; k < m.nparams; k++) {
+            dt_buf_printf(&names, "%s%s", k ? ", " : "", m.params[k].name);
+            if (strlen(m.params[k].name) == (size_t)(eq - args[i]) &&
+                strncmp(m.params[k].name, args[i], (size_t)(eq - args[i])) == 0)
+                mp = &m.params[k];
+        }
+        if (mp == NULL) {
+            cli_usage_error("check", "--param %s: %s's manifest has no parameter %.*s (it has: %s)",
+                            args[i], kfile, (int)(eq - args[i]), args[i],
+                            names.data ? names.data : "none");
+            ok = 0;
+        } else {
+            int found = 0;
+            for (int k = 0; k < mp->nvalues; k++) {
+                dt_buf_printf(&legal, "%s%lld", k ? ", " : "", (long long)mp->values[k]);
+                found |= mp->values[k] == v;
+            }
+            if (!found) {
+                cli_usage_error("check", "--param %s: not a value %s's manifest allows for %s (%s)",
+                                args[i], kfile, mp->name, legal.data ? legal.data : "none");
+                ok = 0;
+            } else {
+                dt_json_set_int(params, mp->name, v);
+            }
+        }
+        dt_buf_free(&names);
+        dt_buf_free(&legal);
+    }
+    if (ok && gpu_manifest_check(&m, params, NULL, &e) != 0) {
+        cli_usage_error("check", "--param: %s: %s", kfile, e.msg);
+        ok = 0;
+    }
+    gpu_manifest_clear(&m);
+    if (!ok) {
+        cJSON_Delete(params);
+        return NULL;
+    }
+    return params;
+}
+
 const char cli_check_usage[] =
     "usage: ditto check KERNEL.cu MATRIX [--op spmv|spmm|sddmm] [--dtype fp32|fp64|fp16|bf16]\n"
     "                   [--n N] [--alpha A] [--beta B] [--epilogue none|relu|gelu|bias]\n"
-    "                   [--sets N] [--no-edge] [--no-measure] [--metrics]\n"
-    "                   [--sanitize memcheck|racecheck|initcheck] [--deadline SECONDS]\n"
-    "                   [--launcher CMD] [--json]\n"
+    "                   [--param NAME=VALUE]... [--sets N] [--no-edge] [--no-measure]\n"
+    "                   [--metrics] [--sanitize memcheck|racecheck|initcheck]\n"
+    "                   [--deadline SECONDS] [--launcher CMD] [--json]\n"
     "\n"
     "Compile a hand-written kernel under its launch contract (a /*@contract {...} @*/\n"
     "block in the source; see gpu/PROTOCOL.md), run the verification battery on MATRIX\n"
@@ -323,6 +388,11 @@ const char cli_check_usage[] =
     "stops after compiling. --deadline bounds each request (default 300 s): a kernel\n"
     "still running then is killed with its worker.\n"
     "\n"
+    "--param NAME=VALUE (repeatable) sets one of the parameters the kernel's manifest\n"
+    "(/*@manifest {...} @*/) names, to one of the values it lists; the others keep\n"
+    "their defaults, and the manifest's constraints must hold. Without --param the\n"
+    "kernel runs at its manifest's defaults.\n"
+    "\n"
     "Exit status: 0 verified (and measured), 1 the kernel failed (compile error, a check,\n"
     "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker.\n";
 
@@ -333,6 +403,8 @@ int cli_check(int argc, char **argv)
     prob_args pa = {"spmv", "fp32", "none", "row", 32, 1.0, 0.0};
     const char *kfile = NULL, *matrix = NULL, *launcher = NULL, *sanitize = NULL;
     int sets = 3, edge = 1, measure = 1, metrics = 0, json = 0;
+    char *pargs[GPU_MAX_MPARAMS];
+    int npargs = 0;
     double deadline = 0;
     for (int i = 1; i < argc; i++) {
         int r = prob_flag("check", argc, argv, &i, &pa);
@@ -353,6 +425,12 @@ int cli_check(int argc, char **argv)
             metrics = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--param") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("check", "--param needs NAME=VALUE");
+            if (npargs == GPU_MAX_MPARAMS)
+                return cli_usage_error("check", "--param: at most %d", GPU_MAX_MPARAMS);
+            pargs[npargs++] = argv[++i];
         } else if (strcmp(a, "--deadline") == 0 && i + 1 < argc) {
             if (dt_parse_double(argv[++i], &deadline) != 0 || deadline <= 0)
                 return cli_usage_error("check", "--deadline: expected seconds > 0, got '%s'",
@@ -379,8 +457,14 @@ int cli_check(int argc, char **argv)
         fprintf(stderr, "ditto check: %s\n", e.msg);
         return CLI_FAIL;
     }
+    cJSON *params = NULL;
+    if (npargs > 0 && (params = check_params(kfile, source, pargs, npargs)) == NULL) {
+        free(source);
+        return CLI_USAGE;
+    }
     gpu_session s;
     if (session_open(&s, "check", launcher, json) != 0) {
+        cJSON_Delete(params);
         free(source);
         return 3;
     }
@@ -402,6 +486,15 @@ int cli_check(int argc, char **argv)
     dt_json_set_str(kernel, "source", source);
     const char *base = strrchr(kfile, '/');
     dt_json_set_str(kernel, "name", base ? base + 1 : kfile);
+    if (params != NULL) {
+        if (!json) {
+            char *ps = cJSON_PrintUnformatted(params);
+            printf("params %s\n", ps ? ps : "?");
+            free(ps);
+        }
+        dt_json_set_take(kernel, "params", params);
+        params = NULL;
+    }
 
     /* compile (works without a GPU) */
     cJSON *cr = request("compile");
@@ -534,6 +627,7 @@ out:
     if (json)
         print_json(all);
     cJSON_Delete(all);
+    cJSON_Delete(params); /* still ours when the matrix did not load */
     session_close(&s);
     free(source);
     return status;

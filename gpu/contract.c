@@ -725,9 +725,15 @@ int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_var
         int legal = 0;
         for (int k = 0; k < mp->nvalues; k++)
             legal |= mp->values[k] == val;
-        if (!legal)
-            return dt_err_set(e, "%s = %lld is not a legal value for %s", mp->name,
-                              (long long)val, m->strategy);
+        if (!legal) {
+            dt_buf vals = {0};
+            for (int k = 0; k < mp->nvalues; k++)
+                dt_buf_printf(&vals, "%s%lld", k ? ", " : "", (long long)mp->values[k]);
+            dt_err_set(e, "%s = %lld is not a legal value for %s (legal: %s)", mp->name,
+                       (long long)val, m->strategy, vals.data ? vals.data : "none");
+            dt_buf_free(&vals);
+            return -1;
+        }
         gpu_vars_set(&v, mp->name, val);
     }
     for (int i = 0; i < m->nconstraints; i++) {
