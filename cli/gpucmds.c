@@ -308,7 +308,8 @@ static void print_measure(const cJSON *m)
 
 /* The kernel's parameters for `check --param NAME=VALUE ...`: the manifest's
  * defaults with each given one replaced, every value one the manifest lists
- * and every constraint holding. NULL after printing what is wrong. */
+ * and every constraint holding (gpu_manifest_check). NULL after printing what
+ * is wrong. */
 static cJSON *check_params(const char *kfile, const char *source, char **args, int n)
 {
     gpu_manifest m;
@@ -330,7 +331,7 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
             break;
         }
         const gpu_mparam *mp = NULL;
-        dt_buf names = {0}, legal = {0};
+        dt_buf names = {0};
         for (int k = 0; k < m.nparams; k++) {
             dt_buf_printf(&names, "%s%s", k ? ", " : "", m.params[k].name);
             if (strlen(m.params[k].name) == (size_t)(eq - args[i]) &&
@@ -343,22 +344,11 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
                             names.data ? names.data : "none");
             ok = 0;
         } else {
-            int found = 0;
-            for (int k = 0; k < mp->nvalues; k++) {
-                dt_buf_printf(&legal, "%s%lld", k ? ", " : "", (long long)mp->values[k]);
-                found |= mp->values[k] == v;
-            }
-            if (!found) {
-                cli_usage_error("check", "--param %s: not a value %s's manifest allows for %s (%s)",
-                                args[i], kfile, mp->name, legal.data ? legal.data : "none");
-                ok = 0;
-            } else {
-                dt_json_set_int(params, mp->name, v);
-            }
+            dt_json_set_int(params, mp->name, v);
         }
         dt_buf_free(&names);
-        dt_buf_free(&legal);
     }
+    /* Values outside the manifest's lists and broken constraints. */
     if (ok && gpu_manifest_check(&m, params, NULL, &e) != 0) {
         cli_usage_error("check", "--param: %s: %s", kfile, e.msg);
         ok = 0;

@@ -35,8 +35,8 @@ Test(check, params_the_manifest_refuses_should_be_usage_errors_that_say_why)
     static const struct {
         const char *args, *want;
     } cases[] = {
-        {"--param VEC=3", "not a value"},
-        {"--param VEC=3", "allows for VEC (1, 2, 4, 8)"},
+        {"--param VEC=3", "spmv_sell16.cu: VEC = 3 is not a legal value for sell16-thread"},
+        {"--param VEC=3", "(legal: 1, 2, 4, 8)"},
         {"--param NOPE=1", "has no parameter NOPE (it has: BLOCK, UNROLL, SIGMA, VEC)"},
         {"--param VEC", "expected NAME=VALUE"},
         {"--param =4", "expected NAME=VALUE"},
