@@ -744,8 +744,11 @@ static void diagnose(ag_run *r, ag_step *s, cJSON *art)
     dt_buf d = DT_BUF_INIT;
     if (copy > 0)
         dt_buf_printf(&d, "achieved %.0f%% of copy bandwidth (%.0f of %.0f GB/s over the minimum "
-                          "bytes)",
-                      100.0 * gbps / copy, gbps, copy);
+                          "bytes%s)",
+                      100.0 * gbps / copy, gbps, copy,
+                      dt_json_bool(art, "copy_measured", 1)
+                          ? ""
+                          : "; that is the datasheet's peak: `ditto calibrate` measures it");
     const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(art, "metrics"), "metrics");
     if (m) {
         double rd = dt_json_num(m, "dram__bytes_read.sum", 0);

@@ -27,7 +27,10 @@ const char cli_bench_usage[] =
     "with the best cuSPARSE algorithm, timed side by side with the same method: CUDA-graph\n"
     "replay at original size (L2-resident), L2 flushed before every run when the matrix is\n"
     "replicated block-diagonally to --hbm-nnz nonzeros (default 32M). A case whose kernels\n"
-    "all fail verification is reported as failed, never as a speed.\n"
+    "all fail verification is reported as failed, never as a speed. The % copy column\n"
+    "divides by the measured device-to-device copy bandwidth: `ditto calibrate`'s, or, when\n"
+    "it has not run on this machine, one measured (and saved as calibrate would) before\n"
+    "the first case.\n"
     "\n"
     "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
     "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
@@ -199,7 +202,7 @@ static void stats(const row *rows, int n, const char *regime, const char *op, do
  * ops under their own section, leaves the other sections alone. */
 static void write_outputs(const row *rows, int n, int planned, const char *out, const char *csv,
                           const cJSON *hello, const char *cmdline, const char *regime,
-                          const char *section)
+                          const char *section, const char *copy_note)
 {
     char mbegin[96], mend[96], title[96];
     snprintf(mbegin, sizeof mbegin, "<!-- gpu-bench-%s:begin", section);
@@ -257,7 +260,7 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                   "(cuSPARSE / ditto), for graph timing the median over 7 placements of both "
                   "sides' operands in memory (gpu/PROTOCOL.md, `measure`). %% copy = "
                   "effective bandwidth over the minimum bytes (CSR with 4-byte columns) / "
-                  "measured device-to-device copy bandwidth, so a format that stores fewer "
+                  "device-to-device copy bandwidth (%s), so a format that stores fewer "
                   "bytes (16-bit column offsets, a value dictionary) can pass 100. Payoff = "
                   "calls after which ditto's format "
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
@@ -266,7 +269,7 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                   (int)dt_json_num(dev, "sms", 0),
                   (int)dt_json_num(hello, "driver_version", 0) / 1000,
                   (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
-                  dt_json_str(hello, "cuda_version", "?"), cmdline);
+                  dt_json_str(hello, "cuda_version", "?"), cmdline, copy_note);
     if (n < planned)
         dt_buf_printf(&m,
                       "**Partial run:** %d of the %d planned cases ran before the run stopped "
@@ -526,6 +529,39 @@ int cli_bench(int argc, char **argv)
         status = 3;
         goto out;
     }
+    /* % copy divides by a measured copy bandwidth: the hardware spec's
+     * measured block when `ditto calibrate` has filled it, else one measured
+     * now, before any case (the calibrate request, which also saves it
+     * there). Only if that fails, the datasheet's peak, and the section says
+     * so. */
+    double copy_gbps = dt_json_num(hello, "copy_gbps", 0);
+    char copy_note[256];
+    if (dt_json_bool(hello, "copy_measured", 0)) {
+        snprintf(copy_note, sizeof copy_note,
+                 "%.0f GB/s, from the hardware spec's measured block, `ditto calibrate`",
+                 copy_gbps);
+    } else {
+        cJSON *cal = dt_json_obj();
+        dt_json_set_str(cal, "req", "calibrate");
+        cJSON *crep = gpu_pool_call(pool, cal, 120);
+        if (dt_json_bool(crep, "ok", 0) && dt_json_num(crep, "copy_gbps", 0) > 0) {
+            copy_gbps = dt_json_num(crep, "copy_gbps", 0);
+            snprintf(copy_note, sizeof copy_note,
+                     "%.0f GB/s, measured at the start of this run: a %.0f MiB "
+                     "cuMemcpyDtoD, bytes read plus bytes written",
+                     copy_gbps, dt_json_num(crep, "copy_bytes", 0) / (1 << 20));
+        } else {
+            char buf[600];
+            fprintf(stderr,
+                    "ditto bench: could not measure the copy bandwidth (%s); %% copy divides by "
+                    "the datasheet's %.0f GB/s\n",
+                    gpu_reply_error(crep, buf, sizeof buf), copy_gbps);
+            snprintf(copy_note, sizeof copy_note,
+                     "%.0f GB/s, the datasheet's peak: measuring it failed", copy_gbps);
+        }
+        cJSON_Delete(crep);
+    }
+    printf("copy bandwidth %s\n", copy_note);
     k = kb_open(NULL, NULL, NULL, &e);
     double t_start = dt_now();
     /* Every (regime, matrix, op) is a case; a section written before the
@@ -565,7 +601,8 @@ int cli_bench(int argc, char **argv)
                         if (*p == '|' || *p == '\n')
                             *p = ' ';
                 }
-                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime, section);
+                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime, section,
+                              copy_note);
                 cJSON_Delete(lrep);
                 continue;
             }
@@ -620,8 +657,7 @@ int cli_bench(int argc, char **argv)
                         r->base_us = dt_json_num(b, "baseline_us", 0);
                         r->speedup = dt_json_num(b, "speedup", 0);
                         r->gbps = dt_json_num(b, "gbps", 0);
-                        double copy = dt_json_num(b, "copy_gbps", 0);
-                        r->pct_copy = copy > 0 ? 100.0 * r->gbps / copy : 0;
+                        r->pct_copy = copy_gbps > 0 ? 100.0 * r->gbps / copy_gbps : 0;
                         r->pre_us = dt_json_num(b, "preprocess_us", 0);
                         r->base_pre_us = dt_json_num(b, "baseline_preprocess_us", 0);
                         snprintf(r->base_alg, sizeof r->base_alg, "%s", dt_json_str(b, "baseline", ""));
@@ -659,7 +695,7 @@ int cli_bench(int argc, char **argv)
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
                 write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime,
-                              section);
+                              section, copy_note);
             }
             cJSON_Delete(lrep);
             gpu_pool_unload(pool, "m");

@@ -22,15 +22,16 @@ static hw_spec *device_spec(const dev_info *d, char *warning, size_t wlen)
     return hw_match(d->name, d->cc_major, d->cc_minor, d->sms, NULL, warning, wlen, &e);
 }
 
-double gpu_copy_gbps_for(const dev_info *d)
+double gpu_copy_gbps_for(const dev_info *d, int *measured)
 {
     char warn[256] = "";
+    *measured = 0;
     hw_spec *g = device_spec(d, warn, sizeof warn);
     if (g == NULL)
         return 0.0;
     if (warn[0])
         dt_info("%s", warn);
-    double bw = hw_bandwidth(g, 1, NULL) / 1e9;
+    double bw = hw_bandwidth(g, 1, measured) / 1e9;
     hw_spec_free(g);
     return bw;
 }
@@ -192,6 +193,7 @@ int wk_calibrate(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         free(path);
         hw_spec_free(g);
         wk_copy_gbps = copy_gbps;
+        wk_copy_measured = 1;
     }
     rc = 0;
 done:

@@ -1949,6 +1949,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     dt_json_set_num(out, "floor_us", floor_us);
     dt_json_set_num(out, "floor_bytes", floor_bytes);
     dt_json_set_num(out, "copy_gbps", bw);
+    dt_json_set_bool(out, "copy_measured", wk_copy_measured);
     int suspect = floor_us > 0 && us < 0.95 * floor_us;
     dt_json_set_bool(out, "suspect", suspect);
     dt_json_set_int(out, "registers", in.k.regs);

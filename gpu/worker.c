@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 double wk_copy_gbps = 0.0;
+int wk_copy_measured = 0;
 
 static const char *error_names[] = {
     "bad_request", "not_found",     "load_failed", "compile_failed", "no_device",
@@ -182,6 +183,7 @@ static int do_hello(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         cJSON_AddItemToArray(caps, cJSON_CreateString("metrics"));
     dt_json_set_take(out, "capabilities", caps);
     dt_json_set_num(out, "copy_gbps", wk_copy_gbps);
+    dt_json_set_bool(out, "copy_measured", wk_copy_measured);
     (void)e;
     return 0;
 }
@@ -526,7 +528,7 @@ int gpu_worker_main(int argc, char **argv)
     dev_open(device, &w.dev);
     if (!w.dev.present)
         dt_info("no GPU: %s (load, profile, compile and reference still work)", w.dev.reason);
-    wk_copy_gbps = gpu_copy_gbps_for(&w.dev);
+    wk_copy_gbps = gpu_copy_gbps_for(&w.dev, &wk_copy_measured);
     ssize_t n;
     size_t cap = 0;
     char *line = NULL;

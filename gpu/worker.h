@@ -147,9 +147,10 @@ int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int mi
  * calibrated value of the hardware spec when there is one, else the
  * datasheet's; 0 when unknown (no floor check). Set by worker.c. */
 extern double wk_copy_gbps;
+extern int wk_copy_measured; /* 1: wk_copy_gbps was measured (calibration), 0: the datasheet's */
 /* The copy bandwidth for a device from its hardware spec (measured when
  * calibrated, else the datasheet), GB/s; 0 when no spec matches. */
-double gpu_copy_gbps_for(const dev_info *d);
+double gpu_copy_gbps_for(const dev_info *d, int *measured);
 
 /* Parse compute-sanitizer output into findings (exposed for tests). */
 cJSON *wk_parse_sanitizer(const char *text, int *errors);
