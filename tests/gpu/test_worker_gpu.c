@@ -569,7 +569,14 @@ Test(worker_gpu, metrics_should_come_back_or_say_why, .timeout = 300)
 
 Test(worker_gpu, baseline_and_calibrate_should_produce_numbers, .timeout = 300)
 {
+    /* Before the worker starts, which inherits it: no real config touched,
+     * and the machine starts uncalibrated. */
+    char *dir = tu_tmpdir();
+    setenv("XDG_DATA_HOME", dir, 1);
     fixture f = open_pool();
+    const cJSON *hello = gpu_pool_hello(f.pool, 0);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(hello, "copy_measured")),
+              "an uncalibrated worker should say its copy bandwidth is the datasheet's");
     load(&f, "gen:uniform:rows=100000,nnz=2000000");
     cJSON *b = call(&f, "baseline", NULL, 0);
     char *s = cJSON_Print(b);
@@ -578,18 +585,26 @@ Test(worker_gpu, baseline_and_calibrate_should_produce_numbers, .timeout = 300)
     cr_assert_gt(dt_json_num(b, "us", 0), 0);
     free(s);
     cJSON_Delete(b);
-    char *dir = tu_tmpdir();
-    setenv("XDG_DATA_HOME", dir, 1); /* the worker inherits it: no real config touched */
     cJSON *r = cJSON_CreateObject();
     dt_json_set_str(r, "req", "calibrate");
     cJSON *c = gpu_pool_call(f.pool, r, 120);
     s = cJSON_Print(c);
     fprintf(stderr, "calibrate: %s\n", s);
     cr_assert(dt_json_bool(c, "ok", 0), "%s", s);
-    cr_assert_gt(dt_json_num(c, "copy_gbps", 0), 500, "%s", s);
+    const double copy = dt_json_num(c, "copy_gbps", 0);
+    cr_assert_gt(copy, 500, "%s", s);
     free(s);
     cJSON_Delete(c);
+    /* From then on the floor check divides by the measured bandwidth, and
+     * a measure answer says so. */
+    cJSON *m = call(&f, "measure", "kernels/spmv_csr_thread.cu", 0);
+    s = cJSON_Print(m);
+    cr_assert(dt_json_bool(m, "ok", 0), "%s", s);
+    cr_assert(dt_json_bool(m, "copy_measured", 0), "%s", s);
+    cr_assert_float_eq(dt_json_num(m, "copy_gbps", 0), copy, 1e-6 * copy, "%s", s);
+    free(s);
+    cJSON_Delete(m);
+    close_pool(&f);
     tu_rmtree(dir);
     free(dir);
-    close_pool(&f);
 }
