@@ -34,7 +34,10 @@ const char cli_bench_usage[] =
     "\n"
     "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
     "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
-    "on --hbm-matrices: a count (the first N of a representative list) or names (default 8).\n"
+    "on --hbm-matrices: a count (the first N of a representative list, default 8) or\n"
+    "comma-separated names, each the end of a matrix's path with or without its extension\n"
+    "(crack, dlmc/rn50__magnitude_pruning__0.8__final_dense); a name that matches none is an\n"
+    "error.\n"
     "Ops (--ops, comma-separated): spmv-fp32, spmv-fp64, spmm-n32, spmm-n128, sddmm-k32,\n"
     "sddmm-k128 (default: all). Results: a table per case, geomean/min/max per op and regime,\n"
     "written between the gpu-bench markers of --out named by --section (default: the\n"
@@ -490,11 +493,33 @@ int cli_bench(int argc, char **argv)
                 picked++;
             }
     } else {
+        /* A name is the end of a matrix's path, with or without its
+         * extension (bcsstk13, bcsstk13.mtx, dlmc/rn50...); one that names
+         * none of the matrices is an error, not a run without those cases. */
         char *copy = dt_xstrdup(hbm_arg), *save = NULL;
-        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int found = 0;
+            char *mtx = dt_xasprintf("%s.mtx", t), *smtx = dt_xasprintf("%s.smtx", t);
             for (int i = 0; i < nm; i++)
-                if (dt_endswith(mats[i], t))
+                if (dt_endswith(mats[i], t) || dt_endswith(mats[i], mtx) ||
+                    dt_endswith(mats[i], smtx)) {
                     hbm[i] = 1;
+                    found = 1;
+                }
+            free(mtx);
+            free(smtx);
+            if (!found) {
+                cli_usage_error("bench",
+                                "--hbm-matrices: '%s' names none of the %d matrices (%s%s)", t, nm,
+                                nm > 0 ? mats[0] : "none", nm > 1 ? ", ..." : "");
+                free(copy);
+                free(hbm);
+                for (int i = 0; i < nm; i++)
+                    free(mats[i]);
+                free(mats);
+                return CLI_USAGE;
+            }
+        }
         free(copy);
     }
     if (section == NULL)
