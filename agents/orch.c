@@ -743,8 +743,9 @@ static void diagnose(ag_run *r, ag_step *s, cJSON *art)
     double speedup = dt_json_num(art, "speedup", 0);
     dt_buf d = DT_BUF_INIT;
     if (copy > 0)
-        dt_buf_printf(&d, "achieved %.0f%% of copy bandwidth (%.0f of %.0f GB/s over the minimum "
-                          "bytes%s)",
+        dt_buf_printf(&d,
+                      "achieved %.0f%% of copy bandwidth (%.0f of %.0f GB/s over the minimum "
+                      "bytes%s)",
                       100.0 * gbps / copy, gbps, copy,
                       dt_json_bool(art, "copy_measured", 1)
                           ? ""

@@ -719,8 +719,8 @@ int cli_bench(int argc, char **argv)
                 cJSON_Delete(tuned);
                 fflush(stdout);
                 /* Partial results survive a timeout of the caller. */
-                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime,
-                              section, copy_note);
+                write_outputs(rows, nrows, planned, out, csv, hello, cmdline.data, regime, section,
+                              copy_note);
             }
             cJSON_Delete(lrep);
             gpu_pool_unload(pool, "m");
