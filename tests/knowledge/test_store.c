@@ -1498,7 +1498,7 @@ static double later_speedup(const char *const *csvs, size_t n, size_t from, cons
  * measured the same
  * case faster (the first run's DLMC winners at N=128, one warp over
  * 32-column tiles, gave way to the wide-block rule's 16 warps: 1.11x ->
- * 1.31x on rn50 final_dense), and at most four such. Skipped without
+ * 1.31x on rn50 final_dense), and at most nine such. Skipped without
  * the shared matrices. */
 Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout = 120)
 {
@@ -1561,8 +1561,11 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
             cJSON *pts = ag_tune_points(cand, &m, 36, NULL);
             int held = holds_point(pts, want);
             if (!held &&
-                later_speedup(csvs, DT_ARRAY_LEN(csvs), f + 1, fld[1], fld[2]) > atof(fld[10]))
+                later_speedup(csvs, DT_ARRAY_LEN(csvs), f + 1, fld[1], fld[2]) > atof(fld[10])) {
                 superseded++;
+                cr_log_info("%s %s: %s %s out of reach, measured faster later", fld[1], fld[2],
+                            fld[5], fld[6]);
+            }
             else
                 cr_expect(held, "%s %s: %s %s is not among the first 36 points", fld[1], fld[2],
                           fld[5], fld[6]);
@@ -1581,9 +1584,14 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
     /* Out of the 12 and superseded: the first run's csr-smem-spmm winners
      * at N=128 on four DLMC matrices (rn50 bottleneck, rn50 final_dense,
      * transformer 0.7, transformer random 0.9: 0.78x, 1.10x, 1.12x, 1.02x
-     * then; 0.91x, 1.31x, 1.38x, 1.06x now). */
+     * then; 0.91x, 1.31x, 1.38x, 1.06x now), and its csr-warp-sddmm
+     * winners at K=32 on the five DLMC matrices (one-warp blocks, SEG 64
+     * or 128), which the K<=32 rules of session 16 (eight-warp blocks
+     * first) left behind (rn50 bottleneck, rn50 final_dense, transformer
+     * 0.7, transformer 0.9, transformer random 0.9: 1.39x, 0.88x, 0.93x,
+     * 1.19x, 0.81x then; 1.65x, 1.09x, 1.28x, 2.11x, 0.94x now). */
     cr_assert_eq(checked, 5 * 34 + 3 * 34, "winners checked: %d", checked);
-    cr_expect_leq(superseded, 4,
+    cr_expect_leq(superseded, 9,
                   "%d winners out of the first 12 points, each measured faster "
                   "later",
                   superseded);
