@@ -1565,8 +1565,7 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
                 superseded++;
                 cr_log_info("%s %s: %s %s out of reach, measured faster later", fld[1], fld[2],
                             fld[5], fld[6]);
-            }
-            else
+            } else
                 cr_expect(held, "%s %s: %s %s is not among the first 36 points", fld[1], fld[2],
                           fld[5], fld[6]);
             checked++;
