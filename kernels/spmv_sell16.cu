@@ -41,7 +41,7 @@
  "params": ["nslices", "sell_ptr", "sell_len", "sell_perm", "col16", "slice_base", "sell_val",
             "x", "y", "alpha", "beta", "bias"],
  "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK)"],
- "defines": {"SELL_C": "C"}}
+ "defines": {"SELL_C": "C", "ROWS": "rows"}}
 @*/
 #include "ditto.cuh"
 
@@ -52,6 +52,14 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's v
 
 #include "spmv_sell_row.cuh"
 
+/* Unsorted rows (SIGMA 1): the slices hold rows in order, and the kernel
+ * computes a thread's row instead of loading it (sell_thread's IDROWS). */
+#if defined(SIGMA) && SIGMA == 1 && defined(ROWS)
+#define SELL_IDROWS ((long long)(ROWS))
+#else
+#define SELL_IDROWS (-1LL)
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
             const int *__restrict__ sell_perm, const unsigned short *__restrict__ col16,
@@ -59,7 +67,7 @@ spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
             const T *__restrict__ x, T *__restrict__ y, S alpha, S beta,
             const T *__restrict__ bias)
 {
-    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true>(
+    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true, SELL_IDROWS>(
         nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
         bias);
 }

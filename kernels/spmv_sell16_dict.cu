@@ -28,7 +28,7 @@
             "vtab", "x", "y", "alpha", "beta", "bias"],
  "requires": {"max_values": 255},
  "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK)"],
- "defines": {"SELL_C": "C", "NVALS": "nvals"}}
+ "defines": {"SELL_C": "C", "NVALS": "nvals", "ROWS": "rows"}}
 @*/
 #include "ditto.cuh"
 
@@ -57,6 +57,14 @@ static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's v
 
 #include "spmv_sell_row.cuh"
 
+/* Unsorted rows (SIGMA 1): the slices hold rows in order, and the kernel
+ * computes a thread's row instead of loading it (sell_thread's IDROWS). */
+#if defined(SIGMA) && SIGMA == 1 && defined(ROWS)
+#define SELL_IDROWS ((long long)(ROWS))
+#else
+#define SELL_IDROWS (-1LL)
+#endif
+
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_sell16_dict(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
                  const int *__restrict__ sell_perm, const unsigned short *__restrict__ col16,
@@ -67,7 +75,7 @@ spmv_sell16_dict(int nslices, const int *__restrict__ sell_ptr, const int *__res
     for (int i = threadIdx.x; i < NVALS; i += BLOCK)
         s_vtab[i] = vtab[i];
     __syncthreads();
-    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char, true>(
+    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char, true, SELL_IDROWS>(
         nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_vidx, x, y, alpha, beta,
         bias);
 }

@@ -138,8 +138,18 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__r
  * sell-thread (spmv_sell.cu: 32-bit columns, padding -1, no base) and of
  * sell16-thread and sell16-dict (16-bit offsets from slice_base[slice],
  * padding 0xFFFF, BASE; the including kernel defines VEC). A padding row of the
- * last slice (-1 in sell_perm) has only padding entries and stores nothing. */
-template <typename C, typename R, R PAD, int V, typename VS, bool BASE>
+ * last slice (-1 in sell_perm) has only padding entries and stores nothing.
+ *
+ * IDROWS >= 0: the rows were not sorted (SIGMA 1), so sell_perm is the
+ * identity over IDROWS rows and is not read: slot s of the slices holds
+ * row s, and slots past IDROWS are padding. That saves a 4-byte load a
+ * row, which on rows of a few entries is a tenth of the bytes or more.
+ * Measured on the H200 (32M-nonzero replicas, L2 flushed before each run,
+ * the same points with and without it, two rounds, .dev/s16g.sh):
+ * sell16-dict on Franz6_id1959_aug fp32 77.1 -> 72.3 us, fp64 83.4 ->
+ * 80.8 us; sell16-thread on Franz6 fp32 84.7 -> 81.2 us and on crack
+ * 96.8 -> 94.0 us; n1024-l1 (rows of 32) about 1 %. */
+template <typename C, typename R, R PAD, int V, typename VS, bool BASE, long long IDROWS = -1>
 __device__ __forceinline__ void sell_thread(int nslices, const int *__restrict__ sell_ptr,
                                             const int *__restrict__ sell_len,
                                             const int *__restrict__ sell_perm,
@@ -157,7 +167,12 @@ __device__ __forceinline__ void sell_thread(int nslices, const int *__restrict__
     /* The thread's row, the slice's offset, width and base column:
      * independent loads, in flight together (the row is only needed for the
      * store). */
-    const int row = sell_perm[(long long)slice * SELL_C + j];
+    const long long slot = (long long)slice * SELL_C + j;
+    int row;
+    if constexpr (IDROWS >= 0)
+        row = slot < IDROWS ? (int)slot : -1;
+    else
+        row = sell_perm[slot];
     const int start = sell_ptr[slice];
     const int len = sell_len[slice];
     /* The row's first entry (its first chunk at V > 1). */

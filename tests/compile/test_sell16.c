@@ -47,6 +47,7 @@ static void compile_one(wk_state *w, const char *src, const cJSON *ps, sp_dtype 
     gpu_vars v = {.n = 0};
     gpu_vars_set(&v, "nslices", 1000);
     gpu_vars_set(&v, "C", 32);
+    gpu_vars_set(&v, "rows", 31990); /* every format sets it; ROWS is baked in */
     gpu_cubin *c = NULL;
     w->arch = "sm_90";
     char *s = cJSON_PrintUnformatted(ps);
