@@ -1,7 +1,8 @@
 /* test_sell16.c -- sell16-thread's vector walk compiles without spills at
  * every VEC and UNROLL its manifest allows, and the manifest refuses the
  * batch that would spill (the corner sweep of test_kernels.c never reaches
- * VEC > 1: VEC 8 at the default UNROLL 8 is outside the constraints). */
+ * VEC > 1: VEC 8 at the default UNROLL 8 is outside the constraints); at
+ * SIGMA 1 sell16 and sell16-dict take rows from slots, not sell_perm. */
 #include "tests/common/testutil.h"
 
 #include "gpu/worker.h"
@@ -29,29 +30,42 @@ static cJSON *params(int block, int unroll, int sigma, int vec)
     return p;
 }
 
-/* Compiles at params for dtype t on sm_90 as the worker would; appends a
- * line to fails when it does not compile or spills. */
-static void compile_one(wk_state *w, const char *src, const cJSON *ps, sp_dtype t, dt_buf *fails)
+/* Compiles src (named name) at params for dtype t on sm_90 as the worker
+ * would, over a matrix of 1000 slices and 31990 rows; NULL with e set when
+ * the worker refuses before NVRTC runs. */
+static gpu_cubin *compile_src(wk_state *w, const char *name, const char *src, const cJSON *ps,
+                              sp_dtype t, dt_err *e)
 {
     cJSON *req = cJSON_CreateObject();
     cJSON *k = cJSON_CreateObject();
     dt_json_set_str(k, "source", src);
-    dt_json_set_str(k, "name", "spmv_sell16.cu");
+    dt_json_set_str(k, "name", name);
     dt_json_set_take(k, "params", cJSON_Duplicate(ps, 1));
     dt_json_set_take(req, "kernel", k);
     wk_kernel kn;
-    dt_err e = {0};
-    cr_assert_eq(wk_kernel_parse(req, &kn, &e), 0, "%s", e.msg);
+    cr_assert_eq(wk_kernel_parse(req, &kn, e), 0, "%s", e->msg);
     cJSON_Delete(req);
     wk_problem p = {.op = kn.contract.op, .dtype = t, .n = 32, .alpha = 1, .beta = 0};
     gpu_vars v = {.n = 0};
     gpu_vars_set(&v, "nslices", 1000);
     gpu_vars_set(&v, "C", 32);
     gpu_vars_set(&v, "rows", 31990); /* every format sets it; ROWS is baked in */
+    gpu_vars_set(&v, "nvals", 3);
     gpu_cubin *c = NULL;
     w->arch = "sm_90";
+    int rc = wk_compile_for(w, &v, &kn, &p, &c, e);
+    wk_kernel_clear(&kn);
+    return rc == 0 ? c : NULL;
+}
+
+/* Compiles at params for dtype t on sm_90 as the worker would; appends a
+ * line to fails when it does not compile or spills. */
+static void compile_one(wk_state *w, const char *src, const cJSON *ps, sp_dtype t, dt_buf *fails)
+{
+    dt_err e = {0};
+    gpu_cubin *c = compile_src(w, "spmv_sell16.cu", src, ps, t, &e);
     char *s = cJSON_PrintUnformatted(ps);
-    if (wk_compile_for(w, &v, &kn, &p, &c, &e) != 0) {
+    if (c == NULL) {
         dt_buf_printf(fails, "%s %s: %s\n", sp_dtype_name(t), s, e.msg);
     } else if (!c->compiled) {
         dt_buf_printf(fails, "%s %s: does not compile:\n%s\n", sp_dtype_name(t), s, c->log);
@@ -64,7 +78,6 @@ static void compile_one(wk_state *w, const char *src, const cJSON *ps, sp_dtype 
     }
     free(s);
     gpu_cubin_free(c);
-    wk_kernel_clear(&kn);
 }
 
 /* BLOCK 512 leaves a thread the fewest registers (128). Every legal VEC >
@@ -127,4 +140,40 @@ Test(sell16, the_manifest_should_refuse_batches_past_32_entries)
     cJSON_Delete(bad);
     gpu_manifest_clear(&m);
     free(src);
+}
+
+/* At SIGMA 1 sell16-thread and sell16-dict take a thread's row from its
+ * slot over the ROWS the contract bakes in, and load no sell_perm; at
+ * SIGMA 256 they load it. Checked at compile time: each source, with a
+ * static_assert on SELL_IDROWS appended, compiles only when the worker
+ * defined what the path needs. */
+Test(sell16, sigma_1_should_take_rows_from_slots_and_sigma_256_from_sell_perm)
+{
+    wk_state w;
+    memset(&w, 0, sizeof w);
+    dt_err e = {0};
+    if (wk_nvrtc(&w, &e) == NULL)
+        cr_skip_test("NVRTC is not available here: %s", e.msg);
+    static const char *files[] = {"spmv_sell16.cu", "spmv_sell16_dict.cu"};
+    for (size_t f = 0; f < DT_ARRAY_LEN(files); f++) {
+        char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), files[f]);
+        char *src = dt_read_file(path, NULL, &e);
+        cr_assert_not_null(src, "%s", e.msg);
+        for (int sigma = 1; sigma <= 256; sigma += 255) {
+            char *probe =
+                dt_xasprintf("%s\nstatic_assert(SELL_IDROWS == %s, \"rows at SIGMA %d\");\n", src,
+                             sigma == 1 ? "31990" : "-1", sigma);
+            cJSON *ps = params(256, 4, sigma, 2);
+            dt_err ce = {0};
+            gpu_cubin *c = compile_src(&w, files[f], probe, ps, SP_FP32, &ce);
+            cr_assert_not_null(c, "%s SIGMA %d: %s", files[f], sigma, ce.msg);
+            cr_expect(c->compiled, "%s SIGMA %d does not compile:\n%s", files[f], sigma, c->log);
+            gpu_cubin_free(c);
+            cJSON_Delete(ps);
+            free(probe);
+        }
+        free(src);
+        free(path);
+    }
+    gpu_nvrtc_free(w.nvrtc);
 }
