@@ -91,6 +91,38 @@ static int cmp_row_key(const void *pa, const void *pb)
     return (x->row > y->row) - (x->row < y->row);
 }
 
+/* The longest row a window may hold for the counting sort below; windows
+ * with a longer one fall back to qsort. */
+#define SELL_COUNT_MAX 4096
+
+/* Sorts a window of n keys (given in row order) as cmp_row_key would:
+ * a stable counting sort by length, longest first, when every length is
+ * at most SELL_COUNT_MAX (tmp: n keys, cnt: SELL_COUNT_MAX + 1 slots);
+ * qsort otherwise. At 32M nonzeros in windows of 256 rows, qsort took a
+ * fifth of the sell16 format's build. */
+static void sort_window(row_key *k, int64_t n, row_key *tmp, int64_t *cnt)
+{
+    int64_t max = 0;
+    for (int64_t i = 0; i < n; i++)
+        max = k[i].len > max ? k[i].len : max;
+    if (max > SELL_COUNT_MAX) {
+        qsort(k, (size_t)n, sizeof *k, cmp_row_key);
+        return;
+    }
+    memset(cnt, 0, ((size_t)max + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < n; i++)
+        cnt[k[i].len]++;
+    int64_t at = 0;
+    for (int64_t len = max; len >= 0; len--) {
+        int64_t c = cnt[len];
+        cnt[len] = at;
+        at += c;
+    }
+    for (int64_t i = 0; i < n; i++)
+        tmp[cnt[k[i].len]++] = k[i];
+    memcpy(k, tmp, (size_t)n * sizeof *k);
+}
+
 sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
 {
     if (C < 1 || C > 1024) {
@@ -132,10 +164,19 @@ sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
         keys[i].row = i;
     }
     if (sigma > 1) {
+        row_key *tmp = alloc_n(sigma < a->rows ? sigma : a->rows, sizeof *tmp);
+        int64_t *cnt = alloc_n(SELL_COUNT_MAX + 1, sizeof *cnt);
+        if (tmp == NULL || cnt == NULL) {
+            free(tmp);
+            free(cnt);
+            goto oom;
+        }
         for (int64_t w = 0; w < a->rows; w += sigma) {
             int64_t n = a->rows - w < sigma ? a->rows - w : sigma;
-            qsort(keys + w, (size_t)n, sizeof *keys, cmp_row_key);
+            sort_window(keys + w, n, tmp, cnt);
         }
+        free(tmp);
+        free(cnt);
     }
     for (int64_t i = 0; i < padded_rows; i++)
         m->perm[i] = i < a->rows ? keys[i].row : -1;

@@ -447,3 +447,32 @@ Test(formats, real_matrix_with_empty_rows_should_round_trip)
     sp_csr_free(a);
     check_real("Erdos971.mtx");
 }
+
+/* Ties keep row order (the counting sort is stable), and a window holding
+ * a row past the counting sort's 4096 (its qsort fallback) sorts the same
+ * way: the whole permutation against a reference by (length desc, row). */
+Test(formats, sell_should_keep_row_order_among_equal_lengths)
+{
+    enum { ROWS = 40, SIGMA = 8 };
+    int32_t lens[ROWS];
+    for (int i = 0; i < ROWS; i++)
+        lens[i] = (i * 7 + 3) % 5; /* lengths 0..4, many ties in every window */
+    lens[17] = 5000;               /* window [16, 24) takes the fallback */
+    sp_csr *a = from_lengths(ROWS, 6000, lens);
+    dt_err e = {0};
+    sp_sell *m = sp_csr_to_sell(a, 4, SIGMA, &e);
+    cr_assert_not_null(m, "%s", e.msg);
+    for (int w = 0; w < ROWS; w += SIGMA) {
+        int32_t want[SIGMA], n = 0;
+        for (int32_t len = 5000; len >= 0; len--)
+            for (int32_t r = w; r < w + SIGMA; r++)
+                if (lens[r] == len)
+                    want[n++] = r;
+        cr_assert_eq(n, SIGMA);
+        for (int p = 0; p < SIGMA; p++)
+            cr_assert_eq(m->perm[w + p], want[p], "window %d position %d: row %d, want %d", w, p,
+                         m->perm[w + p], want[p]);
+    }
+    sp_sell_free(m);
+    sp_csr_free(a);
+}
