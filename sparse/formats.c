@@ -123,7 +123,7 @@ static void sort_window(row_key *k, int64_t n, row_key *tmp, int64_t *cnt)
     memcpy(k, tmp, (size_t)n * sizeof *k);
 }
 
-sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
+int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
 {
     if (C < 1 || C > 1024) {
         dt_err_set(e, "SELL: slice height C must be 1..1024 (got %d)", C);
@@ -142,51 +142,70 @@ sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
         dt_err_set(e, "SELL: %d rows padded to slices of %d exceed %d", a->rows, C, INT32_MAX);
         return NULL;
     }
-    sp_sell *m = calloc(1, sizeof *m);
-    row_key *keys = NULL;
-    if (m == NULL)
+    int32_t *perm = alloc_n(padded_rows, sizeof *perm);
+    row_key *keys = alloc_n(a->rows, sizeof *keys);
+    row_key *tmp = NULL;
+    int64_t *cnt = NULL;
+    if (perm == NULL || keys == NULL)
         goto oom;
+    for (int32_t i = 0; i < a->rows; i++) {
+        keys[i].len = row_len(a, i);
+        keys[i].row = i;
+    }
+    if (sigma > 1) {
+        tmp = alloc_n(sigma < a->rows ? sigma : a->rows, sizeof *tmp);
+        cnt = alloc_n(SELL_COUNT_MAX + 1, sizeof *cnt);
+        if (tmp == NULL || cnt == NULL)
+            goto oom;
+        for (int64_t w = 0; w < a->rows; w += sigma) {
+            int64_t n = a->rows - w < sigma ? a->rows - w : sigma;
+            sort_window(keys + w, n, tmp, cnt);
+        }
+    }
+    for (int64_t i = 0; i < padded_rows; i++)
+        perm[i] = i < a->rows ? keys[i].row : -1;
+    free(cnt);
+    free(tmp);
+    free(keys);
+    return perm;
+oom:
+    free(cnt);
+    free(tmp);
+    free(keys);
+    free(perm);
+    dt_err_set(e, "SELL: out of memory for %d rows (C = %d, sigma = %d)", a->rows, C, sigma);
+    return NULL;
+}
+
+sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
+{
+    int32_t *perm = sp_sell_perm(a, C, sigma, e);
+    if (perm == NULL)
+        return NULL;
+    int64_t nslices = ((int64_t)a->rows + C - 1) / C;
+    sp_sell *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        free(perm);
+        goto oom;
+    }
     m->rows = a->rows;
     m->cols = a->cols;
     m->C = C;
     m->sigma = sigma;
     m->nslices = (int32_t)nslices;
     m->nnz = a->nnz;
+    m->perm = perm;
     m->slice_ptr = alloc_n(nslices + 1, sizeof *m->slice_ptr);
     m->slice_len = alloc_n(nslices, sizeof *m->slice_len);
-    m->perm = alloc_n(padded_rows, sizeof *m->perm);
-    keys = alloc_n(a->rows, sizeof *keys);
-    if (m->slice_ptr == NULL || m->slice_len == NULL || m->perm == NULL || keys == NULL)
+    if (m->slice_ptr == NULL || m->slice_len == NULL)
         goto oom;
-
-    for (int32_t i = 0; i < a->rows; i++) {
-        keys[i].len = row_len(a, i);
-        keys[i].row = i;
-    }
-    if (sigma > 1) {
-        row_key *tmp = alloc_n(sigma < a->rows ? sigma : a->rows, sizeof *tmp);
-        int64_t *cnt = alloc_n(SELL_COUNT_MAX + 1, sizeof *cnt);
-        if (tmp == NULL || cnt == NULL) {
-            free(tmp);
-            free(cnt);
-            goto oom;
-        }
-        for (int64_t w = 0; w < a->rows; w += sigma) {
-            int64_t n = a->rows - w < sigma ? a->rows - w : sigma;
-            sort_window(keys + w, n, tmp, cnt);
-        }
-        free(tmp);
-        free(cnt);
-    }
-    for (int64_t i = 0; i < padded_rows; i++)
-        m->perm[i] = i < a->rows ? keys[i].row : -1;
 
     /* Slice widths and offsets; a slice holds C rows of its widest row. */
     m->slice_ptr[0] = 0;
     for (int64_t s = 0; s < nslices; s++) {
         int64_t width = 0;
         for (int64_t r = s * C; r < (s + 1) * C && r < a->rows; r++)
-            width = keys[r].len > width ? keys[r].len : width;
+            width = row_len(a, m->perm[r]) > width ? row_len(a, m->perm[r]) : width;
         m->slice_len[s] = (int32_t)width;
         m->slice_ptr[s + 1] = m->slice_ptr[s] + width * C;
     }
@@ -209,10 +228,8 @@ sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
             m->val[m->slice_ptr[s] + k * C + j] = a->val[b + k];
         }
     }
-    free(keys);
     return m;
 oom:
-    free(keys);
     sp_sell_free(m);
     dt_err_set(e, "SELL: out of memory for %d rows (C = %d, sigma = %d)", a->rows, C, sigma);
     return NULL;

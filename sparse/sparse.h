@@ -118,6 +118,10 @@ typedef struct sp_sell {
 
 sp_sell *sp_csr_to_sell(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e);
 void sp_sell_free(sp_sell *m);
+/* SELL's row order alone: perm as sp_csr_to_sell gives it (ceil(rows / C) * C
+ * entries, -1 past the last row; free it), or NULL with e set for a C or
+ * sigma sp_csr_to_sell refuses, or out of memory. */
+int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e);
 
 /* Block sparse row with square b x b blocks, each stored row-major, zeros
  * filled in. rows and cols are padded up to multiples of b. */

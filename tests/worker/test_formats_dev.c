@@ -302,7 +302,8 @@ Test(formats_dev, csr16_should_refuse_a_slice_whose_rows_drift_apart)
  * C * V + j * V + k % V, every slice's length a multiple of V (the
  * smallest one that holds its longest row), padding (0xFFFF, 0) in every
  * other slot. 77 rows (two and a bit slices of 32), empty rows, rows of 1
- * to 41 entries; unsorted and sorted within windows of 64. */
+ * to 41 entries; unsorted and sorted within windows of 64; values in
+ * fp64, fp32 and fp16, bit for bit what dev_to_dtype makes of them. */
 Test(formats_dev, sell16_should_lay_out_chunks_of_vec_entries_per_row)
 {
     enum { ROWS = 77, C = 32 };
@@ -315,79 +316,92 @@ Test(formats_dev, sell16_should_lay_out_chunks_of_vec_entries_per_row)
     lens[40] = 41;
     sp_csr *a = rows_of(ROWS, 1000, lens, first);
     static const int vecs[] = {1, 2, 4, 8};
-    for (int sigma = 1; sigma <= 64; sigma *= 64)
-        for (size_t vi = 0; vi < DT_ARRAY_LEN(vecs); vi++) {
-            const int V = vecs[vi];
-            char json[96];
-            snprintf(json, sizeof json, "{\"C\": %d, \"sigma\": %d, \"vec\": %d}", C, sigma, V);
-            cJSON *p = params_of(json);
-            dev_fmt f;
-            dt_err e = {0};
-            cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP64, DEV_FMT_HOST, &f, &e), 0, "%s: %s",
-                         json, e.msg);
-            cr_assert_eq(var(&f, "vec"), V, "%s", json);
-            const int64_t ns = var(&f, "nslices");
-            cr_assert_eq(ns, 3, "%s", json);
-            size_t n, nperm, nbase, ncol, nval;
-            const int32_t *ptr = arr(&f, "sell_ptr", &n);
-            cr_assert_eq(n, (size_t)ns + 1);
-            const int32_t *len = arr(&f, "sell_len", &n);
-            cr_assert_eq(n, (size_t)ns);
-            const int32_t *perm = arr(&f, "sell_perm", &nperm);
-            cr_assert_eq(nperm, (size_t)ns * C);
-            const int32_t *base = arr(&f, "slice_base", &nbase);
-            const uint16_t *col16 = dev_fmt_host(&f, "col16", &ncol);
-            const double *val = dev_fmt_host(&f, "sell_val", &nval);
-            cr_assert_eq(ncol / 2, (size_t)ptr[ns], "%s: col16 holds every slot", json);
-            cr_assert_eq(nval / 8, (size_t)ptr[ns], "%s: sell_val holds every slot", json);
-            unsigned char *seen = calloc((size_t)ptr[ns] + 1, 1);
-            int rows_seen = 0;
-            cr_assert_eq(ptr[0], 0);
-            for (int64_t sl = 0; sl < ns; sl++) {
-                int longest = 0;
-                for (int j = 0; j < C; j++) {
-                    int32_t r = perm[sl * C + j];
-                    if (r >= 0 && lens[r] > longest)
-                        longest = lens[r];
-                }
-                cr_assert_eq(len[sl] % V, 0, "%s: slice %lld length %d", json, (long long)sl,
-                             len[sl]);
-                cr_assert(len[sl] >= longest && len[sl] < longest + V,
-                          "%s: slice %lld length %d for a longest row of %d", json, (long long)sl,
-                          len[sl], longest);
-                cr_assert_eq(ptr[sl + 1] - ptr[sl], len[sl] * C, "%s: slice %lld", json,
-                             (long long)sl);
-                cr_assert_eq(ptr[sl] % (C * V), 0, "%s: slice %lld starts at %d", json,
-                             (long long)sl, ptr[sl]);
-                for (int j = 0; j < C; j++) {
-                    int32_t r = perm[sl * C + j];
-                    int rl = r >= 0 ? lens[r] : 0;
-                    rows_seen += r >= 0;
-                    for (int k = 0; k < len[sl]; k++) {
-                        int64_t at = ptr[sl] + (int64_t)(k / V) * C * V + (int64_t)j * V + k % V;
-                        cr_assert(at >= ptr[sl] && at < ptr[sl + 1] && !seen[at],
-                                  "%s: slot %lld out of its slice or visited twice", json,
-                                  (long long)at);
-                        seen[at] = 1;
-                        if (k < rl) {
-                            int64_t src = a->rowptr[r] + k;
-                            cr_assert_eq(base[sl] + col16[at], a->col[src],
-                                         "%s: row %d entry %d at %lld", json, r, k, (long long)at);
-                            cr_assert_eq(val[at], a->val[src], "%s: row %d entry %d value", json, r,
-                                         k);
-                        } else {
-                            cr_assert_eq(col16[at], 0xFFFF, "%s: row %d slot %d is not padding",
-                                         json, r, k);
-                            cr_assert_eq(val[at], 0.0, "%s: row %d padding value", json, r);
+    static const sp_dtype types[] = {SP_FP64, SP_FP32, SP_FP16};
+    for (size_t ti = 0; ti < DT_ARRAY_LEN(types); ti++)
+        for (int sigma = 1; sigma <= 64; sigma *= 64)
+            for (size_t vi = 0; vi < DT_ARRAY_LEN(vecs); vi++) {
+                const int V = vecs[vi];
+                const sp_dtype t = types[ti];
+                const size_t es = (size_t)sp_dtype_size(t);
+                char json[96];
+                snprintf(json, sizeof json, "{\"C\": %d, \"sigma\": %d, \"vec\": %d} %s", C, sigma,
+                         V, sp_dtype_name(t));
+                char pj[64];
+                snprintf(pj, sizeof pj, "{\"C\": %d, \"sigma\": %d, \"vec\": %d}", C, sigma, V);
+                cJSON *p = params_of(pj);
+                dev_fmt f;
+                dt_err e = {0};
+                cr_assert_eq(dev_fmt_build(a, "sell16", p, t, DEV_FMT_HOST, &f, &e), 0, "%s: %s",
+                             json, e.msg);
+                cr_assert_eq(var(&f, "vec"), V, "%s", json);
+                const int64_t ns = var(&f, "nslices");
+                cr_assert_eq(ns, 3, "%s", json);
+                size_t n, nperm, nbase, ncol, nval;
+                const int32_t *ptr = arr(&f, "sell_ptr", &n);
+                cr_assert_eq(n, (size_t)ns + 1);
+                const int32_t *len = arr(&f, "sell_len", &n);
+                cr_assert_eq(n, (size_t)ns);
+                const int32_t *perm = arr(&f, "sell_perm", &nperm);
+                cr_assert_eq(nperm, (size_t)ns * C);
+                const int32_t *base = arr(&f, "slice_base", &nbase);
+                const uint16_t *col16 = dev_fmt_host(&f, "col16", &ncol);
+                const unsigned char *val = dev_fmt_host(&f, "sell_val", &nval);
+                cr_assert_eq(ncol / 2, (size_t)ptr[ns], "%s: col16 holds every slot", json);
+                cr_assert_eq(nval / es, (size_t)ptr[ns], "%s: sell_val holds every slot", json);
+                unsigned char *seen = calloc((size_t)ptr[ns] + 1, 1);
+                int rows_seen = 0;
+                cr_assert_eq(ptr[0], 0);
+                for (int64_t sl = 0; sl < ns; sl++) {
+                    int longest = 0;
+                    for (int j = 0; j < C; j++) {
+                        int32_t r = perm[sl * C + j];
+                        if (r >= 0 && lens[r] > longest)
+                            longest = lens[r];
+                    }
+                    cr_assert_eq(len[sl] % V, 0, "%s: slice %lld length %d", json, (long long)sl,
+                                 len[sl]);
+                    cr_assert(len[sl] >= longest && len[sl] < longest + V,
+                              "%s: slice %lld length %d for a longest row of %d", json,
+                              (long long)sl, len[sl], longest);
+                    cr_assert_eq(ptr[sl + 1] - ptr[sl], len[sl] * C, "%s: slice %lld", json,
+                                 (long long)sl);
+                    cr_assert_eq(ptr[sl] % (C * V), 0, "%s: slice %lld starts at %d", json,
+                                 (long long)sl, ptr[sl]);
+                    for (int j = 0; j < C; j++) {
+                        int32_t r = perm[sl * C + j];
+                        int rl = r >= 0 ? lens[r] : 0;
+                        rows_seen += r >= 0;
+                        for (int k = 0; k < len[sl]; k++) {
+                            int64_t at =
+                                ptr[sl] + (int64_t)(k / V) * C * V + (int64_t)j * V + k % V;
+                            cr_assert(at >= ptr[sl] && at < ptr[sl + 1] && !seen[at],
+                                      "%s: slot %lld out of its slice or visited twice", json,
+                                      (long long)at);
+                            seen[at] = 1;
+                            if (k < rl) {
+                                int64_t src = a->rowptr[r] + k;
+                                cr_assert_eq(base[sl] + col16[at], a->col[src],
+                                             "%s: row %d entry %d at %lld", json, r, k,
+                                             (long long)at);
+                                unsigned char want[8];
+                                dev_to_dtype(&a->val[src], want, 1, t);
+                                cr_assert(memcmp(val + at * (int64_t)es, want, es) == 0,
+                                          "%s: row %d entry %d value", json, r, k);
+                            } else {
+                                cr_assert_eq(col16[at], 0xFFFF, "%s: row %d slot %d is not padding",
+                                             json, r, k);
+                                static const unsigned char zero[8] = {0};
+                                cr_assert(memcmp(val + at * (int64_t)es, zero, es) == 0,
+                                          "%s: row %d padding value", json, r);
+                            }
                         }
                     }
                 }
+                cr_assert_eq(rows_seen, ROWS, "%s: every row in one slot", json);
+                free(seen);
+                dev_fmt_free(&f);
+                cJSON_Delete(p);
             }
-            cr_assert_eq(rows_seen, ROWS, "%s: every row in one slot", json);
-            free(seen);
-            dev_fmt_free(&f);
-            cJSON_Delete(p);
-        }
     sp_csr_free(a);
 }
 
