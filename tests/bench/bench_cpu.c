@@ -5,8 +5,15 @@
  *   bench_cpu write SPEC FILE         write a generated matrix as .mtx
  *   bench_cpu profile SPEC            generate, then profile; time and peak
  *                                     memory over the CSR size
+ *   bench_cpu format SOURCE FORMAT PARAMS DTYPE
+ *                                     build a device format on the host (no
+ *                                     upload), 3 times: the worker's
+ *                                     preprocessing less the copy to the GPU
  * Each prints one line of key=value pairs for scripts/bench.sh. */
+#include "gpu/dev.h"
 #include "sparse/sparse.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +110,38 @@ int main(int argc, char **argv)
         sp_csr_free(a);
         return 0;
     }
-    fprintf(stderr, "usage: bench_cpu parse FILE [REPEATS] | write SPEC FILE | profile SPEC\n");
+    if (argc >= 6 && strcmp(argv[1], "format") == 0) {
+        sp_dtype t;
+        cJSON *p = cJSON_Parse(argv[4]);
+        if (sp_dtype_parse(argv[5], &t) != 0 || p == NULL) {
+            fprintf(stderr, "bench_cpu: format: bad dtype '%s' or parameters '%s'\n", argv[5],
+                    argv[4]);
+            return 2;
+        }
+        sp_csr *a = sp_load(argv[2], NULL, &e);
+        if (a == NULL) {
+            fprintf(stderr, "bench_cpu: %s\n", e.msg);
+            return 1;
+        }
+        double ts[3];
+        for (int i = 0; i < 3; i++) {
+            dev_fmt f;
+            double t0 = dt_now();
+            if (dev_fmt_build(a, argv[3], p, t, 0, &f, &e) != 0) {
+                fprintf(stderr, "bench_cpu: %s: %s\n", argv[3], e.msg);
+                return 1;
+            }
+            ts[i] = dt_now() - t0;
+            dev_fmt_free(&f);
+        }
+        qsort(ts, 3, sizeof ts[0], cmp);
+        printf("nnz=%lld best_s=%.3f median_s=%.3f ns_per_nnz=%.1f\n", (long long)a->nnz, ts[0],
+               ts[1], ts[0] * 1e9 / (double)(a->nnz ? a->nnz : 1));
+        cJSON_Delete(p);
+        sp_csr_free(a);
+        return 0;
+    }
+    fprintf(stderr, "usage: bench_cpu parse FILE [REPEATS] | write SPEC FILE | profile SPEC | "
+                    "format SOURCE FORMAT PARAMS DTYPE\n");
     return 2;
 }
