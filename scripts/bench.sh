@@ -37,7 +37,7 @@ done
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 section=$(cat <<EOT
 <!-- cpu-bench:begin (written by \`make bench\`; do not edit by hand) -->
-## CPU: Matrix Market parsing and pattern profiling
+## CPU: Matrix Market parsing, pattern profiling and device formats
 
 Measured $(date -u +%Y-%m-%d) on $(nproc) × ${cpu:-unknown CPU}, with \`make bench\`
 (\`scripts/bench.sh build/rel/bench_cpu\`).
