@@ -34,4 +34,15 @@ void tu_rmtree(const char *dir);
 /* Write text to DIR/NAME; returns the full path (caller frees). */
 char *tu_write(const char *dir, const char *name, const char *text);
 
+/* Zeroes the worker state w (a wk_state, gpu/worker.h) and loads NVRTC into
+ * it, or skips the test: NVRTC is missing where the CUDA toolkit is not
+ * installed. */
+#define TU_NVRTC_OR_SKIP(w)                                                                        \
+    do {                                                                                           \
+        memset(&(w), 0, sizeof(w));                                                                \
+        dt_err tu_nvrtc_e_ = {0};                                                                  \
+        if (wk_nvrtc(&(w), &tu_nvrtc_e_) == NULL)                                                  \
+            cr_skip_test("NVRTC is not available here: %s", tu_nvrtc_e_.msg);                      \
+    } while (0)
+
 #endif

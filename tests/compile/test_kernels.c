@@ -57,10 +57,8 @@ static int compile_one(wk_state *w, const char *path, const char *src, const cJS
 Test(kernels, every_template_should_compile_across_its_manifest_corners, .timeout = 900)
 {
     wk_state w;
-    memset(&w, 0, sizeof w);
+    TU_NVRTC_OR_SKIP(w);
     dt_err e = {0};
-    if (wk_nvrtc(&w, &e) == NULL)
-        cr_skip_test("NVRTC is not available here: %s", e.msg);
     char *dir = dt_xasprintf("%s/kernels", tu_src_dir());
     DIR *d = opendir(dir);
     cr_assert_not_null(d, "no kernels/ folder at %s", dir);
@@ -170,10 +168,7 @@ static int same_image(const gpu_cubin *a, const gpu_cubin *b)
 Test(kernels, parameter_values_a_template_clamps_away_should_give_the_same_image)
 {
     wk_state w;
-    memset(&w, 0, sizeof w);
-    dt_err e = {0};
-    if (wk_nvrtc(&w, &e) == NULL)
-        cr_skip_test("NVRTC is not available here: %s", e.msg);
+    TU_NVRTC_OR_SKIP(w);
     /* ell-baked-spmm at (TN, VEC, n): TN 128 at N=32 first, the image the
      * others are compared with. */
     static const struct {

@@ -86,10 +86,8 @@ static void compile_one(wk_state *w, const char *src, const cJSON *ps, sp_dtype 
 Test(sell16, every_legal_vec_batch_should_compile_without_spills, .timeout = 600)
 {
     wk_state w;
-    memset(&w, 0, sizeof w);
+    TU_NVRTC_OR_SKIP(w);
     dt_err e = {0};
-    if (wk_nvrtc(&w, &e) == NULL)
-        cr_skip_test("NVRTC is not available here: %s", e.msg);
     char *src = sell16_source();
     gpu_manifest m;
     cr_assert_eq(gpu_manifest_from_source(src, &m, &e), 0, "%s", e.msg);
@@ -150,10 +148,8 @@ Test(sell16, the_manifest_should_refuse_batches_past_32_entries)
 Test(sell16, sigma_1_should_take_rows_from_slots_and_sigma_256_from_sell_perm)
 {
     wk_state w;
-    memset(&w, 0, sizeof w);
+    TU_NVRTC_OR_SKIP(w);
     dt_err e = {0};
-    if (wk_nvrtc(&w, &e) == NULL)
-        cr_skip_test("NVRTC is not available here: %s", e.msg);
     static const char *files[] = {"spmv_sell16.cu", "spmv_sell16_dict.cu"};
     for (size_t f = 0; f < DT_ARRAY_LEN(files); f++) {
         char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), files[f]);

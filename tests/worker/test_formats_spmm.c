@@ -210,10 +210,8 @@ Test(formats_spmm, every_template_should_launch_enough_threads_for_every_output)
 Test(formats_spmm, templates_should_compile_for_n_and_k_that_no_vector_divides, .timeout = 900)
 {
     wk_state w;
-    memset(&w, 0, sizeof w);
+    TU_NVRTC_OR_SKIP(w);
     dt_err e = {0};
-    if (wk_nvrtc(&w, &e) == NULL)
-        cr_skip_test("NVRTC is not available here: %s", e.msg);
     const char *name = NULL;
     sp_csr *a = wk_edge_matrix(3, &name, &e);
     cr_assert_not_null(a, "%s", e.msg);
