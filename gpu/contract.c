@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* clang-format off */
 static const char *vocabulary[] = {
     /* sizes */
     "rows", "cols", "nnz", "n", "k", "max_row",
@@ -24,11 +25,14 @@ static const char *vocabulary[] = {
     "bin_rows", "bin_ptr", "bin_long_ptr", "bin6", "long_nnz", "long_row",
     /* compressed column offsets */
     "col16", "slice_base", "slice_span", "slice_shift",
+    /* sell16's long rows left out of the slices, as CSR */
+    "nlong", "long_rows", "long_ptr", "long_col", "long_val",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */
     "alpha", "beta", "scratch",
 };
+/* clang-format on */
 
 int gpu_param_known(const char *name)
 {

@@ -864,9 +864,15 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     int32_t C = (int32_t)fparam(params, "C", 32);
     int32_t sigma = (int32_t)fparam(params, "sigma", C);
     int64_t vec = fparam(params, "vec", 1), vdict = fparam(params, "vdict", 0);
+    int64_t long_row = fparam(params, "long", 0);
     if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
         return dt_err_set(e, "sell16: format parameter vec is %lld; legal values are 1, 2, 4, 8",
                           (long long)vec);
+    if (long_row < 0)
+        return dt_err_set(e,
+                          "sell16: format parameter long is %lld; it must be 0 (none) or a "
+                          "row length",
+                          (long long)long_row);
     if (vdict != 0 && vdict != 1)
         return dt_err_set(e, "sell16: format parameter vdict is %lld; legal values are 0, 1",
                           (long long)vdict);
@@ -874,11 +880,13 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
      * CSR directly, without sp_csr_to_sell's 12 bytes an entry in between
      * (crack x32M, fp32, SIGMA 256, vec 2, on the host: 1.41 s with that
      * converter and qsort, 1.0 s with the counting sort, and this). */
-    int32_t *perm = sp_sell_perm(a, C, sigma, e);
+    int32_t *perm = sp_sell_perm_cap(a, C, sigma, long_row, e);
     if (perm == NULL)
         return -1;
     int rc = -1;
     const size_t ns = ((size_t)a->rows + (size_t)C - 1) / (size_t)C;
+    int32_t *lrows = NULL, *lptr = NULL, *lcol = NULL;
+    uint8_t *lval = NULL;
     const int esize = sp_dtype_size(t);
     int32_t *base = malloc((ns + 1) * sizeof *base);
     int32_t *ptr = malloc((ns + 1) * sizeof *ptr);
@@ -984,6 +992,41 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     } else if (add_arr(f, "sell_val", vals, (size_t)stored * (size_t)esize, e) != 0) {
         goto out;
     }
+    if (long_row > 0) {
+        /* The rows left out of the slices, as CSR: long_rows (their
+         * numbers), long_ptr, long_col, long_val. */
+        int64_t nl = 0, lnnz = 0;
+        for (int32_t r = 0; r < a->rows; r++)
+            if (a->rowptr[r + 1] - a->rowptr[r] > long_row) {
+                nl++;
+                lnnz += a->rowptr[r + 1] - a->rowptr[r];
+            }
+        lrows = malloc(((size_t)nl + 1) * sizeof *lrows);
+        lptr = malloc(((size_t)nl + 1) * sizeof *lptr);
+        lcol = malloc(((size_t)lnnz + 1) * sizeof *lcol);
+        lval = malloc(((size_t)lnnz + 1) * (size_t)esize);
+        if (lrows == NULL || lptr == NULL || lcol == NULL || lval == NULL)
+            goto nomem;
+        int64_t li = 0, lk = 0;
+        lptr[0] = 0;
+        for (int32_t r = 0; r < a->rows; r++) {
+            const int64_t b = a->rowptr[r], n = a->rowptr[r + 1] - b;
+            if (n <= long_row)
+                continue;
+            lrows[li] = r;
+            memcpy(lcol + lk, a->col + b, (size_t)n * sizeof *lcol);
+            dev_to_dtype(a->val + b, lval + lk * esize, (size_t)n, t);
+            lk += n;
+            lptr[++li] = (int32_t)lk;
+        }
+        if (add_arr(f, "long_rows", lrows, (size_t)nl * 4, e) != 0 ||
+            add_arr(f, "long_ptr", lptr, ((size_t)nl + 1) * 4, e) != 0 ||
+            add_arr(f, "long_col", lcol, (size_t)lnnz * 4, e) != 0 ||
+            add_arr(f, "long_val", lval, (size_t)lnnz * (size_t)esize, e) != 0)
+            goto out;
+        gpu_vars_set(&f->vars, "nlong", nl);
+    }
+    gpu_vars_set(&f->vars, "long", long_row);
     gpu_vars_set(&f->vars, "nslices", (int64_t)ns);
     gpu_vars_set(&f->vars, "C", C);
     gpu_vars_set(&f->vars, "sigma", sigma);
@@ -996,6 +1039,10 @@ nomem:
         e->code = DEV_ENOMEM;
     dt_err_set(e, "out of host memory for sell16 (%d rows)", a->rows);
 out:
+    free(lval);
+    free(lcol);
+    free(lptr);
+    free(lrows);
     free(csr_vidx);
     free(csr_vals);
     free(vidx);

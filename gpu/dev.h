@@ -74,7 +74,7 @@ void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t);
 double dev_round(double v, sp_dtype t);
 
 /* ---- a matrix prepared for a format on the device ---- */
-#define DEV_MAX_ARRS 8
+#define DEV_MAX_ARRS 12
 typedef struct dev_fmt {
     char key[128];      /* format + params + dtype */
     char *names[DEV_MAX_ARRS];

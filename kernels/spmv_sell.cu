@@ -31,6 +31,6 @@ spmv_sell(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__
           const T *__restrict__ sell_val, const T *__restrict__ x, T *__restrict__ y, S alpha,
           S beta, const T *__restrict__ bias)
 {
-    sell_thread<int, int, -1, 1, T, false>(nslices, sell_ptr, sell_len, sell_perm, sell_col, nullptr,
-                                    sell_val, x, y, alpha, beta, bias);
+    sell_thread<int, int, -1, 1, T, false>(nslices, sell_ptr, sell_len, sell_perm, sell_col,
+                                           nullptr, sell_val, x, y, alpha, beta, bias, blockIdx.x);
 }

@@ -69,5 +69,5 @@ spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
 {
     sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true, SELL_IDROWS>(
         nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
-        bias);
+        bias, blockIdx.x);
 }

@@ -77,5 +77,5 @@ spmv_sell16_dict(int nslices, const int *__restrict__ sell_ptr, const int *__res
     __syncthreads();
     sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, unsigned char, true, SELL_IDROWS>(
         nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_vidx, x, y, alpha, beta,
-        bias);
+        bias, blockIdx.x);
 }

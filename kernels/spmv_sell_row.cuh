@@ -139,6 +139,8 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__r
  * sell16-thread and sell16-dict (16-bit offsets from slice_base[slice],
  * padding 0xFFFF, BASE; the including kernel defines VEC). A padding row of the
  * last slice (-1 in sell_perm) has only padding entries and stores nothing.
+ * blk is the block's index among the slices' blocks (blockIdx.x, unless the
+ * kernel gives its first blocks other work, as sell16-long does).
  *
  * IDROWS >= 0: the rows were not sorted (SIGMA 1), so sell_perm is the
  * identity over IDROWS rows and is not read: slot s of the slices holds
@@ -150,16 +152,14 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__r
  * 80.8 us; sell16-thread on Franz6 fp32 84.7 -> 81.2 us and on crack
  * 96.8 -> 94.0 us; n1024-l1 (rows of 32) about 1 %. */
 template <typename C, typename R, R PAD, int V, typename VS, bool BASE, long long IDROWS = -1>
-__device__ __forceinline__ void sell_thread(int nslices, const int *__restrict__ sell_ptr,
-                                            const int *__restrict__ sell_len,
-                                            const int *__restrict__ sell_perm,
-                                            const C *__restrict__ cols,
-                                            const int *__restrict__ slice_base,
-                                            const VS *__restrict__ vals, const T *__restrict__ x,
-                                            T *__restrict__ y, S alpha, S beta,
-                                            const T *__restrict__ bias)
+__device__ __forceinline__ void
+sell_thread(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
+            const int *__restrict__ sell_perm, const C *__restrict__ cols,
+            const int *__restrict__ slice_base, const VS *__restrict__ vals,
+            const T *__restrict__ x, T *__restrict__ y, S alpha, S beta, const T *__restrict__ bias,
+            unsigned blk)
 {
-    const long long g = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    const long long g = (long long)blk * BLOCK + threadIdx.x;
     const int slice = (int)(g / SELL_C);
     const int j = (int)(g % SELL_C);
     if (slice >= nslices)

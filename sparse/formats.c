@@ -125,6 +125,11 @@ static void sort_window(row_key *k, int64_t n, row_key *tmp, int64_t *cnt)
 
 int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
 {
+    return sp_sell_perm_cap(a, C, sigma, 0, e);
+}
+
+int32_t *sp_sell_perm_cap(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row, dt_err *e)
+{
     if (C < 1 || C > 1024) {
         dt_err_set(e, "SELL: slice height C must be 1..1024 (got %d)", C);
         return NULL;
@@ -151,6 +156,10 @@ int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
     for (int32_t i = 0; i < a->rows; i++) {
         keys[i].len = row_len(a, i);
         keys[i].row = i;
+        if (long_row > 0 && keys[i].len > long_row) {
+            keys[i].len = 0;
+            keys[i].row = -1 - i; /* left out: -1 in perm, ordered by its row */
+        }
     }
     if (sigma > 1) {
         tmp = alloc_n(sigma < a->rows ? sigma : a->rows, sizeof *tmp);
@@ -163,7 +172,7 @@ int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
         }
     }
     for (int64_t i = 0; i < padded_rows; i++)
-        perm[i] = i < a->rows ? keys[i].row : -1;
+        perm[i] = i < a->rows && keys[i].row >= 0 ? keys[i].row : -1;
     free(cnt);
     free(tmp);
     free(keys);

@@ -122,6 +122,9 @@ void sp_sell_free(sp_sell *m);
  * entries, -1 past the last row; free it), or NULL with e set for a C or
  * sigma sp_csr_to_sell refuses, or out of memory. */
 int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e);
+/* The same with rows longer than long_row (when long_row > 0) left out:
+ * ordered as empty rows, and -1 in perm where they would sit. */
+int32_t *sp_sell_perm_cap(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row, dt_err *e);
 
 /* Block sparse row with square b x b blocks, each stored row-major, zeros
  * filled in. rows and cols are padded up to multiples of b. */

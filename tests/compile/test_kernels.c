@@ -15,9 +15,10 @@ static gpu_vars matrix_vars(void)
     /* A plausible matrix for formulas and defines: every variable a format
      * can define. */
     gpu_vars v = {.n = 0};
-    const char *names[] = {"rows",  "cols",  "nnz",   "max_row", "sms", "width", "nslices", "C",
-                           "sigma", "brows", "bcols", "nblocks", "b",   "nbins", "nvals"};
-    int64_t vals[] = {1000, 1200, 16000, 40, 132, 40, 32, 32, 256, 250, 300, 2000, 4, 4, 200};
+    const char *names[] = {"rows",    "cols",  "nnz",   "max_row", "sms",   "width",
+                           "nslices", "C",     "sigma", "brows",   "bcols", "nblocks",
+                           "b",       "nbins", "nvals", "nlong"};
+    int64_t vals[] = {1000, 1200, 16000, 40, 132, 40, 32, 32, 256, 250, 300, 2000, 4, 4, 200, 20};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         gpu_vars_set(&v, names[i], vals[i]);
     return v;

@@ -121,7 +121,7 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream",    "csr-adaptive",
                                  "merge-path",   "sell-thread",  "bsr-group",     "csr16-vector",
                                  "csr16-stream", "csr16-xstage", "sell16-thread", "ell-baked",
-                                 "sell16-dict"};
+                                 "sell16-dict",  "sell16-long"};
     static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm",
@@ -307,7 +307,9 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
     /* ca-GrQc and adder_dcop_05 replicated to 32M nonzeros (`ditto kb retrieve
      * --matrix rep:...:nnz=32M`): short, skewed rows at HBM size go to
      * csr-stream (0.88-0.90x against 0.40-0.48x for csr-vector and merge-path
-     * on the H200), even past merge-path's power-law rule. */
+     * on the H200), even past merge-path's power-law rule; adder_dcop_05,
+     * whose longest row is 214x the mean, to sell16-long first (1.18x against
+     * csr-stream's 1.10x in fp32, session 17). */
     cr_assert_str_eq(
         best_rule(k, "spmv",
                   "{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, "
@@ -319,7 +321,7 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                   "{\"rows\": 5228690, \"nnz\": 32003748, \"row_mean\": 6.12, "
                   "\"row_cv\": 5.03, \"row_max\": 1310, \"row_max_over_mean\": 214, "
                   "\"row_gini\": 0.30, \"empty_rows_frac\": 0, \"col_span_max\": 1812, " FILLS "}"),
-        "csr-stream");
+        "sell16-long");
     /* SDDMM: past 2M nonzeros the warp template, split rows or not (up to
      * 2M coo-sddmm, tested below); the row-group one only for rows of one or
      * two entries */
@@ -1373,10 +1375,13 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
 
 /* Short, skewed rows at HBM size: the planner's first three for `ditto
  * bench --strategies 3`, from the real PatternReports of adder_dcop_05 and
- * ca-GrQc replicated past 2M nonzeros. csr16-xstage is a candidate where
- * every row spans at most 2048 columns (adder_dcop_05: 1812; 1.094x against
- * csr-stream's 1.044x on the H200), not for ca-GrQc (5228; it lost there,
- * 0.85x against 0.90x), whose third is merge-path for its heavy tail. */
+ * ca-GrQc replicated past 2M nonzeros. adder_dcop_05's row of 1310 (214x
+ * the mean) puts sell16-long first (H200, session 17: 100.1 us against
+ * csr-stream's 106.5 in fp32, a tie in fp64), with csr-stream and
+ * csr16-stream behind it; csr16-xstage (rows within 2048 columns, 1.094x
+ * against csr-stream's 1.044x in session 4) is fourth there. ca-GrQc (rows
+ * of up to 15x the mean, spans of 5228) keeps csr-stream first (sell16-long
+ * lost, 143 against 140 us) and merge-path third for its heavy tail. */
 Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
 {
     kb *k = kbt_open(NULL, NULL);
@@ -1384,7 +1389,7 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
         const char *file;
         int32_t copies;
         const char *top3[3];
-    } cases[] = {{"adder_dcop_05.mtx", 181, {"csr-stream", "csr16-stream", "csr16-xstage"}},
+    } cases[] = {{"adder_dcop_05.mtx", 181, {"sell16-long", "csr-stream", "csr16-stream"}},
                  {"ca-GrQc.mtx", 70, {"csr-stream", "csr16-stream", "merge-path"}}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);

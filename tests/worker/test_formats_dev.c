@@ -630,3 +630,65 @@ Test(formats_dev, coo_should_give_every_nonzero_its_row_beside_csr)
     dev_fmt_free(&f);
     sp_csr_free(a);
 }
+
+/* sell16 with long = L: rows of more than L entries are left out of the
+ * slices (-1 in sell_perm, no slot stored) and kept as CSR in long_rows,
+ * long_ptr, long_col and long_val, in row order; every other row sits in
+ * one slot with its entries. Without long nothing of the kind is built. */
+Test(formats_dev, sell16_long_should_keep_long_rows_out_of_the_slices)
+{
+    enum { ROWS = 70 };
+    int lens[ROWS];
+    int32_t first[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = 1 + i % 5;
+        first[i] = i * 3;
+    }
+    lens[3] = 300;
+    lens[40] = 65;
+    lens[41] = 64; /* at the threshold: stays in the slices */
+    sp_csr *a = rows_of(ROWS, 1000, lens, first);
+    cJSON *p = params_of("{\"C\": 32, \"sigma\": 64, \"vec\": 2, \"long\": 64}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_eq(var(&f, "nlong"), 2);
+    cr_assert_eq(var(&f, "long"), 64);
+    size_t n, np;
+    const int32_t *perm = arr(&f, "sell_perm", &np);
+    int seen[ROWS] = {0};
+    for (size_t q = 0; q < np; q++)
+        if (perm[q] >= 0)
+            seen[perm[q]]++;
+    for (int r = 0; r < ROWS; r++)
+        cr_assert_eq(seen[r], r == 3 || r == 40 ? 0 : 1, "row %d in %d slots", r, seen[r]);
+    const int32_t *lrows = arr(&f, "long_rows", &n);
+    cr_assert(n == 2 && lrows[0] == 3 && lrows[1] == 40, "long rows");
+    const int32_t *lptr = arr(&f, "long_ptr", &n);
+    cr_assert(n == 3 && lptr[0] == 0 && lptr[1] == 300 && lptr[2] == 365, "long_ptr");
+    const int32_t *lcol = arr(&f, "long_col", &n);
+    cr_assert_eq(n, 365);
+    const float *lval = dev_fmt_host(&f, "long_val", &n);
+    cr_assert_eq(n, 365 * sizeof(float));
+    for (int i = 0; i < 2; i++)
+        for (int32_t k = lptr[i]; k < lptr[i + 1]; k++) {
+            const int64_t src = a->rowptr[lrows[i]] + (k - lptr[i]);
+            cr_assert_eq(lcol[k], a->col[src], "long row %d entry %d", lrows[i], k);
+            cr_assert_eq(lval[k], (float)a->val[src], "long row %d value %d", lrows[i], k);
+        }
+    /* The slices hold exactly the other rows' entries. */
+    const uint16_t *col16 = dev_fmt_host(&f, "col16", &n);
+    size_t real = 0;
+    for (size_t k = 0; k < n / 2; k++)
+        real += col16[k] != 0xFFFF;
+    cr_assert_eq(real, (size_t)a->nnz - 365);
+    dev_fmt_free(&f);
+    cJSON_Delete(p);
+    p = params_of("{\"C\": 32, \"sigma\": 64, \"vec\": 2}");
+    cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    cr_assert_null(dev_fmt_host(&f, "long_rows", &n), "no long rows without long");
+    cr_assert_eq(var(&f, "long"), 0);
+    dev_fmt_free(&f);
+    cJSON_Delete(p);
+    sp_csr_free(a);
+}
