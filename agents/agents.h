@@ -176,7 +176,11 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract);
  * whose reply names the same kernel_key (CUBIN, launch, format) as an
  * earlier one of its strategy is set aside and the next point of a list
  * three budgets long measured in its place, so the budget buys distinct
- * kernels; the best third (at least 2, at most max_finalists) of each
+ * kernels; then up to two refinement rounds (a local search) time the
+ * points one step from the strategy's fastest quick point along each
+ * parameter of its space (refine of them a round), a second round only
+ * where the first found a faster point; the best third (at least 2, at
+ * most max_finalists) of each
  * strategy is re-verified with the full battery (a finalist that fails it hands its place to the
  * next-fastest variant, up to three times) and measured in full; each
  * strategy's fastest verified variant is then measured once more next to
@@ -207,6 +211,8 @@ typedef struct ag_tune_opts {
     double budget_s;           /* overall (default 120) */
     int use_cache;             /* default on */
     int max_finalists;         /* per strategy (0: a third of the variants, at least 2) */
+    int refine;                /* points per strategy and refinement round (0: half the
+                                * budget, at least 2; < 0: no refinement) */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;

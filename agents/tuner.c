@@ -25,12 +25,21 @@ typedef struct variant {
                        * to be the same kernel as an earlier one */
     int same_as;      /* -1, or the earlier variant it turned out to be */
     char *key;        /* the worker's kernel_key (CUBIN, launch, format) */
+    int round;        /* 0: chosen before any timing; r > 0: by refinement round r */
 } variant;
 
 typedef struct strat {
     cJSON *cand;      /* borrowed from the candidates copy */
-    int first, count; /* variants[first .. first+count) */
+    int cached;       /* its variant is a cached winner: no search */
+    int around;       /* the variant the last refinement round moved from, -1 */
 } strat;
+
+/* Every variant of strategy si (refinement appends variants at the end, so
+ * a strategy's variants are not one contiguous run). */
+#define FOR_STRAT_VARIANTS(t, si, it)                                                              \
+    for (variant *it = (t)->v; it < (t)->v + (t)->nv; it++)                                        \
+        if (it->strategy != (si)) {                                                                \
+        } else
 
 struct ag_tuner {
     ag_tune_opts o;
@@ -47,6 +56,8 @@ struct ag_tuner {
     int freeing;
     long *ids;        /* every request submitted, to cancel on free: a reply */
     int nids, capids; /* after the free would reach freed memory */
+    int round;        /* refinement rounds done */
+    int round_from;   /* the first variant of the latest round (0 before any) */
     char cache_path[4096];
     int cached;
 };
@@ -329,7 +340,6 @@ static void enumerate(ag_tuner *t, int si, dt_err *e)
     int budget = t->o.budget_variants;
     cJSON *pts = ag_tune_variants(t->st[si].cand, budget, NULL);
     cJSON *more = ag_tune_variants(t->st[si].cand, 3 * budget, NULL);
-    t->st[si].first = t->nv;
     const cJSON *pt, *q;
     cJSON_ArrayForEach(pt, pts)
         add_variant(t, si, cJSON_Duplicate(pt, 1), e);
@@ -345,7 +355,6 @@ static void enumerate(ag_tuner *t, int si, dt_err *e)
         if (t->nv > at)
             t->v[at].reserve = 1;
     }
-    t->st[si].count = t->nv - t->st[si].first;
     cJSON_Delete(pts);
     cJSON_Delete(more);
 }
@@ -361,22 +370,28 @@ static const variant *fold_same(ag_tuner *t, variant *v, const cJSON *reply)
         return NULL;
     free(v->key);
     v->key = dt_xstrdup(key);
-    const strat *s = &t->st[v->strategy];
     const variant *first = NULL;
-    for (int k = 0; k < s->count && first == NULL; k++) {
-        const variant *u = &t->v[s->first + k];
-        if (u != v && !u->reserve && u->same_as < 0 && u->key && dt_streq(u->key, key))
+    FOR_STRAT_VARIANTS(t, v->strategy, u)
+    {
+        if (first == NULL && u != v && !u->reserve && u->same_as < 0 && u->key &&
+            dt_streq(u->key, key))
             first = u;
     }
     if (first == NULL)
         return NULL;
     v->same_as = (int)(first - t->v);
     v->quick_us = 0;
-    for (int k = 0; k < s->count; k++)
-        if (t->v[s->first + k].reserve) {
-            t->v[s->first + k].reserve = 0;
+    /* A refinement round's point gives way without a stand-in: the round
+     * took the neighbours there were. */
+    if (v->round > 0)
+        return first;
+    FOR_STRAT_VARIANTS(t, v->strategy, u)
+    {
+        if (u->reserve) {
+            u->reserve = 0;
             break;
         }
+    }
     return first;
 }
 
@@ -434,11 +449,10 @@ char *ag_battery_failure(const cJSON *reply)
  * when one was promoted. */
 static int promote_next(ag_tuner *t, int si)
 {
-    const strat *s = &t->st[si];
     int failed = 0;
     variant *next = NULL;
-    for (int k = 0; k < s->count; k++) {
-        variant *v = &t->v[s->first + k];
+    FOR_STRAT_VARIANTS(t, si, v)
+    {
         if (v->finalist && v->verified != 0)
             return 0; /* passed, or not verified yet */
         failed += v->finalist;
@@ -562,14 +576,14 @@ static int cmp_quick(const void *a, const void *b)
 static void pick_finalists(ag_tuner *t)
 {
     for (int si = 0; si < t->nst; si++) {
-        strat *s = &t->st[si];
-        variant **sorted = dt_xcalloc((size_t)(s->count ? s->count : 1), sizeof *sorted);
-        int ok = 0;
-        for (int k = 0; k < s->count; k++) {
-            sorted[k] = &t->v[s->first + k];
-            ok += sorted[k]->quick_us > 0;
+        variant **sorted = dt_xcalloc((size_t)(t->nv ? t->nv : 1), sizeof *sorted);
+        int ok = 0, count = 0;
+        FOR_STRAT_VARIANTS(t, si, v)
+        {
+            sorted[count++] = v;
+            ok += v->quick_us > 0;
         }
-        qsort(sorted, (size_t)s->count, sizeof *sorted, cmp_quick);
+        qsort(sorted, (size_t)count, sizeof *sorted, cmp_quick);
         int keep = (ok + 2) / 3;
         if (keep < 2)
             keep = ok < 2 ? ok : 2;
@@ -579,6 +593,106 @@ static void pick_finalists(ag_tuner *t)
             sorted[k]->finalist = 1;
         free(sorted);
     }
+}
+
+/* ---- refinement: a local search from the fastest quick timing ------------------- */
+
+/* How many rounds at most; a round stops the search for a strategy whose
+ * fastest point did not change. */
+#define REFINE_ROUNDS 2
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One round: for each strategy whose fastest quick point is new (the first
+ * round, or one the last round found), its neighbours one step away along
+ * each parameter of the candidate's space (the values sorted ascending:
+ * down, then up, the parameters in the space's order), legal under the
+ * manifest and not measured before, up to t->o.refine of them, appended as
+ * variants of this round. The points ag_tune_points picks are one move
+ * from the planner's point; on the H200 the faster points of SDDMM at K=32
+ * were two or three moves away (csr-warp-sddmm's SEG and WARPS together,
+ * coo-sddmm's LANES and UNROLL), and this reaches them by way of the best
+ * point measured. Returns the variants added. */
+static int refine(ag_tuner *t)
+{
+    int per = t->o.refine, added = 0;
+    t->round++;
+    t->round_from = t->nv;
+    for (int si = 0; si < t->nst; si++) {
+        strat *st = &t->st[si];
+        variant *best = NULL;
+        FOR_STRAT_VARIANTS(t, si, v)
+        {
+            if (v->quick_us > 0 && (best == NULL || v->quick_us < best->quick_us))
+                best = v;
+        }
+        if (st->cached || best == NULL || (int)(best - t->v) == st->around)
+            continue;
+        st->around = (int)(best - t->v);
+        const cJSON *space = cJSON_GetObjectItem(st->cand, "space");
+        char *path = dt_share_path(dt_json_str(st->cand, "template", ""));
+        char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
+        free(path);
+        gpu_manifest m;
+        dt_err me = {0};
+        int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
+        free(src);
+        cJSON *from = cJSON_Duplicate(best->params, 1);
+        char *fs = dt_json_print(from, 0);
+        int got = 0;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, space)
+        {
+            int len = cJSON_GetArraySize(p);
+            if (len < 2 || len > 64 || got >= per)
+                continue;
+            double vals[64];
+            for (int i = 0; i < len; i++)
+                vals[i] = cJSON_GetArrayItem(p, i)->valuedouble;
+            qsort(vals, (size_t)len, sizeof vals[0], cmp_double);
+            double at = dt_json_num(from, p->string, vals[0]);
+            int i = 0;
+            for (int k = 1; k < len; k++)
+                if (fabs(vals[k] - at) < fabs(vals[i] - at))
+                    i = k;
+            for (int dir = -1; dir <= 1 && got < per; dir += 2) {
+                int j = i + dir;
+                if (j < 0 || j >= len || vals[j] == at)
+                    continue;
+                cJSON *pt = moved(from, p->string, vals[j]);
+                dt_err ce = {0};
+                int seen = have_m && gpu_manifest_check(&m, pt, NULL, &ce) != 0;
+                FOR_STRAT_VARIANTS(t, si, u)
+                {
+                    seen |= !u->reserve && same_point(u->params, pt);
+                }
+                if (seen) {
+                    cJSON_Delete(pt);
+                    continue;
+                }
+                dt_err e = {0};
+                int before = t->nv;
+                add_variant(t, si, pt, &e); /* takes pt */
+                if (t->nv > before) {
+                    t->v[before].round = t->round;
+                    got++;
+                }
+            }
+        }
+        if (got > 0)
+            progress(t, "  %-16s refinement round %d: %d point%s one step from the fastest, %s",
+                     dt_json_str(st->cand, "strategy", ""), t->round, got, got == 1 ? "" : "s", fs);
+        added += got;
+        free(fs);
+        cJSON_Delete(from);
+        if (have_m)
+            gpu_manifest_clear(&m);
+    }
+    return added;
 }
 
 static void pump(ag_tuner *t)
@@ -598,7 +712,7 @@ static void pump(ag_tuner *t)
         if (t->inflight > 0)
             return;
         t->stage = 1;
-        t->next = 0;
+        t->next = t->round_from;
     }
     if (t->stage == 1) {
         /* The quick stage stops taking new variants at half the budget. */
@@ -616,6 +730,15 @@ static void pump(ag_tuner *t)
         }
         if (untimed > 0)
             progress(t, "time budget: %d of %d variants not timed", untimed, active);
+        /* Refinement rounds while the time lasts: the new points are
+         * compiled (several workers) and timed like the first ones. */
+        if (untimed == 0 && t->o.refine > 0 && t->round < REFINE_ROUNDS &&
+            elapsed < 0.5 * t->o.budget_s && refine(t) > 0) {
+            t->next = t->round_from;
+            t->stage = gpu_pool_size(t->o.pool) > 1 ? 0 : 1;
+            pump(t);
+            return;
+        }
         pick_finalists(t);
         t->stage = 2;
         t->next = 0;
@@ -646,8 +769,8 @@ static void pump(ag_tuner *t)
          * with every cuSPARSE algorithm, the same method for both. */
         for (int si = 0; si < t->nst; si++) {
             variant *w = NULL;
-            for (int k = 0; k < t->st[si].count; k++) {
-                variant *v = &t->v[t->st[si].first + k];
+            FOR_STRAT_VARIANTS(t, si, v)
+            {
                 if (v->verified == 1 && v->measure &&
                     (w == NULL || dt_json_num(v->measure, "us", 1e300) <
                                       dt_json_num(w->measure, "us", 1e300)))
@@ -679,6 +802,8 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
     if (v->quick_us > 0)
         dt_json_set_num(o, "quick_us", v->quick_us);
     dt_json_set_bool(o, "finalist", v->finalist);
+    if (v->round > 0)
+        dt_json_set_int(o, "round", v->round);
     if (v->verified >= 0)
         dt_json_set_bool(o, "verified", v->verified);
     const cJSON *m = v->final ? v->final : v->measure;
@@ -722,8 +847,8 @@ static void finish(ag_tuner *t)
         dt_json_set_str(so, "template", dt_json_str(s->cand, "template", ""));
         cJSON *vs = dt_json_arr();
         const variant *sbest = NULL;
-        for (int k = 0; k < s->count; k++) {
-            const variant *v = &t->v[s->first + k];
+        FOR_STRAT_VARIANTS(t, si, v)
+        {
             if (v->reserve)
                 continue; /* never measured */
             cJSON_AddItemToArray(vs, variant_json(t, v));
@@ -740,8 +865,10 @@ static void finish(ag_tuner *t)
                 best = sbest;
         } else {
             int failed_all = 1;
-            for (int k = 0; k < s->count; k++)
-                failed_all &= t->v[s->first + k].verified != 1;
+            FOR_STRAT_VARIANTS(t, si, v)
+            {
+                failed_all &= v->verified != 1;
+            }
             dt_json_set_str(so, "status", failed_all ? "no variant passed verification"
                                                      : "not measured");
         }
@@ -836,6 +963,10 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
     cJSON *c;
     cJSON_ArrayForEach(c, t->cands)
         t->st[i++].cand = c;
+    for (int si = 0; si < t->nst; si++)
+        t->st[si].around = -1;
+    if (t->o.refine == 0)
+        t->o.refine = t->o.budget_variants / 2 > 2 ? t->o.budget_variants / 2 : 2;
     t->t0 = dt_now();
     cache_key(t);
     cJSON *cached = t->cache_path[0] ? dt_json_read_file(t->cache_path, NULL) : NULL;
@@ -844,9 +975,8 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
         const cJSON *w = cJSON_GetObjectItem(winners, dt_json_str(t->st[si].cand, "strategy", ""));
         if (w != NULL) {
             /* A cached winner: verify and measure it again, skip the search. */
-            t->st[si].first = t->nv;
             add_variant(t, si, cJSON_Duplicate(w, 1), e);
-            t->st[si].count = t->nv - t->st[si].first;
+            t->st[si].cached = 1;
             t->cached = 1;
         } else {
             enumerate(t, si, e);

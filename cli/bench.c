@@ -18,19 +18,21 @@
 const char cli_bench_usage[] =
     "usage: ditto bench [MATRIX...] [--matrices-dir DIR] [--ops LIST] [--regime orig|hbm|both]\n"
     "                   [--hbm-matrices N|NAME,NAME...] [--hbm-nnz N] [--strategies N]\n"
-    "                   [--variants N] [--finalists N] [--workers N] [--out FILE] [--csv FILE]\n"
-    "                   [--section NAME] [--verbose]\n"
+    "                   [--variants N] [--refine N] [--finalists N] [--workers N] [--out FILE]\n"
+    "                   [--csv FILE] [--section NAME] [--verbose]\n"
     "\n"
     "For every matrix and op, rank the templates with the expert planner, tune the first\n"
-    "--strategies (default 3) with --variants per strategy (default 12) and --finalists\n"
-    "(default 2) re-verified with the full battery, and compare the fastest verified kernel\n"
-    "with the best cuSPARSE algorithm, timed side by side with the same method: CUDA-graph\n"
-    "replay at original size (L2-resident), L2 flushed before every run when the matrix is\n"
-    "replicated block-diagonally to --hbm-nnz nonzeros (default 32M). A case whose kernels\n"
-    "all fail verification is reported as failed, never as a speed. The % copy column\n"
-    "divides by the measured device-to-device copy bandwidth: `ditto calibrate`'s, or, when\n"
-    "it has not run on this machine, one measured (and saved as calibrate would) before\n"
-    "the first case.\n"
+    "--strategies (default 3) with --variants per strategy (default 12), then up to two\n"
+    "rounds of --refine points around each strategy's fastest (default: half of --variants;\n"
+    "0: none; `ditto tune --help` says how), with --finalists (default 2) re-verified with\n"
+    "the full battery, and compare the fastest verified kernel with the best cuSPARSE\n"
+    "algorithm, timed side by side with the same method: CUDA-graph replay at original size\n"
+    "(L2-resident), L2 flushed before every run when the matrix is replicated\n"
+    "block-diagonally to --hbm-nnz nonzeros (default 32M). A case whose kernels all fail\n"
+    "verification is reported as failed, never as a speed. The % copy column divides by\n"
+    "the measured device-to-device copy bandwidth: `ditto calibrate`'s, or, when it has not\n"
+    "run on this machine, one measured (and saved as calibrate would) before the first\n"
+    "case.\n"
     "\n"
     "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
     "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
@@ -383,7 +385,7 @@ int cli_bench(int argc, char **argv)
         dir = "../shared/matrices";
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
                *csv = NULL, *section = NULL;
-    int strategies = 3, variants = 12, finalists = 2, workers = 1, verbose = 0;
+    int strategies = 3, variants = 12, finalists = 2, workers = 1, verbose = 0, refine = -1;
     int64_t hbm_nnz = 32000000;
     char **mats = dt_xcalloc((size_t)argc + 1, sizeof *mats);
     int nm = 0;
@@ -406,7 +408,15 @@ int cli_bench(int argc, char **argv)
             strategies = atoi(argv[++i]);
         else if (v && strcmp(a, "--variants") == 0)
             variants = atoi(argv[++i]);
-        else if (v && strcmp(a, "--finalists") == 0)
+        else if (v && strcmp(a, "--refine") == 0) {
+            char *end = NULL;
+            long r = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || r < 0 || r > 1000) {
+                free(mats);
+                return cli_usage_error("bench", "--refine: expected a count from 0 to 1000");
+            }
+            refine = (int)r;
+        } else if (v && strcmp(a, "--finalists") == 0)
             finalists = atoi(argv[++i]);
         else if (v && strcmp(a, "--workers") == 0)
             workers = atoi(argv[++i]);
@@ -660,6 +670,9 @@ int cli_bench(int argc, char **argv)
                                        .gpu = dt_json_str(dev, "name", ""),
                                        .candidates = cands,
                                        .budget_variants = variants,
+                                       .refine = refine < 0    ? 0
+                                                 : refine == 0 ? -1
+                                                               : refine,
                                        .budget_s = 600,
                                        .use_cache = 0,
                                        .max_finalists = finalists,

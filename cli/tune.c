@@ -11,8 +11,8 @@
 #include <string.h>
 
 const char cli_tune_usage[] =
-    "usage: ditto tune SPEC.json [--strategies N] [--variants N] [--seconds S] [--out DIR]\n"
-    "                  [--workers N] [--launcher CMD] [--json] [--dry-run]\n"
+    "usage: ditto tune SPEC.json [--strategies N] [--variants N] [--refine N] [--seconds S]\n"
+    "                  [--out DIR] [--workers N] [--launcher CMD] [--json] [--dry-run]\n"
     "\n"
     "Rank the kernel templates for the problem by the approved rules, then tune the first N\n"
     "(default: all that fit) by successive halving: a cheap timing of every legal variant\n"
@@ -27,7 +27,11 @@ const char cli_tune_usage[] =
     "finds to be the same kernel and launch as an earlier one (the same CUBIN, grid, block\n"
     "and format: at N=32 an SpMM tile of 64 or 128 columns is the one 32-column tile) is\n"
     "set aside after its quick timing and the next point of the list, up to three times\n"
-    "--variants, is measured in its place. --dry-run prints the ranking and those variants\n"
+    "--variants, is measured in its place. Then refinement, a local search: the points one\n"
+    "step from the strategy's fastest quick timing along each parameter of its space (the\n"
+    "values in ascending order), --refine of them (default: half of --variants; 0: none),\n"
+    "timed the same way; a second round from the new fastest point where the first found\n"
+    "one. --dry-run prints the ranking and the variants chosen before any timing\n"
     "without a GPU (the matrix is profiled here; rules for one compute capability when the\n"
     "spec names a GPU, for every one when it says auto).\n";
 
@@ -150,7 +154,7 @@ int cli_tune(int argc, char **argv)
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tune");
     const char *specf = NULL, *out = ".", *launcher = NULL;
-    int nstrat = 0, variants = 24, json = 0, workers = 1, dry = 0;
+    int nstrat = 0, variants = 24, json = 0, workers = 1, dry = 0, refine = -1;
     double seconds = 300;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -159,6 +163,13 @@ int cli_tune(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--variants") == 0 && v) {
             variants = atoi(v);
+            i++;
+        } else if (strcmp(a, "--refine") == 0 && v) {
+            char *end = NULL;
+            long r = strtol(v, &end, 10);
+            if (end == v || *end != '\0' || r < 0 || r > 1000)
+                return cli_usage_error("tune", "--refine: expected a count from 0 to 1000");
+            refine = (int)r;
             i++;
         } else if (strcmp(a, "--seconds") == 0 && v) {
             if (dt_parse_double(v, &seconds) != 0 || seconds <= 0)
@@ -260,6 +271,9 @@ int cli_tune(int argc, char **argv)
                        .gpu = dt_json_str(dev, "name", ""),
                        .candidates = cands,
                        .budget_variants = variants,
+                       .refine = refine < 0    ? 0
+                                 : refine == 0 ? -1
+                                               : refine,
                        .budget_s = seconds,
                        .use_cache = 1,
                        .progress = on_progress,

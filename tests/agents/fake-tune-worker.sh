@@ -5,7 +5,9 @@
 # TN to N would: every TN value of one point of the other parameters is the
 # same kernel (as at N=32, where ell-baked-spmm's TN 32..256 all run one
 # 32-column tile). With FAKE_TUNE_LOG set, each request's first 300
-# characters are appended to that file.
+# characters are appended to that file. With FAKE_TUNE_SLOPE set, a point
+# is faster the larger its WARPS and UNROLL (a landscape a local search can
+# climb).
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
   # The pool writes the request's own fields, then its "id".
@@ -17,6 +19,12 @@ while IFS= read -r line; do
   key=$(printf '%s' "$params" | sed 's/"TN":[0-9]*//' | cksum | cut -d' ' -f1)
   sum=$(printf '%s' "$params" | cksum | cut -d' ' -f1)
   us="$((1 + sum % 7)).$((sum % 10))"
+  if [ -n "${FAKE_TUNE_SLOPE:-}" ]; then
+    # A smooth landscape instead: faster with more WARPS and UNROLL.
+    w=$(printf '%s' "$params" | sed -n 's/.*"WARPS":\([0-9]*\).*/\1/p')
+    u=$(printf '%s' "$params" | sed -n 's/.*"UNROLL":\([0-9]*\).*/\1/p')
+    us="$((100 - ${w:-0} - ${u:-0})).0"
+  fi
   case "$req" in
     hello) printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$" ;;
     measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"}\n' "$id" "$us" "$key" ;;

@@ -228,8 +228,9 @@ static void pool_quiet(int w, const char *line, void *ud)
 
 /* Tune one ell-baked-spmm candidate through a pool of fake workers
  * (tests/agents/fake-tune-worker.sh) whose kernel_key ignores TN: every TN
- * of a point is one kernel. Returns the tuner's result; caller frees. */
-static cJSON *tune_with_fake_workers(int workers, int budget)
+ * of a point is one kernel. refine as in ag_tune_opts (-1: none). Returns
+ * the tuner's result; caller frees. */
+static cJSON *tune_with_fake_workers(int workers, int budget, int refine)
 {
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
@@ -255,6 +256,7 @@ static cJSON *tune_with_fake_workers(int workers, int budget)
                       .matrix = "m",
                       .candidates = cands,
                       .budget_variants = budget,
+                      .refine = refine,
                       .budget_s = 60,
                       .use_cache = 0,
                       .progress = tune_quiet,
@@ -289,7 +291,7 @@ static int same_kernel(const cJSON *a, const cJSON *b)
 Test(tuner, a_variant_that_is_the_same_kernel_as_an_earlier_one_should_give_way, .timeout = 120)
 {
     for (int workers = 1; workers <= 2; workers++) {
-        cJSON *res = tune_with_fake_workers(workers, 6);
+        cJSON *res = tune_with_fake_workers(workers, 6, -1);
         const cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0);
         const cJSON *vs = cJSON_GetObjectItem(s, "variants");
         int distinct = 0, folded = 0;
@@ -330,4 +332,106 @@ Test(tuner, a_variant_that_is_the_same_kernel_as_an_earlier_one_should_give_way,
                            workers);
         cJSON_Delete(res);
     }
+}
+
+/* Where v's params differ from from's: the one parameter's name, NULL when
+ * they differ in none or in more than one. */
+static const char *one_move(const cJSON *from, const cJSON *v)
+{
+    const char *moved = NULL;
+    int n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, v) if (dt_json_num(from, p->string, -1) != p->valuedouble)
+    {
+        moved = p->string;
+        n++;
+    }
+    return n == 1 ? moved : NULL;
+}
+
+/* Refinement: after the budget's quick timings, the points one step from
+ * the fastest quick point along each parameter of the space (sorted
+ * values), legal, new, at most `refine` a round, are timed too; a second
+ * round moves from the fastest point only if the first round found it.
+ * The fake worker's timings are a hash of the params, so which point is
+ * fastest is fixed but arbitrary. */
+Test(tuner, refinement_should_time_the_neighbours_of_the_fastest_quick_point, .timeout = 120)
+{
+    static const char *space_json =
+        "{\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8], \"TN\": [32, 64, 128, 256]}";
+    cJSON *space = cJSON_Parse(space_json);
+    for (int run = 0; run < 4; run++) {
+        const int workers = 1 + run % 2;
+        /* Runs 2 and 3: a landscape where the fastest point lies two moves
+         * from the planner's (WARPS 8, UNROLL 8 from 4, 4), so a second
+         * round must follow the first. */
+        if (run == 2)
+            setenv("FAKE_TUNE_SLOPE", "1", 1);
+        cJSON *res = tune_with_fake_workers(workers, 6, 4);
+        const cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0);
+        const cJSON *vs = cJSON_GetObjectItem(s, "variants");
+        int rounds[3] = {0};
+        for (int r = 1; r <= 2; r++) {
+            /* The fastest point timed before round r. */
+            const cJSON *best = NULL, *v;
+            cJSON_ArrayForEach(
+                v, vs) if (dt_json_num(v, "round", 0) < r && dt_json_num(v, "quick_us", 0) > 0 &&
+                           (best == NULL || dt_json_num(v, "quick_us", 0) <
+                                                dt_json_num(best, "quick_us", 0))) best = v;
+            cr_assert_not_null(best, "%d workers: nothing timed", workers);
+            const cJSON *from = cJSON_GetObjectItem(best, "params");
+            cJSON_ArrayForEach(v, vs)
+            {
+                if (dt_json_num(v, "round", 0) != r)
+                    continue;
+                rounds[r]++;
+                const cJSON *pv = cJSON_GetObjectItem(v, "params");
+                char *ps = dt_json_print(pv, 0);
+                const char *name = one_move(from, pv);
+                cr_assert_not_null(name, "%d workers: round %d point %s is not one move", workers,
+                                   r, ps);
+                /* One step along the sorted list (the lists here ascend). */
+                const cJSON *vals = cJSON_GetObjectItem(space, name);
+                int i = -1, j = -1, k = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, vals)
+                {
+                    if (x->valuedouble == dt_json_num(from, name, -1))
+                        i = k;
+                    if (x->valuedouble == dt_json_num(pv, name, -1))
+                        j = k;
+                    k++;
+                }
+                cr_assert(i >= 0 && j >= 0 && abs(i - j) == 1,
+                          "%d workers: round %d point %s is not one step of %s", workers, r, ps,
+                          name);
+                cr_assert(dt_json_num(v, "quick_us", 0) > 0 || cJSON_GetObjectItem(v, "same_as"),
+                          "%d workers: round %d point %s not timed", workers, r, ps);
+                /* Never a point measured before. */
+                const cJSON *u;
+                cJSON_ArrayForEach(u, vs)
+                    cr_assert(u == v || !cJSON_Compare(cJSON_GetObjectItem(u, "params"), pv, 1),
+                              "%d workers: %s measured twice", workers, ps);
+                free(ps);
+            }
+            cr_assert_leq(rounds[r], 4, "%d workers: round %d took %d points", workers, r,
+                          rounds[r]);
+            /* A second round only from a point the first one found. */
+            if (r == 2 && rounds[2] > 0)
+                cr_assert_eq(dt_json_num(best, "round", 0), 1,
+                             "%d workers: round 2 without a faster round-1 point", workers);
+        }
+        cr_assert_gt(rounds[1], 0, "%d workers: no refinement round", workers);
+        if (run >= 2) {
+            cr_assert_gt(rounds[2], 0, "%d workers: no second round on the slope", workers);
+            const cJSON *b = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "best"), "params");
+            cr_assert(dt_json_num(b, "WARPS", 0) == 8 && dt_json_num(b, "UNROLL", 0) == 8,
+                      "%d workers: the search did not reach WARPS 8, UNROLL 8", workers);
+        }
+        cr_expect_not_null(cJSON_GetObjectItem(res, "best"), "%d workers: no best variant",
+                           workers);
+        cJSON_Delete(res);
+    }
+    unsetenv("FAKE_TUNE_SLOPE");
+    cJSON_Delete(space);
 }

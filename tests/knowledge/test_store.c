@@ -1464,6 +1464,43 @@ static int holds_point(const cJSON *pts, const cJSON *want)
     return 0;
 }
 
+/* Steps between two points along the candidate's space: per parameter,
+ * how far apart their values sit in its list sorted ascending, summed; a
+ * parameter outside the space must be equal (else a large number). */
+static int steps_between(const cJSON *space, const cJSON *a, const cJSON *b)
+{
+    int steps = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, b)
+    {
+        const cJSON *vals = cJSON_GetObjectItem(space, p->string);
+        double va = dt_json_num(a, p->string, -1), vb = p->valuedouble;
+        if (vals == NULL) {
+            steps += va == vb ? 0 : 1000;
+            continue;
+        }
+        int ia = 0, ib = 0; /* ranks in the ascending list */
+        const cJSON *x;
+        cJSON_ArrayForEach(x, vals)
+        {
+            ia += x->valuedouble < va;
+            ib += x->valuedouble < vb;
+        }
+        steps += ia > ib ? ia - ib : ib - ia;
+    }
+    return cJSON_GetArraySize(a) == cJSON_GetArraySize(b) ? steps : 1000;
+}
+
+/* Whether want is one of pts or within two refinement steps of one (the
+ * tuner's two rounds of local search move one step a round from the
+ * fastest point measured). */
+static int reaches_point(const cJSON *pts, const cJSON *space, const cJSON *want)
+{
+    const cJSON *pt;
+    cJSON_ArrayForEach(pt, pts) if (steps_between(space, pt, want) <= 2) return 1;
+    return 0;
+}
+
 /* The best speedup a later bench file (csvs[from..n)) measured for matrix
  * and op, 0 when none did. */
 static double later_speedup(const char *const *csvs, size_t n, size_t from, const char *matrix,
@@ -1494,7 +1531,10 @@ static double later_speedup(const char *const *csvs, size_t n, size_t from, cons
 /* Every variant that won a case of the original-size SpMM and SDDMM benches
  * on the H200 (docs/bench-orig-*.csv: the first tuner's run and the
  * latest) is among the points a 12-variant budget draws on for its
- * strategy, from the planner's ranking of the same matrix: the first 36,
+ * strategy, from the planner's ranking of the same matrix, or within the
+ * two refinement steps the tuner takes from them (session 17's K=32 run
+ * found csr-warp-sddmm WARPS 4 on transformer random 0.9 that way): the
+ * first 36,
  * since the tuner measures the first 12 distinct kernels of that list
  * (points the worker finds to be the same kernel as an earlier one give
  * way to the next; at N=32, a third to a half of the first 12 did), which
@@ -1564,15 +1604,16 @@ Test(store, a_12_variant_budget_should_hold_every_measured_orig_winner, .timeout
             gpu_manifest m;
             cr_assert(src && gpu_manifest_from_source(src, &m, &e) == 0, "%s", e.msg);
             cJSON *pts = ag_tune_points(cand, &m, 36, NULL);
-            int held = holds_point(pts, want);
+            int held = holds_point(pts, want) ||
+                       reaches_point(pts, cJSON_GetObjectItem(cand, "space"), want);
             if (!held &&
                 later_speedup(csvs, DT_ARRAY_LEN(csvs), f + 1, fld[1], fld[2]) > atof(fld[10])) {
                 superseded++;
                 cr_log_info("%s %s: %s %s out of reach, measured faster later", fld[1], fld[2],
                             fld[5], fld[6]);
             } else
-                cr_expect(held, "%s %s: %s %s is not among the first 36 points", fld[1], fld[2],
-                          fld[5], fld[6]);
+                cr_expect(held, "%s %s: %s %s is not within two steps of the first 36 points",
+                          fld[1], fld[2], fld[5], fld[6]);
             checked++;
             cJSON_Delete(pts);
             gpu_manifest_clear(&m);
