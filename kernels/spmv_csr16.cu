@@ -10,7 +10,7 @@
  "params": {"LANES": {"default": 8, "values": [1, 2, 4, 8, 16, 32]},
             "VEC": {"default": 4, "values": [1, 2, 4, 8]},
             "BLOCK": {"default": 256, "values": [64, 128, 256, 512, 1024]},
-            "UNROLL": {"default": 1, "values": [1, 2]}},
+            "UNROLL": {"default": 1, "values": [1, 2, 4]}},
  "constraints": ["BLOCK % 32 == 0", "VEC * LANES <= 128", "VEC * UNROLL <= 16"],
  "format_params": {"slice": {"default": 1, "values": [1, 2, 4, 8, 16, 32, 64]}},
  "preprocessing": "csr16 (16-bit column offsets from a base per slice of rows)",
