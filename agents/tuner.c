@@ -314,15 +314,23 @@ cJSON *ag_tune_points(const cJSON *cand, const gpu_manifest *m, int budget, cJSO
     return out;
 }
 
-cJSON *ag_tune_variants(const cJSON *cand, int budget, cJSON *why)
+/* The manifest of a candidate's template into m; 0 when there is none to
+ * read (then m is untouched and needs no clearing). */
+static int cand_manifest(const cJSON *cand, gpu_manifest *m)
 {
     char *path = dt_share_path(dt_json_str(cand, "template", ""));
     char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
     free(path);
-    gpu_manifest m;
     dt_err me = {0};
-    int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
+    int have_m = src && gpu_manifest_from_source(src, m, &me) == 0;
     free(src);
+    return have_m;
+}
+
+cJSON *ag_tune_variants(const cJSON *cand, int budget, cJSON *why)
+{
+    gpu_manifest m;
+    int have_m = cand_manifest(cand, &m);
     cJSON *pts = ag_tune_points(cand, have_m ? &m : NULL, budget, why);
     if (have_m)
         gpu_manifest_clear(&m);
@@ -634,13 +642,8 @@ static int refine(ag_tuner *t)
             continue;
         st->around = (int)(best - t->v);
         const cJSON *space = cJSON_GetObjectItem(st->cand, "space");
-        char *path = dt_share_path(dt_json_str(st->cand, "template", ""));
-        char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
-        free(path);
         gpu_manifest m;
-        dt_err me = {0};
-        int have_m = src && gpu_manifest_from_source(src, &m, &me) == 0;
-        free(src);
+        int have_m = cand_manifest(st->cand, &m);
         cJSON *from = cJSON_Duplicate(best->params, 1);
         char *fs = dt_json_print(from, 0);
         int got = 0;

@@ -50,6 +50,18 @@ static cJSON *params_of(const char *json)
     return p;
 }
 
+/* format built from a with the parameters of params_json, host copies
+ * kept; fails the test when the builder refuses. */
+static void build_host(const sp_csr *a, const char *format, const char *params_json, sp_dtype t,
+                       dev_fmt *f)
+{
+    cJSON *p = params_json ? params_of(params_json) : NULL;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, format, p, t, DEV_FMT_HOST, f, &e), 0, "%s %s: %s", format,
+                 params_json ? params_json : "{}", e.msg);
+    cJSON_Delete(p);
+}
+
 Test(formats_dev, bins_should_group_rows_by_length_keeping_row_order_within_a_bin)
 {
     /* per_lane 4: bin b holds lengths up to 4 << b, bin 5 up to long_row. */
@@ -648,10 +660,8 @@ Test(formats_dev, sell16_long_should_keep_long_rows_out_of_the_slices)
     lens[40] = 65;
     lens[41] = 64; /* at the threshold: stays in the slices */
     sp_csr *a = rows_of(ROWS, 1000, lens, first);
-    cJSON *p = params_of("{\"C\": 32, \"sigma\": 64, \"vec\": 2, \"long\": 64}");
     dev_fmt f;
-    dt_err e = {0};
-    cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    build_host(a, "sell16", "{\"C\": 32, \"sigma\": 64, \"vec\": 2, \"long\": 64}", SP_FP32, &f);
     cr_assert_eq(var(&f, "nlong"), 2);
     cr_assert_eq(var(&f, "long"), 64);
     size_t n, np;
@@ -683,12 +693,9 @@ Test(formats_dev, sell16_long_should_keep_long_rows_out_of_the_slices)
         real += col16[k] != 0xFFFF;
     cr_assert_eq(real, (size_t)a->nnz - 365);
     dev_fmt_free(&f);
-    cJSON_Delete(p);
-    p = params_of("{\"C\": 32, \"sigma\": 64, \"vec\": 2}");
-    cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s", e.msg);
+    build_host(a, "sell16", "{\"C\": 32, \"sigma\": 64, \"vec\": 2}", SP_FP32, &f);
     cr_assert_null(dev_fmt_host(&f, "long_rows", &n), "no long rows without long");
     cr_assert_eq(var(&f, "long"), 0);
     dev_fmt_free(&f);
-    cJSON_Delete(p);
     sp_csr_free(a);
 }
