@@ -322,6 +322,19 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                   "\"row_cv\": 5.03, \"row_max\": 1310, \"row_max_over_mean\": 214, "
                   "\"row_gini\": 0.30, \"empty_rows_frac\": 0, \"col_span_max\": 1812, " FILLS "}"),
         "sell16-long");
+    /* hangGlider_2 replicated (rows of 9, one of 1463: 163x): sell16-long too
+     * (H200, session 17: 73.1 us against CSR_ALG1's 108.1 in fp32); at its
+     * original 10K-nonzero size the HBM rule stays silent. */
+#define HANG                                                                                       \
+    "{\"rows\": %d, \"nnz\": %d, \"row_mean\": 8.96, \"row_cv\": 4.01, \"row_max\": 1463, "        \
+    "\"row_max_over_mean\": 163.3, \"row_gini\": 0.25, \"empty_rows_frac\": 0, "                   \
+    "\"col_span_max\": 1646, " FILLS "}"
+    char feat[512];
+    snprintf(feat, sizeof feat, HANG, 3572343, 32001400);
+    cr_assert_str_eq(best_rule(k, "spmv", feat), "sell16-long");
+    snprintf(feat, sizeof feat, HANG, 1647, 14754);
+    cr_assert_str_neq(best_rule(k, "spmv", feat), "sell16-long");
+#undef HANG
     /* SDDMM: past 2M nonzeros the warp template, split rows or not (up to
      * 2M coo-sddmm, tested below); the row-group one only for rows of one or
      * two entries */
