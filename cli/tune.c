@@ -31,9 +31,9 @@ const char cli_tune_usage[] =
     "step from the strategy's fastest quick timing along each parameter of its space (the\n"
     "values in ascending order), --refine of them (default: half of --variants; 0: none),\n"
     "timed the same way; a second round from the new fastest point where the first found\n"
-    "one. --dry-run prints the ranking and the variants chosen before any timing\n"
-    "without a GPU (the matrix is profiled here; rules for one compute capability when the\n"
-    "spec names a GPU, for every one when it says auto).\n";
+    "one. --dry-run prints the ranking and the variants chosen before any timing, without\n"
+    "a GPU (the matrix is profiled here; rules for one compute capability when the spec\n"
+    "names a GPU, for every one when it says auto).\n";
 
 typedef struct tune_ctx {
     cJSON *result;

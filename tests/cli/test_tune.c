@@ -66,3 +66,29 @@ Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
     tu_rmtree(dir);
     free(dir);
 }
+
+/* --refine takes a count (0: no refinement), in tune and in bench alike;
+ * anything else is a usage error that names the option. */
+Test(tune, refine_should_take_a_count_and_refuse_anything_else)
+{
+    char *dir = tu_tmpdir();
+    char *spec = tu_write(dir, "spec.json", spec_text);
+    static const char *bad[] = {"x", "-1", "3x", "", "1001"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        tu_proc p = tu_run("'%s' tune '%s' --dry-run --refine '%s'", tu_ditto_bin(), spec, bad[i]);
+        cr_assert_eq(p.status, 2, "tune --refine '%s': exit %d: %s", bad[i], p.status, p.err);
+        cr_assert(strstr(p.err, "--refine: expected a count from 0 to 1000"), "%s", p.err);
+        tu_proc_free(&p);
+        p = tu_run("'%s' bench --refine '%s'", tu_ditto_bin(), bad[i]);
+        cr_assert_eq(p.status, 2, "bench --refine '%s': exit %d: %s", bad[i], p.status, p.err);
+        cr_assert(strstr(p.err, "--refine: expected a count from 0 to 1000"), "%s", p.err);
+        tu_proc_free(&p);
+    }
+    tu_proc p = tu_run("'%s' tune '%s' --dry-run --refine 0 --strategies 1 --variants 3",
+                       tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}
