@@ -12,8 +12,6 @@ static const char *vocabulary[] = {
     "rows", "cols", "nnz", "n", "k", "max_row",
     /* CSR, and COO's row of each nonzero */
     "rowptr", "col", "val", "coo_row",
-    /* CSR partitioned by nonzeros: the first row of each chunk */
-    "part", "nparts",
     /* ELL */
     "ell_col", "ell_val", "width",
     /* SELL-C-sigma */

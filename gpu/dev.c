@@ -484,41 +484,6 @@ static int build_coo(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
     return rc;
 }
 
-/* CSR partitioned by nonzeros: CSR's arrays and part, nparts + 1 row
- * numbers, nparts = max(cdiv(nnz, chunk), 1): part[c] is the first row
- * starting at or after nonzero c * chunk (the smallest r with rowptr[r] >=
- * c * chunk; an empty row starts where it sits), part[nparts] = rows. So
- * the rows starting in chunk c are [part[c], part[c + 1]), every row in
- * exactly one chunk, and a kernel that gives each chunk to a warp balances
- * the warps by nonzeros without a search at run time. Variable: nparts. */
-static int build_csrpart(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
-{
-    int64_t chunk = fparam(params, "chunk", 0);
-    if (chunk < 1 || chunk > (1 << 24))
-        return dt_err_set(e, "csrpart: format parameter chunk is %lld; expected 1 to 16777216",
-                          (long long)chunk);
-    int64_t np = a->nnz > 0 ? (a->nnz + chunk - 1) / chunk : 1;
-    if (build_csr(a, params, t, f, e) != 0)
-        return -1;
-    int32_t *part = malloc(((size_t)np + 1) * sizeof *part);
-    if (part == NULL) {
-        if (e)
-            e->code = DEV_ENOMEM;
-        return dt_err_set(e, "out of host memory for csrpart (%lld chunks)", (long long)np);
-    }
-    int32_t r = 0;
-    for (int64_t c = 0; c < np; c++) {
-        while (r < a->rows && a->rowptr[r] < c * chunk)
-            r++;
-        part[c] = r;
-    }
-    part[np] = a->rows;
-    int rc = add_arr(f, "part", part, ((size_t)np + 1) * 4, e);
-    free(part);
-    gpu_vars_set(&f->vars, "nparts", np);
-    return rc;
-}
-
 /* ELL: column-major (slot k of row r at k * rows + r) unless the format
  * parameter row_major is 1 (r * width + k). */
 static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
@@ -1096,9 +1061,8 @@ static const struct {
     const char *name;
     fmt_builder build;
 } formats[] = {
-    {"csr", build_csr},   {"coo", build_coo},     {"csrpart", build_csrpart},
-    {"ell", build_ell},   {"sell", build_sell},   {"bsr", build_bsr},
-    {"bins", build_bins}, {"csr16", build_csr16}, {"sell16", build_sell16},
+    {"csr", build_csr}, {"coo", build_coo},   {"ell", build_ell},     {"sell", build_sell},
+    {"bsr", build_bsr}, {"bins", build_bins}, {"csr16", build_csr16}, {"sell16", build_sell16},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
@@ -1142,8 +1106,7 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     if (e)
         e->code = DEV_ECONTRACT;
     return dt_err_set(
-        e, "unknown format '%s' (formats: csr, coo, csrpart, ell, sell, sell16, bsr, bins, csr16)",
-        format);
+        e, "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, csr16)", format);
 }
 
 void dev_fmt_free(dev_fmt *f)

@@ -152,8 +152,7 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
                          "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
                          "kernels/spmv_csr_vector.cu",   "kernels/spmv_csr_thread.cu",
                          "kernels/spmv_csr_stream.cu",   "kernels/spmv_csr16_stream.cu",
-                         "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu",
-                         "kernels/spmv_csr_seg.cu"};
+                         "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu"};
     /* spmv_sell16_dict.cu needs a matrix of few values: its own test. */
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */

@@ -1,5 +1,5 @@
 /* test_formats_dev.c -- the device formats the kernel library adds (bins,
- * csr16, sell16, coo, csrpart), built on the host only: variables, array contents,
+ * csr16, sell16, coo), built on the host only: variables, array contents,
  * refusals. */
 #include "tests/common/testutil.h"
 
@@ -515,7 +515,7 @@ Test(formats_dev, new_array_names_should_be_in_the_parameter_vocabulary)
 {
     const char *names[] = {"bin_rows", "bin_ptr",   "bin_long_ptr", "bin6",       "long_nnz",
                            "long_row", "col16",     "slice_base",   "slice_span", "slice_shift",
-                           "coo_row",  "sell_vidx", "vtab",         "part",       "nparts"};
+                           "coo_row",  "sell_vidx", "vtab"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         cr_assert(gpu_param_known(names[i]), "%s", names[i]);
 }
@@ -640,63 +640,6 @@ Test(formats_dev, coo_should_give_every_nonzero_its_row_beside_csr)
         }
     }
     dev_fmt_free(&f);
-    sp_csr_free(a);
-}
-
-/* csrpart with chunk C: part[c] is the first row starting at or after
- * nonzero c * C, so every row, empty ones included, falls in exactly one
- * chunk's range [part[c], part[c + 1]) and its start lies in that chunk
- * (or, for rows starting at nnz, in the last); a matrix without nonzeros
- * is one chunk of all its rows. */
-Test(formats_dev, csrpart_should_give_every_row_to_the_chunk_it_starts_in)
-{
-    static const int lens[] = {0, 9, 1, 23, 0, 0, 4, 1, 0};
-    sp_csr *a = rows_of(9, 40, lens, NULL);
-    static const int chunks[] = {1, 4, 5, 16, 64};
-    for (size_t ci = 0; ci < DT_ARRAY_LEN(chunks); ci++) {
-        const int C = chunks[ci];
-        char json[64];
-        snprintf(json, sizeof json, "{\"chunk\": %d}", C);
-        dev_fmt f;
-        build_host(a, "csrpart", json, SP_FP32, &f);
-        const int64_t np = var(&f, "nparts");
-        cr_assert_eq(np, (a->nnz + C - 1) / C, "chunk %d", C);
-        size_t n;
-        const int32_t *part = arr(&f, "part", &n);
-        cr_assert_eq(n, (size_t)np + 1);
-        cr_assert_eq(part[0], 0);
-        cr_assert_eq(part[np], a->rows);
-        for (int64_t c = 0; c < np; c++) {
-            cr_assert_leq(part[c], part[c + 1], "chunk %d: part not sorted at %lld", C,
-                          (long long)c);
-            for (int32_t r = part[c]; r < part[c + 1]; r++) {
-                cr_assert_geq(a->rowptr[r], c * C, "chunk %d: row %d before chunk %lld", C, r,
-                              (long long)c);
-                if (c + 1 < np)
-                    cr_assert_lt(a->rowptr[r], (c + 1) * C, "chunk %d: row %d past chunk %lld", C,
-                                 r, (long long)c);
-            }
-        }
-        dev_fmt_free(&f);
-    }
-    /* No nonzeros: one chunk holding every row. */
-    static const int none[] = {0, 0, 0};
-    sp_csr *z = rows_of(3, 5, none, NULL);
-    dev_fmt f;
-    build_host(z, "csrpart", "{\"chunk\": 32}", SP_FP32, &f);
-    size_t n;
-    const int32_t *part = arr(&f, "part", &n);
-    cr_assert_eq(var(&f, "nparts"), 1);
-    cr_assert_eq(n, 2);
-    cr_assert_eq(part[0], 0);
-    cr_assert_eq(part[1], 3);
-    dev_fmt_free(&f);
-    cJSON *bad = params_of("{\"chunk\": 0}");
-    dt_err e = {0};
-    cr_assert_eq(dev_fmt_build(z, "csrpart", bad, SP_FP32, DEV_FMT_HOST, &f, &e), -1);
-    cr_expect(strstr(e.msg, "chunk is 0") != NULL, "%s", e.msg);
-    cJSON_Delete(bad);
-    sp_csr_free(z);
     sp_csr_free(a);
 }
 
