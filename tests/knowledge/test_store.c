@@ -306,16 +306,17 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                      "csr-smem-spmm");
     /* ca-GrQc and adder_dcop_05 replicated to 32M nonzeros (`ditto kb retrieve
      * --matrix rep:...:nnz=32M`): short, skewed rows at HBM size go to
-     * csr-stream (0.88-0.90x against 0.40-0.48x for csr-vector and merge-path
-     * on the H200), even past merge-path's power-law rule; adder_dcop_05,
-     * whose longest row is 214x the mean, to sell16-long first (1.18x against
-     * csr-stream's 1.10x in fp32, session 17). */
+     * sell16-long first, past csr-stream's rule and merge-path's power-law
+     * one. ca-GrQc, whose longest row is 15x the mean, for its sorted 512-row
+     * blocks (H200, session 19: 1.07x CSR_ALG1 against csr-stream's 0.89x);
+     * adder_dcop_05, whose longest row is 214x the mean, for its warp per long
+     * row (1.18x against csr-stream's 1.10x in fp32, session 17). */
     cr_assert_str_eq(
         best_rule(k, "spmv",
                   "{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, "
                   "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": 14.65, "
                   "\"row_gini\": 0.55, \"empty_rows_frac\": 0, \"col_span_max\": 5228, " FILLS "}"),
-        "csr-stream");
+        "sell16-long");
     cr_assert_str_eq(
         best_rule(k, "spmv",
                   "{\"rows\": 5228690, \"nnz\": 32003748, \"row_mean\": 6.12, "
@@ -1186,7 +1187,7 @@ static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op,
 {
     char *path = tu_matrix(file);
     dt_err e = {0};
-    sp_csr *one = sp_mm_read(path, NULL, &e);
+    sp_csr *one = sp_load(path, NULL, &e); /* .mtx or DLMC .smtx */
     cr_assert_not_null(one, "%s", e.msg);
     sp_csr *a = sp_replicate(one, copies, &e);
     cr_assert_not_null(a, "%s", e.msg);
@@ -1393,8 +1394,11 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
  * csr-stream's 106.5 in fp32, a tie in fp64), with csr-stream and
  * csr16-stream behind it; csr16-xstage (rows within 2048 columns, 1.094x
  * against csr-stream's 1.044x in session 4) is fourth there. ca-GrQc (rows
- * of up to 15x the mean, spans of 5228) keeps csr-stream first (sell16-long
- * lost, 143 against 140 us) and merge-path third for its heavy tail. */
+ * of up to 15x the mean, spans of 5228) puts sell16-long first too, by
+ * rule.spmv.sell16-long-for-short-skewed-rows-hbm and at its point: 512-row
+ * blocks, rows sorted in windows of 1024, rows past 64 to a warp (H200,
+ * session 19: 118.6 us, 1.07x CSR_ALG1, against csr-stream's 141.2 us; at
+ * 128- and 256-thread blocks it had lost, 143 against 140 us). */
 Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
 {
     kb *k = kbt_open(NULL, NULL);
@@ -1403,7 +1407,7 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
         int32_t copies;
         const char *top3[3];
     } cases[] = {{"adder_dcop_05.mtx", 181, {"sell16-long", "csr-stream", "csr16-stream"}},
-                 {"ca-GrQc.mtx", 70, {"csr-stream", "csr16-stream", "merge-path"}}};
+                 {"ca-GrQc.mtx", 70, {"sell16-long", "csr-stream", "csr16-stream"}}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
         for (int j = 0; j < 3; j++) {
@@ -1413,8 +1417,46 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
             cr_assert_gt(dt_json_num(c, "score", 0), 0, "%s: %s ranked without a rule",
                          cases[i].file, cases[i].top3[j]);
         }
+        if (i == 1) {
+            const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+            cr_expect(dt_json_num(own, "BLOCK", 0) == 512 && dt_json_num(own, "SIGMA", 0) == 1024 &&
+                          dt_json_num(own, "LONG", 0) == 64,
+                      "ca-GrQc: sell16-long's point has BLOCK %g, SIGMA %g, LONG %g",
+                      dt_json_num(own, "BLOCK", 0), dt_json_num(own, "SIGMA", 0),
+                      dt_json_num(own, "LONG", 0));
+            cr_expect_eq(ranked_for(ranked, "sell16-long",
+                                    "rule.spmv.sell16-long-for-short-skewed-rows-hbm", 1),
+                         0);
+        }
         cJSON_Delete(ranked);
     }
+    kb_close(k);
+}
+
+/* Long, even rows within 65536 columns at HBM size (rn50 final dense: 1000
+ * rows of about 410 of 2048 columns, replicated past 2M nonzeros):
+ * csr16-vector first, at 16 lanes a row loading 8 entries each (H200,
+ * session 19: 65.0 us, 1.24x CSR_ALG1, against 68.9 us at 32 lanes of 4). */
+Test(store, long_even_rows_at_hbm_size_should_start_csr16_at_half_warps_of_eight)
+{
+    kb *k = kbt_open(NULL, NULL);
+    cJSON *ranked =
+        rank_replicated(k, "dlmc/rn50__magnitude_pruning__0.8__final_dense.smtx", 5, SP_SPMV, 1);
+    cr_assert_eq(
+        ranked_for(ranked, "csr16-vector", "rule.spmv.csr16-vector-half-warp-for-long-rows-hbm", 1),
+        0);
+    const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+    cr_expect(dt_json_num(own, "LANES", 0) == 16 && dt_json_num(own, "VEC", 0) == 8 &&
+                  dt_json_num(own, "BLOCK", 0) == 256,
+              "the planner's point has LANES %g, VEC %g, BLOCK %g", dt_json_num(own, "LANES", 0),
+              dt_json_num(own, "VEC", 0), dt_json_num(own, "BLOCK", 0));
+    cJSON_Delete(ranked);
+    /* crack (rows of about 6): the rule stays silent. */
+    ranked = rank_replicated(k, "crack.mtx", 34, SP_SPMV, 1);
+    cr_expect_lt(ranked_for(ranked, "csr16-vector",
+                            "rule.spmv.csr16-vector-half-warp-for-long-rows-hbm", 100),
+                 0);
+    cJSON_Delete(ranked);
     kb_close(k);
 }
 
