@@ -30,7 +30,7 @@
 {"strategy": "sell16-thread", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},
             "UNROLL": {"default": 8, "values": [1, 2, 4, 8]},
-            "SIGMA": {"default": 1, "values": [1, 256]},
+            "SIGMA": {"default": 1, "values": [1, 256, 8192]},
             "VEC": {"default": 1, "values": [1, 2, 4, 8]}},
  "constraints": ["BLOCK % 32 == 0", "VEC * UNROLL <= 32"],
  "preprocessing": "sell16 (rows sorted by length within windows of SIGMA rows, slices of 32, 16-bit column offsets from a per-slice base)",
