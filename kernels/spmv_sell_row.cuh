@@ -190,3 +190,97 @@ sell_thread(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
     if (row >= 0)
         y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
 }
+
+/* sell_thread with NR slots a thread (sell16-dict's RPT), a block-width
+ * apart (slot q of block blk is (blk * NR + q) * BLOCK + threadIdx.x),
+ * whose slice loads, first batch of UNROLL chunks and gathers of x are
+ * issued together, so a thread has NR rows' chains of dependent loads in
+ * flight instead of one. Rows longer than the first batch finish one after
+ * another (sell_row_vec).
+ * The vec layout at every V (V 1 is chunks of one).
+ *
+ * Where rows are a few entries long the walk is a chain (slice, entries,
+ * x, store) with a handful of bytes behind it, and a thread's one chain in
+ * flight leaves DRAM idle. Measured on the H200 (session 21, .dev/s21j.sh,
+ * 32M-nonzero replicas, fp32, L2 flushed, paired with cuSPARSE): sell16-dict
+ * on Franz6_id1959_aug (rows of 4.6) 72.2 us at RPT 1 (1.34x SELL_ALG1),
+ * 69.5 us at RPT 2, BLOCK 256 (1.39x); RPT 4 took 96 registers and 97.4 us.
+ * On sell16-thread it lost everywhere it was tried (crack 90.6 against
+ * 84.8 us, bcsstk13 77.4 against 67.3, ca-GrQc 128.4 against sell16-long's
+ * 118.5): 55 registers against 32 cost more threads than the second
+ * chain gives back when each entry is 6 bytes, so only sell16-dict takes
+ * RPT. */
+template <typename C, typename R, R PAD, int V, typename VS, bool BASE, long long IDROWS, int NR>
+__device__ __forceinline__ void
+sell_thread_rpt(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
+                const int *__restrict__ sell_perm, const C *__restrict__ cols,
+                const int *__restrict__ slice_base, const VS *__restrict__ vals,
+                const T *__restrict__ x, T *__restrict__ y, S alpha, S beta,
+                const T *__restrict__ bias, unsigned blk)
+{
+    int row[NR], start[NR], len[NR], base[NR], j[NR];
+#pragma unroll
+    for (int q = 0; q < NR; q++) {
+        const long long g = ((long long)blk * NR + q) * BLOCK + threadIdx.x;
+        const int slice = (int)(g / SELL_C);
+        j[q] = (int)(g % SELL_C);
+        row[q] = -1;
+        start[q] = len[q] = base[q] = 0;
+        if (slice < nslices) {
+            const long long slot = (long long)slice * SELL_C + j[q];
+            if constexpr (IDROWS >= 0)
+                row[q] = slot < IDROWS ? (int)slot : -1;
+            else
+                row[q] = sell_perm[slot];
+            start[q] = sell_ptr[slice];
+            len[q] = sell_len[slice];
+            if constexpr (BASE)
+                base[q] = slice_base[slice];
+        }
+    }
+    constexpr int B = UNROLL * V; /* entries in the first batch */
+    sell_vec<C, V> cc[NR][UNROLL];
+    sell_vec<VS, V> vv[NR][UNROLL];
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            /* Chunk u of the row: u * SELL_C * V elements past its first. */
+            const long long at = (long long)start[q] + j[q] * V + (long long)u * V * SELL_C;
+            if (u * V < len[q]) {
+                cc[q][u] = *reinterpret_cast<const sell_vec<C, V> *>(cols + at);
+                vv[q][u] = *reinterpret_cast<const sell_vec<VS, V> *>(vals + at);
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    cc[q][u].v[i] = (C)PAD;
+                    sell_pad(vv[q][u].v[i]);
+                }
+            }
+        }
+    T xv[NR][UNROLL][V];
+#pragma unroll
+    for (int q = 0; q < NR; q++)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                const R o = (R)cc[q][u].v[i];
+                xv[q][u][i] = o != PAD ? __ldg(&x[base[q] + o]) : DT_STORE(S(0));
+            }
+#pragma unroll
+    for (int q = 0; q < NR; q++) {
+        S acc = S(0);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                acc += sell_value(vv[q][u].v[i]) * DT_LOAD(xv[q][u][i]);
+        if (len[q] > B && (R)cc[q][UNROLL - 1].v[V - 1] != PAD) {
+            const long long at = (long long)start[q] + j[q] * V + (long long)B * SELL_C;
+            acc += sell_row_vec<C, R, PAD, V, VS>(cols + at, vals + at, x + base[q], len[q] - B);
+        }
+        if (row[q] >= 0)
+            y[row[q]] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row[q]]), row[q], bias));
+    }
+}

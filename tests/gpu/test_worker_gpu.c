@@ -169,8 +169,8 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
 /* Verifies sell16 at the given parameters on matrix "m"; every manifest
  * parameter is passed, since the contract's format parameters are
  * expressions over them (a missing one is an unknown variable). */
-static cJSON *verify_sell16_tpl(fixture *f, const char *tpl, const char *dtype, int unroll,
-                                int sigma, int vec)
+static cJSON *verify_sell16_tpl_rpt(fixture *f, const char *tpl, const char *dtype, int unroll,
+                                    int sigma, int vec, int rpt)
 {
     cJSON *r = cJSON_CreateObject();
     dt_json_set_str(r, "req", "verify");
@@ -183,8 +183,16 @@ static cJSON *verify_sell16_tpl(fixture *f, const char *tpl, const char *dtype, 
     cJSON_AddNumberToObject(pr, "UNROLL", unroll);
     cJSON_AddNumberToObject(pr, "SIGMA", sigma);
     cJSON_AddNumberToObject(pr, "VEC", vec);
+    if (rpt > 0)
+        cJSON_AddNumberToObject(pr, "RPT", rpt);
     dt_json_set_take(r, "kernel", k);
     return gpu_pool_call(f->pool, r, 0);
+}
+
+static cJSON *verify_sell16_tpl(fixture *f, const char *tpl, const char *dtype, int unroll,
+                                int sigma, int vec)
+{
+    return verify_sell16_tpl_rpt(f, tpl, dtype, unroll, sigma, vec, 0);
 }
 
 static void verify_sell16(fixture *f, const char *dtype, int unroll, int sigma, int vec)
@@ -249,7 +257,9 @@ Test(worker_gpu, the_sell16_template_should_pass_at_every_vec, .timeout = 600)
  * fp64, and in fp16 on Franz6 (values of 1, -1 and 38; olm1000's rows sum
  * past fp16's range). The battery's edge matrices have random values and are
  * skipped (the contract's max_values); these matrices stand in for them.
- * On bcsstk13 (13781 values) the contract refuses the matrix. */
+ * RPT 2 (two rows a thread, a block-width apart) runs the same cases: on
+ * lund_a the second row of many threads lies past the last slice. On
+ * bcsstk13 (13781 values) the contract refuses the matrix. */
 Test(worker_gpu, the_sell16_dict_template_should_pass_on_few_values_and_refuse_many, .timeout = 600)
 {
     static const struct {
@@ -263,22 +273,29 @@ Test(worker_gpu, the_sell16_dict_template_should_pass_on_few_values_and_refuse_m
         load(&f, m);
         free(m);
         for (size_t t = 0; t < (mi == 0 ? 3u : 2u); t++)
-            for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
-                int sigma = i % 2 ? 256 : 1;
-                cJSON *v = verify_sell16_tpl(&f, "kernels/spmv_sell16_dict.cu", dtypes[t],
-                                             cases[i].unroll, sigma, cases[i].vec);
-                char *s = cJSON_Print(v);
-                cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
-                          "%s SIGMA %d VEC %d UNROLL %d %s: %s", mats[mi], sigma, cases[i].vec,
-                          cases[i].unroll, dtypes[t], s);
-                free(s);
-                cJSON_Delete(v);
-            }
+            for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++)
+                for (int rpt = 1; rpt <= 2; rpt++) {
+                    int sigma = i % 2 ? 256 : 1;
+                    /* VEC * UNROLL * RPT <= 32 (the manifest's constraint) */
+                    int unroll = rpt == 2 && cases[i].vec * cases[i].unroll > 16
+                                     ? cases[i].unroll / 2
+                                     : cases[i].unroll;
+                    cJSON *v = verify_sell16_tpl_rpt(&f, "kernels/spmv_sell16_dict.cu", dtypes[t],
+                                                     unroll, sigma, cases[i].vec, rpt);
+                    char *s = cJSON_Print(v);
+                    cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                              "%s SIGMA %d VEC %d UNROLL %d RPT %d %s: %s", mats[mi], sigma,
+                              cases[i].vec, unroll, rpt, dtypes[t], s);
+                    free(s);
+                    cJSON_Delete(v);
+                }
     }
     char *m = tu_matrix("bcsstk13.mtx");
     load(&f, m);
     free(m);
-    cJSON *v = verify_sell16_tpl(&f, "kernels/spmv_sell16_dict.cu", "fp32", 8, 1, 1);
+    /* Every parameter named: the worker fills in no defaults for a request
+     * that names some (the grid reads RPT). */
+    cJSON *v = verify_sell16_tpl_rpt(&f, "kernels/spmv_sell16_dict.cu", "fp32", 8, 1, 1, 1);
     char *s = cJSON_Print(v);
     cr_expect(!dt_json_bool(v, "passed", 1), "%s", s);
     cr_expect(strstr(s, "at most 255 distinct nonzero values") != NULL, "%s", s);
