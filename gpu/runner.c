@@ -74,22 +74,35 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
         wk_kernel_clear(k);
         return -1;
     }
+    /* The request's params, and the manifest's default for each parameter
+     * it does not name: a grid or format formula may read any of them. */
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(kj, "params");
+    gpu_manifest man;
+    dt_err me = {0};
+    int have_man = gpu_manifest_from_source(k->source, &man, &me) == 0;
     if (pj != NULL) {
         k->params = cJSON_Duplicate(pj, 1);
-    } else {
-        gpu_manifest man;
-        dt_err me = {0};
-        if (gpu_manifest_from_source(k->source, &man, &me) == 0) {
-            k->params = gpu_manifest_defaults(&man);
-            gpu_manifest_clear(&man);
-        } else if (me.code != GPU_ENOMANIFEST) {
-            e->code = WK_ECONTRACT;
-            dt_err_set(e, "%s", me.msg);
-            wk_kernel_clear(k);
-            return -1;
+        if (have_man) {
+            cJSON *d = gpu_manifest_defaults(&man);
+            const cJSON *dv;
+            cJSON_ArrayForEach(dv, d)
+            {
+                if (cJSON_IsObject(k->params) &&
+                    cJSON_GetObjectItemCaseSensitive(k->params, dv->string) == NULL)
+                    cJSON_AddNumberToObject(k->params, dv->string, dv->valuedouble);
+            }
+            cJSON_Delete(d);
         }
+    } else if (have_man) {
+        k->params = gpu_manifest_defaults(&man);
+    } else if (me.code != GPU_ENOMANIFEST) {
+        e->code = WK_ECONTRACT;
+        dt_err_set(e, "%s", me.msg);
+        wk_kernel_clear(k);
+        return -1;
     }
+    if (have_man)
+        gpu_manifest_clear(&man);
     const cJSON *pv;
     cJSON_ArrayForEach(pv, k->params)
     {
