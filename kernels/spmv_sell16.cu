@@ -25,13 +25,21 @@
  * is the chunks a thread loads before it gathers x, so UNROLL * VEC
  * entries per row are in flight; batches of 32 entries took 0.99-2.2
  * times as long (56-78 registers), and the constraint stops there: fp64
- * VEC 8 UNROLL 8 spills at BLOCK 256 and 512. */
+ * VEC 8 UNROLL 8 spills at BLOCK 256 and 512.
+ *
+ * SEQ gives a thread that many rows, a block-width apart, walked one after
+ * another with the next row's slice loads in flight during the current
+ * walk (sell_thread_seq in spmv_sell_row.cuh): on rows of a few entries
+ * the slice's loads are a third of a row's chain. Worth about 3 % on
+ * crack in fp32 (rows of 5.9); it costs 8 registers, which lose more
+ * than that where the walk already needs 48 (UNROLL 8) and in fp64. */
 /*@manifest
 {"strategy": "sell16-thread", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},
             "UNROLL": {"default": 8, "values": [1, 2, 4, 8]},
             "SIGMA": {"default": 1, "values": [1, 256, 8192]},
-            "VEC": {"default": 1, "values": [1, 2, 4, 8]}},
+            "VEC": {"default": 1, "values": [1, 2, 4, 8]},
+            "SEQ": {"default": 1, "values": [1, 2, 4]}},
  "constraints": ["BLOCK % 32 == 0", "VEC * UNROLL <= 32"],
  "preprocessing": "sell16 (rows sorted by length within windows of SIGMA rows, slices of 32, 16-bit column offsets from a per-slice base)",
  "summary": "one thread per row of a column-major SELL slice with 16-bit column offsets, VEC adjacent entries of a row per vector load"}
@@ -40,7 +48,7 @@
 {"entry": "spmv_sell16", "op": "spmv", "format": "sell16", "format_params": {"C": 32, "sigma": "SIGMA", "vec": "VEC"},
  "params": ["nslices", "sell_ptr", "sell_len", "sell_perm", "col16", "slice_base", "sell_val",
             "x", "y", "alpha", "beta", "bias"],
- "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK)"],
+ "block": ["BLOCK"], "grid": ["cdiv(nslices * C, BLOCK * SEQ)"],
  "defines": {"SELL_C": "C", "ROWS": "rows"}}
 @*/
 #include "ditto.cuh"
@@ -49,6 +57,10 @@
 #define VEC 1
 #endif
 static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC: the format's vec");
+#ifndef SEQ
+#define SEQ 1 /* rows a thread, one after another (sell_thread_seq) */
+#endif
+static_assert(SEQ >= 1 && SEQ <= 8, "SEQ: 1 to 8 rows a thread");
 
 #include "spmv_sell_row.cuh"
 
@@ -67,7 +79,12 @@ spmv_sell16(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
             const T *__restrict__ x, T *__restrict__ y, S alpha, S beta,
             const T *__restrict__ bias)
 {
-    sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true, SELL_IDROWS>(
-        nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
-        bias, blockIdx.x);
+    if constexpr (SEQ == 1)
+        sell_thread<unsigned short, unsigned, 0xFFFFu, VEC, T, true, SELL_IDROWS>(
+            nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
+            bias, blockIdx.x);
+    else
+        sell_thread_seq<unsigned short, unsigned, 0xFFFFu, VEC, T, true, SELL_IDROWS, SEQ>(
+            nslices, sell_ptr, sell_len, sell_perm, col16, slice_base, sell_val, x, y, alpha, beta,
+            bias, blockIdx.x);
 }

@@ -268,19 +268,96 @@ sell_thread_rpt(int nslices, const int *__restrict__ sell_ptr, const int *__rest
                 const R o = (R)cc[q][u].v[i];
                 xv[q][u][i] = o != PAD ? __ldg(&x[base[q] + o]) : DT_STORE(S(0));
             }
+    /* Every row's first batch is summed before any row's tail walk or
+     * store: finishing row 0 (its tail, its store) before summing row 1
+     * kept row 1's loaded batch live across row 0's tail loop and took
+     * ptxas (CUDA 13.0, sm_90) from 32 to 40 registers at VEC 1 UNROLL 4
+     * and from 48 to 56 at VEC 2 UNROLL 4 (session 22). */
+    S acc[NR];
 #pragma unroll
     for (int q = 0; q < NR; q++) {
-        S acc = S(0);
+        acc[q] = S(0);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
 #pragma unroll
             for (int i = 0; i < V; i++)
-                acc += sell_value(vv[q][u].v[i]) * DT_LOAD(xv[q][u][i]);
+                acc[q] += sell_value(vv[q][u].v[i]) * DT_LOAD(xv[q][u][i]);
+    }
+#pragma unroll
+    for (int q = 0; q < NR; q++) {
         if (len[q] > B && (R)cc[q][UNROLL - 1].v[V - 1] != PAD) {
             const long long at = (long long)start[q] + j[q] * V + (long long)B * SELL_C;
-            acc += sell_row_vec<C, R, PAD, V, VS>(cols + at, vals + at, x + base[q], len[q] - B);
+            acc[q] +=
+                sell_row_vec<C, R, PAD, V, VS>(cols + at, vals + at, x + base[q], len[q] - B);
         }
         if (row[q] >= 0)
-            y[row[q]] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row[q]]), row[q], bias));
+            y[row[q]] =
+                DT_STORE(dt_epilogue(dt_axpby(alpha, acc[q], beta, &y[row[q]]), row[q], bias));
+    }
+}
+
+/* sell_thread with NS slots a thread (sell16-thread's SEQ) walked one after
+ * another, a block-width apart (slot q of block blk is (blk * NS + q) *
+ * BLOCK + threadIdx.x), with the next slot's loads (its row, the slice's
+ * offset, width and base) issued before the current row's walk, so every
+ * row after a thread's first finds them in registers: its chain is the
+ * entries, x and the store, not the slice's loads first.
+ *
+ * Measured on the H200 (session 22, .dev/s22b.sh and s22e.sh, `ditto
+ * check`, 32M-nonzero replicas, L2 flushed, paired with cuSPARSE): crack
+ * (rows of 5.9) fp32 at BLOCK 256, UNROLL 4, SIGMA 256, VEC 2, SEQ 4
+ * 81.9 us (1.42x SELL_ALG1) against 84.8 us (1.37x) at SEQ 1, BLOCK 512,
+ * in 40 registers against 32; SEQ 2 and 8 85.4-85.7 us; crack fp64 SEQ 4
+ * 135.3 against 128.9 us; bcsstk13 (UNROLL 8, 48 registers) 79.2 against
+ * 67.8 us; sell16-long on ca-GrQc 150.7 against 117.5 us. The block's
+ * slice loads staged once in shared memory instead (same registers) were
+ * slower on every case tried. */
+template <typename C, typename R, R PAD, int V, typename VS, bool BASE, long long IDROWS, int NS>
+__device__ __forceinline__ void
+sell_thread_seq(int nslices, const int *__restrict__ sell_ptr, const int *__restrict__ sell_len,
+                const int *__restrict__ sell_perm, const C *__restrict__ cols,
+                const int *__restrict__ slice_base, const VS *__restrict__ vals,
+                const T *__restrict__ x, T *__restrict__ y, S alpha, S beta,
+                const T *__restrict__ bias, unsigned blk)
+{
+    const long long g0 = (long long)blk * NS * BLOCK + threadIdx.x;
+    int row = -1, start = 0, len = 0, base = 0, j = 0;
+    bool ok = false;
+    /* Slot g's loads into row, start, len and base; ok once its slice
+     * exists (later slots of the thread lie further on). */
+    auto fetch = [&](long long g) {
+        const int slice = (int)(g / SELL_C);
+        j = (int)(g % SELL_C);
+        ok = slice < nslices;
+        if (ok) {
+            const long long slot = (long long)slice * SELL_C + j;
+            if constexpr (IDROWS >= 0)
+                row = slot < IDROWS ? (int)slot : -1;
+            else
+                row = sell_perm[slot];
+            start = sell_ptr[slice];
+            len = sell_len[slice];
+            if constexpr (BASE)
+                base = slice_base[slice];
+        }
+    };
+    fetch(g0);
+#pragma unroll 1
+    for (int q = 0; q < NS && ok; q++) {
+        const int crow = row, cstart = start, clen = len, cbase = base, cj = j;
+        if (q + 1 < NS)
+            fetch(g0 + (long long)(q + 1) * BLOCK);
+        const C *__restrict__ c = cols + cstart + cj * V;
+        const VS *__restrict__ v = vals + cstart + cj * V;
+        const T *__restrict__ xb = x;
+        if constexpr (BASE)
+            xb += cbase;
+        S acc;
+        if constexpr (V == 1)
+            acc = sell_row<C, R, PAD, VS>(c, v, xb, clen);
+        else
+            acc = sell_row_vec<C, R, PAD, V, VS>(c, v, xb, clen);
+        if (crow >= 0)
+            y[crow] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[crow]), crow, bias));
     }
 }

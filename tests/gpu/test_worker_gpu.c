@@ -166,11 +166,11 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
     close_pool(&f);
 }
 
-/* Verifies sell16 at the given parameters on matrix "m"; every manifest
- * parameter is passed, since the contract's format parameters are
- * expressions over them (a missing one is an unknown variable). */
-static cJSON *verify_sell16_tpl_rpt(fixture *f, const char *tpl, const char *dtype, int unroll,
-                                    int sigma, int vec, int rpt)
+/* Verifies sell16 at the given parameters on matrix "m", and at xval of
+ * the parameter xname where xval > 0 (the worker fills in the manifest's
+ * default for any parameter a request leaves out). */
+static cJSON *verify_sell16_tpl_x(fixture *f, const char *tpl, const char *dtype, int unroll,
+                                  int sigma, int vec, const char *xname, int xval)
 {
     cJSON *r = cJSON_CreateObject();
     dt_json_set_str(r, "req", "verify");
@@ -183,10 +183,16 @@ static cJSON *verify_sell16_tpl_rpt(fixture *f, const char *tpl, const char *dty
     cJSON_AddNumberToObject(pr, "UNROLL", unroll);
     cJSON_AddNumberToObject(pr, "SIGMA", sigma);
     cJSON_AddNumberToObject(pr, "VEC", vec);
-    if (rpt > 0)
-        cJSON_AddNumberToObject(pr, "RPT", rpt);
+    if (xval > 0)
+        cJSON_AddNumberToObject(pr, xname, xval);
     dt_json_set_take(r, "kernel", k);
     return gpu_pool_call(f->pool, r, 0);
+}
+
+static cJSON *verify_sell16_tpl_rpt(fixture *f, const char *tpl, const char *dtype, int unroll,
+                                    int sigma, int vec, int rpt)
+{
+    return verify_sell16_tpl_x(f, tpl, dtype, unroll, sigma, vec, "RPT", rpt);
 }
 
 static cJSON *verify_sell16_tpl(fixture *f, const char *tpl, const char *dtype, int unroll,
@@ -248,6 +254,39 @@ Test(worker_gpu, the_sell16_template_should_pass_at_every_vec, .timeout = 600)
     close_pool(&f);
 }
 
+/* sell16 with SEQ rows a thread walked in turn (sell_thread_seq): SEQ 2
+ * and 4 at VEC 1 (the predicated walk) and VEC 2 and 8 (the vector walk),
+ * sorted and unsorted, in fp32 and fp64 on bcsstk13 (rows of 5 to 95;
+ * 2003 rows, so the last block's later slots lie past the last slice) and
+ * in fp16 on a random matrix. The battery's edge matrices add empty rows
+ * and a last slice of padding rows. */
+Test(worker_gpu, the_sell16_template_should_pass_with_several_rows_a_thread, .timeout = 600)
+{
+    static const struct {
+        int vec, unroll;
+    } cases[] = {{1, 4}, {2, 4}, {8, 1}};
+    static const char *dtypes[] = {"fp32", "fp64", "fp16"};
+    fixture f = open_pool();
+    char *m = tu_matrix("bcsstk13.mtx");
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++) {
+        load(&f, t < 2 ? m : "gen:uniform:rows=5000,nnz=60000");
+        for (int seq = 2; seq <= 4; seq *= 2)
+            for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+                int sigma = i % 2 ? 256 : 1;
+                cJSON *v = verify_sell16_tpl_x(&f, "kernels/spmv_sell16.cu", dtypes[t],
+                                               cases[i].unroll, sigma, cases[i].vec, "SEQ", seq);
+                char *s = cJSON_Print(v);
+                cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                          "SIGMA %d VEC %d UNROLL %d SEQ %d %s: %s", sigma, cases[i].vec,
+                          cases[i].unroll, seq, dtypes[t], s);
+                free(s);
+                cJSON_Delete(v);
+            }
+    }
+    free(m);
+    close_pool(&f);
+}
+
 /* sell16-dict: sell16's walk with a one-byte index per entry into a table
  * of the matrix's values, staged in shared memory. On matrices with few
  * distinct values: Franz6 (3, short rows, rectangular), olm1000 (6) and
@@ -293,8 +332,8 @@ Test(worker_gpu, the_sell16_dict_template_should_pass_on_few_values_and_refuse_m
     char *m = tu_matrix("bcsstk13.mtx");
     load(&f, m);
     free(m);
-    /* Every parameter named: the worker fills in no defaults for a request
-     * that names some (the grid reads RPT). */
+    /* RPT named too, though the worker would fill in its default (the grid
+     * reads it). */
     cJSON *v = verify_sell16_tpl_rpt(&f, "kernels/spmv_sell16_dict.cu", "fp32", 8, 1, 1, 1);
     char *s = cJSON_Print(v);
     cr_expect(!dt_json_bool(v, "passed", 1), "%s", s);

@@ -1162,9 +1162,9 @@ Test(store, export_and_list_should_filter_and_keep_id_order)
     free(dir);
 }
 
-/* The planner's ranking for op (N or K n) on matrix a, from its real
- * PatternReport (as `ditto bench` computes it). */
-static cJSON *rank_matrix(kb *k, const sp_csr *a, sp_op op, int n)
+/* The planner's ranking for op (N or K n) in dtype t on matrix a, from its
+ * real PatternReport (as `ditto bench` computes it). */
+static cJSON *rank_matrix_dt(kb *k, const sp_csr *a, sp_op op, int n, sp_dtype t)
 {
     dt_err e = {0};
     sp_report r;
@@ -1174,6 +1174,7 @@ static cJSON *rank_matrix(kb *k, const sp_csr *a, sp_op op, int n)
     sp_spec_init(&spec);
     spec.op = op;
     spec.n = n;
+    spec.dtype = t;
     cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
     cr_assert_not_null(ranked, "%s", e.msg);
     sp_spec_clear(&spec);
@@ -1181,9 +1182,15 @@ static cJSON *rank_matrix(kb *k, const sp_csr *a, sp_op op, int n)
     return ranked;
 }
 
-/* The ranking on a shared matrix replicated copies times (past 2M
- * nonzeros: the HBM regime). */
-static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op, int n)
+static cJSON *rank_matrix(kb *k, const sp_csr *a, sp_op op, int n)
+{
+    return rank_matrix_dt(k, a, op, n, SP_FP32);
+}
+
+/* The ranking in dtype t on a shared matrix replicated copies times (past
+ * 2M nonzeros: the HBM regime). */
+static cJSON *rank_replicated_dt(kb *k, const char *file, int32_t copies, sp_op op, int n,
+                                 sp_dtype t)
 {
     char *path = tu_matrix(file);
     dt_err e = {0};
@@ -1192,11 +1199,16 @@ static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op,
     sp_csr *a = sp_replicate(one, copies, &e);
     cr_assert_not_null(a, "%s", e.msg);
     cr_assert_geq(a->nnz, 2000000);
-    cJSON *ranked = rank_matrix(k, a, op, n);
+    cJSON *ranked = rank_matrix_dt(k, a, op, n, t);
     sp_csr_free(a);
     sp_csr_free(one);
     free(path);
     return ranked;
+}
+
+static cJSON *rank_replicated(kb *k, const char *file, int32_t copies, sp_op op, int n)
+{
+    return rank_replicated_dt(k, file, copies, op, n, SP_FP32);
 }
 
 /* The ranking on a shared matrix at its original size (.mtx or DLMC .smtx). */
@@ -1322,12 +1334,13 @@ Test(store, few_valued_matrices_should_rank_the_value_dictionary_first_and_other
     kb *k = kbt_open(NULL, NULL);
     /* The planner's point: VEC 8, UNROLL 1 on n1024-l1's rows of 32; on
      * Franz6's rows of 4.6 rule.spmv.sell16-dict-two-rows-for-short-rows
-     * moves it to two rows a thread, VEC 2, UNROLL 4. */
+     * moves it to two rows a thread, VEC 1, UNROLL 4 (the HBM bench's
+     * fastest point, session 22). */
     static const struct {
         const char *file;
         int copies, dict, vec, unroll, rpt;
     } cases[] = {{"n1024-l1.mtx", 62, 1, 8, 1, 1},
-                 {"Franz6_id1959_aug.mtx", 42, 1, 2, 4, 2},
+                 {"Franz6_id1959_aug.mtx", 42, 1, 1, 4, 2},
                  {"bcsstk13.mtx", 25, 0, 0, 0, 0},
                  {"crack.mtx", 33, 0, 0, 0, 0}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
@@ -1352,6 +1365,46 @@ Test(store, few_valued_matrices_should_rank_the_value_dictionary_first_and_other
             cr_expect(!listed, "%s: sell16-dict ranked although its contract refuses the matrix",
                       cases[i].file);
         }
+        cJSON_Delete(ranked);
+    }
+    kb_close(k);
+}
+
+/* rule.spmv.sell16-seq-for-short-rows: on crack replicated past 2M
+ * nonzeros (rows of 5.9) in fp32, sell16-thread ranks first and the
+ * planner starts it at four rows a thread (SEQ 4, VEC 2, UNROLL 4); in fp64
+ * (where SEQ 4 was slower) and on bcsstk13's rows of 42 the rule stays
+ * silent and the point keeps one row a thread. Skipped without the shared
+ * matrices. */
+Test(store, short_rows_at_hbm_size_should_start_sell16_at_four_rows_a_thread_in_fp32_only)
+{
+    kb *k = kbt_open(NULL, NULL);
+    static const struct {
+        const char *file;
+        int copies;
+        sp_dtype t;
+        int seq;
+    } cases[] = {{"crack.mtx", 33, SP_FP32, 4},
+                 {"crack.mtx", 33, SP_FP64, 1},
+                 {"bcsstk13.mtx", 25, SP_FP32, 1}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        cJSON *ranked =
+            rank_replicated_dt(k, cases[i].file, cases[i].copies, SP_SPMV, 1, cases[i].t);
+        char *all = cJSON_PrintUnformatted(ranked);
+        const cJSON *top = cJSON_GetArrayItem(ranked, 0);
+        cr_expect_str_eq(dt_json_str(top, "strategy", ""), "sell16-thread", "%s: %s", cases[i].file,
+                         all);
+        int at = ranked_for(ranked, "sell16-thread", "rule.spmv.sell16-seq-for-short-rows", 1);
+        cr_expect_eq(at, cases[i].seq == 4 ? 0 : -1, "%s %s: %s", cases[i].file,
+                     sp_dtype_name(cases[i].t), all);
+        const cJSON *own = cJSON_GetObjectItem(top, "params");
+        cr_expect(dt_json_num(own, "SEQ", 1) == cases[i].seq, "%s %s: the point has SEQ %g",
+                  cases[i].file, sp_dtype_name(cases[i].t), dt_json_num(own, "SEQ", 1));
+        if (cases[i].seq == 4)
+            cr_expect(dt_json_num(own, "VEC", 0) == 2 && dt_json_num(own, "UNROLL", 0) == 4,
+                      "crack: the point has VEC %g, UNROLL %g", dt_json_num(own, "VEC", 0),
+                      dt_json_num(own, "UNROLL", 0));
+        free(all);
         cJSON_Delete(ranked);
     }
     kb_close(k);
