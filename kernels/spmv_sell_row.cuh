@@ -134,6 +134,33 @@ __device__ __forceinline__ S sell_row_vec(const C *__restrict__ c, const VS *__r
     return acc;
 }
 
+/* Slot g of the slices: the slot's place j in its slice, its row (-1 for
+ * a padding slot at IDROWS >= 0), the slice's first entry, width and base
+ * column (independent loads, in flight together). False, with row, start,
+ * len and base left as they were, when the slot lies past the last slice. */
+template <bool BASE, long long IDROWS>
+__device__ __forceinline__ bool sell_slot(long long g, int nslices, const int *__restrict__ sell_ptr,
+                                          const int *__restrict__ sell_len,
+                                          const int *__restrict__ sell_perm,
+                                          const int *__restrict__ slice_base, int &row, int &start,
+                                          int &len, int &base, int &j)
+{
+    const int slice = (int)(g / SELL_C);
+    j = (int)(g % SELL_C);
+    if (slice >= nslices)
+        return false;
+    const long long slot = (long long)slice * SELL_C + j;
+    if constexpr (IDROWS >= 0)
+        row = slot < IDROWS ? (int)slot : -1;
+    else
+        row = sell_perm[slot];
+    start = sell_ptr[slice];
+    len = sell_len[slice];
+    if constexpr (BASE)
+        base = slice_base[slice];
+    return true;
+}
+
 /* One thread per row of a column-major slice, the whole kernel body of
  * sell-thread (spmv_sell.cu: 32-bit columns, padding -1, no base) and of
  * sell16-thread and sell16-dict (16-bit offsets from slice_base[slice],
@@ -221,22 +248,11 @@ sell_thread_rpt(int nslices, const int *__restrict__ sell_ptr, const int *__rest
     int row[NR], start[NR], len[NR], base[NR], j[NR];
 #pragma unroll
     for (int q = 0; q < NR; q++) {
-        const long long g = ((long long)blk * NR + q) * BLOCK + threadIdx.x;
-        const int slice = (int)(g / SELL_C);
-        j[q] = (int)(g % SELL_C);
         row[q] = -1;
         start[q] = len[q] = base[q] = 0;
-        if (slice < nslices) {
-            const long long slot = (long long)slice * SELL_C + j[q];
-            if constexpr (IDROWS >= 0)
-                row[q] = slot < IDROWS ? (int)slot : -1;
-            else
-                row[q] = sell_perm[slot];
-            start[q] = sell_ptr[slice];
-            len[q] = sell_len[slice];
-            if constexpr (BASE)
-                base[q] = slice_base[slice];
-        }
+        sell_slot<BASE, IDROWS>(((long long)blk * NR + q) * BLOCK + threadIdx.x, nslices, sell_ptr,
+                                sell_len, sell_perm, slice_base, row[q], start[q], len[q], base[q],
+                                j[q]);
     }
     constexpr int B = UNROLL * V; /* entries in the first batch */
     sell_vec<C, V> cc[NR][UNROLL];
@@ -323,23 +339,11 @@ sell_thread_seq(int nslices, const int *__restrict__ sell_ptr, const int *__rest
     const long long g0 = (long long)blk * NS * BLOCK + threadIdx.x;
     int row = -1, start = 0, len = 0, base = 0, j = 0;
     bool ok = false;
-    /* Slot g's loads into row, start, len and base; ok once its slice
-     * exists (later slots of the thread lie further on). */
+    /* ok once the slot's slice exists (later slots of the thread lie
+     * further on). */
     auto fetch = [&](long long g) {
-        const int slice = (int)(g / SELL_C);
-        j = (int)(g % SELL_C);
-        ok = slice < nslices;
-        if (ok) {
-            const long long slot = (long long)slice * SELL_C + j;
-            if constexpr (IDROWS >= 0)
-                row = slot < IDROWS ? (int)slot : -1;
-            else
-                row = sell_perm[slot];
-            start = sell_ptr[slice];
-            len = sell_len[slice];
-            if constexpr (BASE)
-                base = slice_base[slice];
-        }
+        ok = sell_slot<BASE, IDROWS>(g, nslices, sell_ptr, sell_len, sell_perm, slice_base, row,
+                                     start, len, base, j);
     };
     fetch(g0);
 #pragma unroll 1
