@@ -876,11 +876,23 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     if (vdict != 0 && vdict != 1)
         return dt_err_set(e, "sell16: format parameter vdict is %lld; legal values are 0, 1",
                           (long long)vdict);
+    int64_t order = fparam(params, "order", 0);
+    if (order != 0 && order != 1)
+        return dt_err_set(e,
+                          "sell16: format parameter order is %lld; legal values are 0 (the "
+                          "matrix's) and 1 (Cuthill-McKee)",
+                          (long long)order);
     /* The row order is SELL's (sp_sell_perm); the arrays are built from the
      * CSR directly, without sp_csr_to_sell's 12 bytes an entry in between
      * (crack x32M, fp32, SIGMA 256, vec 2, on the host: 1.41 s with that
-     * converter and qsort, 1.0 s with the counting sort, and this). */
-    int32_t *perm = sp_sell_perm_cap(a, C, sigma, long_row, e);
+     * converter and qsort, 1.0 s with the counting sort, and this). With
+     * order 1 the windows cut a Cuthill-McKee order of the rows instead, so
+     * a block's rows share more of their columns of x. */
+    int32_t *cm = NULL;
+    if (order == 1 && (cm = sp_row_order_cm(a, e)) == NULL)
+        return -1;
+    int32_t *perm = sp_sell_perm_ordered(a, C, sigma, long_row, cm, e);
+    free(cm);
     if (perm == NULL)
         return -1;
     int rc = -1;
@@ -1032,6 +1044,7 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     gpu_vars_set(&f->vars, "sigma", sigma);
     gpu_vars_set(&f->vars, "vec", vec);
     gpu_vars_set(&f->vars, "vdict", vdict);
+    gpu_vars_set(&f->vars, "order", order);
     rc = 0;
     goto out;
 nomem:

@@ -77,10 +77,12 @@ void sp_ell_free(sp_ell *m)
 /* ---- SELL-C-sigma ------------------------------------------------------------ */
 
 /* Sort key for rows within a sigma window: longer rows first, ties in the
- * original order, so the permutation is fully determined. */
+ * order the window lists them (pos), so the permutation is fully
+ * determined, and the same from qsort as from the stable counting sort. */
 typedef struct row_key {
     int64_t len;
     int32_t row;
+    int32_t pos;
 } row_key;
 
 static int cmp_row_key(const void *pa, const void *pb)
@@ -88,7 +90,7 @@ static int cmp_row_key(const void *pa, const void *pb)
     const row_key *x = pa, *y = pb;
     if (x->len != y->len)
         return x->len > y->len ? -1 : 1;
-    return (x->row > y->row) - (x->row < y->row);
+    return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 /* The longest row a window may hold for the counting sort below; windows
@@ -130,6 +132,128 @@ int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e)
 
 int32_t *sp_sell_perm_cap(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row, dt_err *e)
 {
+    return sp_sell_perm_ordered(a, C, sigma, long_row, NULL, e);
+}
+
+/* ---- Cuthill-McKee row order ------------------------------------------------- */
+
+typedef struct cm_key {
+    int64_t deg;
+    int32_t row;
+} cm_key;
+
+static int cmp_cm_key(const void *pa, const void *pb)
+{
+    const cm_key *x = pa, *y = pb;
+    if (x->deg != y->deg)
+        return x->deg < y->deg ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+int32_t *sp_row_order_cm(const sp_csr *a, dt_err *e)
+{
+    const int32_t n = a->rows;
+    int32_t *order = alloc_n(n, sizeof *order);
+    if (order == NULL)
+        goto oom0;
+    if (a->rows != a->cols) {
+        for (int32_t i = 0; i < n; i++)
+            order[i] = i;
+        return order;
+    }
+    /* The transpose's pattern (CSC of A), so that a row's neighbours are
+     * its columns and the rows with an entry in its column: A + A^T. */
+    int64_t *tptr = alloc_n((int64_t)n + 1, sizeof *tptr);
+    int32_t *trow = alloc_n(a->nnz, sizeof *trow);
+    cm_key *keys = alloc_n(n, sizeof *keys);
+    cm_key *nb = NULL;
+    unsigned char *seen = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (tptr == NULL || trow == NULL || keys == NULL || seen == NULL)
+        goto oom;
+    memset(tptr, 0, ((size_t)n + 1) * sizeof *tptr);
+    for (int64_t k = 0; k < a->nnz; k++)
+        tptr[a->col[k] + 1]++;
+    for (int32_t i = 0; i < n; i++)
+        tptr[i + 1] += tptr[i];
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++)
+            trow[tptr[a->col[k]]++] = i;
+    for (int32_t i = n; i > 0; i--)
+        tptr[i] = tptr[i - 1];
+    tptr[0] = 0;
+    int64_t maxdeg = 0;
+    for (int32_t i = 0; i < n; i++) {
+        keys[i].row = i;
+        keys[i].deg = row_len(a, i) + (tptr[i + 1] - tptr[i]);
+        maxdeg = keys[i].deg > maxdeg ? keys[i].deg : maxdeg;
+    }
+    nb = alloc_n(maxdeg, sizeof *nb);
+    if (nb == NULL)
+        goto oom;
+    int32_t tail = 0;
+    for (int32_t s = 0; s < n; s++) {
+        if (seen[s])
+            continue;
+        /* The component of s, in the matrix's order of its first row (so
+         * that the copies of a block-diagonal matrix stay apart), walked
+         * twice: once to find its least connected row, then breadth first
+         * from that row. */
+        const int32_t first = tail;
+        for (int pass = 0; pass < 2; pass++) {
+            int32_t start = s;
+            if (pass == 1) {
+                for (int32_t q = first; q < tail; q++) {
+                    seen[order[q]] = 0;
+                    if (cmp_cm_key(&keys[order[q]], &keys[start]) < 0)
+                        start = order[q];
+                }
+                tail = first;
+            }
+            seen[start] = 1;
+            order[tail++] = start;
+            for (int32_t head = first; head < tail;) {
+                const int32_t u = order[head++];
+                int64_t m = 0;
+                for (int side = 0; side < 2; side++) {
+                    const int64_t b = side ? tptr[u] : a->rowptr[u];
+                    const int64_t end = side ? tptr[u + 1] : a->rowptr[u + 1];
+                    for (int64_t k = b; k < end; k++) {
+                        const int32_t v = side ? trow[k] : a->col[k];
+                        if (seen[v])
+                            continue;
+                        seen[v] = 1;
+                        nb[m++] = keys[v];
+                    }
+                }
+                /* Unvisited neighbours least connected first. */
+                qsort(nb, (size_t)m, sizeof *nb, cmp_cm_key);
+                for (int64_t k = 0; k < m; k++)
+                    order[tail++] = nb[k].row;
+            }
+        }
+    }
+    free(nb);
+    free(seen);
+    free(keys);
+    free(trow);
+    free(tptr);
+    return order;
+oom:
+    free(nb);
+    free(seen);
+    free(keys);
+    free(trow);
+    free(tptr);
+    free(order);
+oom0:
+    dt_err_set(e, "row order: out of memory for %d rows and %lld nonzeros", a->rows,
+               (long long)a->nnz);
+    return NULL;
+}
+
+int32_t *sp_sell_perm_ordered(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row,
+                              const int32_t *order, dt_err *e)
+{
     if (C < 1 || C > 1024) {
         dt_err_set(e, "SELL: slice height C must be 1..1024 (got %d)", C);
         return NULL;
@@ -154,11 +278,13 @@ int32_t *sp_sell_perm_cap(const sp_csr *a, int32_t C, int32_t sigma, int64_t lon
     if (perm == NULL || keys == NULL)
         goto oom;
     for (int32_t i = 0; i < a->rows; i++) {
-        keys[i].len = row_len(a, i);
-        keys[i].row = i;
+        const int32_t r = order ? order[i] : i;
+        keys[i].len = row_len(a, r);
+        keys[i].row = r;
+        keys[i].pos = i;
         if (long_row > 0 && keys[i].len > long_row) {
             keys[i].len = 0;
-            keys[i].row = -1 - i; /* left out: -1 in perm, ordered by its row */
+            keys[i].row = -1 - r; /* left out: -1 in perm, ordered by its row */
         }
     }
     if (sigma > 1) {

@@ -125,6 +125,21 @@ int32_t *sp_sell_perm(const sp_csr *a, int32_t C, int32_t sigma, dt_err *e);
 /* The same with rows longer than long_row (when long_row > 0) left out:
  * ordered as empty rows, and -1 in perm where they would sit. */
 int32_t *sp_sell_perm_cap(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row, dt_err *e);
+/* The same over the rows taken in `order` (a permutation of the rows, the
+ * order sigma's windows cut and sort; NULL: 0, 1, 2, ...): window w holds
+ * order[w * sigma] .. order[w * sigma + sigma - 1], longest first, ties in
+ * the order's order. */
+int32_t *sp_sell_perm_ordered(const sp_csr *a, int32_t C, int32_t sigma, int64_t long_row,
+                              const int32_t *order, dt_err *e);
+/* A Cuthill-McKee order of the rows over the pattern of A + A^T: the
+ * connected components in the order of their first rows (so the copies of a
+ * block-diagonal matrix stay in order and apart), each breadth first from
+ * its least connected row, a row's unvisited neighbours least connected
+ * first (ties by row), so rows that share columns sit close together and a
+ * block of consecutive rows gathers x from a narrower window. The identity
+ * for a matrix that is not square.
+ * rows entries (free it), or NULL with e set when out of memory. */
+int32_t *sp_row_order_cm(const sp_csr *a, dt_err *e);
 
 /* Block sparse row with square b x b blocks, each stored row-major, zeros
  * filled in. rows and cols are padded up to multiples of b. */

@@ -2,6 +2,7 @@
 #include "tests/common/testutil.h"
 
 #include "sparse/sparse.h"
+#include "tests/sparse/sparse_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -474,5 +475,93 @@ Test(formats, sell_should_keep_row_order_among_equal_lengths)
                          m->perm[w + p], want[p]);
     }
     sp_sell_free(m);
+    sp_csr_free(a);
+}
+
+/* A path 0 - 1 - 2 - ... - (N-1) whose rows are numbered by a shuffle, so
+ * that neighbours in the path sit far apart in the matrix's own order: a
+ * Cuthill-McKee order walks the path, every edge joining rows at most 2
+ * places apart (breadth first from an end of the path: 1 apart; the
+ * least connected row is an end). It is a permutation of the rows, and a
+ * matrix that is not square keeps its own order. */
+Test(formats, cuthill_mckee_should_put_the_rows_of_a_shuffled_path_side_by_side)
+{
+    enum { N = 97 };
+    int32_t name[N], r[2 * N], c[2 * N];
+    for (int i = 0; i < N; i++)
+        name[i] = (int32_t)((i * 37 + 11) % N); /* 37 is prime to 97: a shuffle */
+    int n = 0;
+    for (int i = 0; i + 1 < N; i++) {
+        r[n] = name[i], c[n++] = name[i + 1];
+        r[n] = name[i + 1], c[n++] = name[i];
+    }
+    sp_csr *a = fx_csr(N, N, n, r, c, NULL);
+    dt_err e = {0};
+    int32_t *order = sp_row_order_cm(a, &e);
+    cr_assert_not_null(order, "%s", e.msg);
+    int32_t at[N], seen[N] = {0};
+    for (int p = 0; p < N; p++) {
+        cr_assert(order[p] >= 0 && order[p] < N && !seen[order[p]], "order[%d] = %d", p, order[p]);
+        seen[order[p]] = 1;
+        at[order[p]] = p;
+    }
+    int widest = 0, before = 0;
+    for (int i = 0; i + 1 < N; i++) {
+        int d = abs(at[name[i]] - at[name[i + 1]]);
+        widest = d > widest ? d : widest;
+        d = abs(name[i] - name[i + 1]);
+        before = d > before ? d : before;
+    }
+    cr_assert_eq(widest, 1, "an edge spans %d places in the order", widest);
+    cr_assert_gt(before, 10, "the shuffle left the path in order (widest edge %d)", before);
+    free(order);
+    sp_csr_free(a);
+    /* Not square: the matrix's own order. */
+    int32_t rr[2] = {0, 2}, cc[2] = {4, 1};
+    sp_csr *b = fx_csr(3, 5, 2, rr, cc, NULL);
+    order = sp_row_order_cm(b, &e);
+    cr_assert_not_null(order, "%s", e.msg);
+    for (int p = 0; p < 3; p++)
+        cr_assert_eq(order[p], p);
+    free(order);
+    sp_csr_free(b);
+}
+
+/* sp_sell_perm_ordered cuts its windows from the given order: window w
+ * holds exactly the rows order[w*sigma .. w*sigma + sigma - 1], longest
+ * first, ties in the order's order, and rows past long_row as -1 where
+ * they would sit; NULL is the matrix's order (sp_sell_perm_cap). */
+Test(formats, sell_windows_should_be_cut_from_the_given_row_order)
+{
+    enum { ROWS = 40, SIGMA = 8, LONG = 4 };
+    int32_t lens[ROWS], order[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = (i * 7 + 3) % 6; /* 0..5: ties, and rows past LONG */
+        order[i] = (int32_t)((i * 13 + 5) % ROWS);
+    }
+    sp_csr *a = from_lengths(ROWS, 64, lens);
+    dt_err e = {0};
+    int32_t *perm = sp_sell_perm_ordered(a, 4, SIGMA, LONG, order, &e);
+    cr_assert_not_null(perm, "%s", e.msg);
+    for (int w = 0; w < ROWS; w += SIGMA) {
+        int32_t want[SIGMA], n = 0;
+        for (int32_t len = LONG; len >= 0; len--)
+            for (int p = w; p < w + SIGMA; p++) {
+                const int32_t row = order[p], l = lens[row] > LONG ? 0 : lens[row];
+                if (l == len)
+                    want[n++] = lens[row] > LONG ? -1 : row;
+            }
+        cr_assert_eq(n, SIGMA);
+        for (int p = 0; p < SIGMA; p++)
+            cr_assert_eq(perm[w + p], want[p], "window %d position %d: row %d, want %d", w, p,
+                         perm[w + p], want[p]);
+    }
+    free(perm);
+    int32_t *plain = sp_sell_perm_ordered(a, 4, SIGMA, LONG, NULL, &e);
+    int32_t *cap = sp_sell_perm_cap(a, 4, SIGMA, LONG, &e);
+    cr_assert(plain != NULL && cap != NULL, "%s", e.msg);
+    cr_assert_arr_eq(plain, cap, ROWS * sizeof *plain);
+    free(plain);
+    free(cap);
     sp_csr_free(a);
 }

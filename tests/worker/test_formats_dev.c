@@ -699,3 +699,57 @@ Test(formats_dev, sell16_long_should_keep_long_rows_out_of_the_slices)
     dev_fmt_free(&f);
     sp_csr_free(a);
 }
+
+/* sell16 with order 1 cuts its sigma windows from a Cuthill-McKee order of
+ * the rows (sp_row_order_cm), at sigma 1 too, where sell_perm is then that
+ * order itself; every row keeps its entries; order 2 is refused, naming
+ * the legal values. */
+Test(formats_dev, sell16_order_should_cut_windows_from_a_cuthill_mckee_order)
+{
+    enum { ROWS = 150, C = 32 };
+    int lens[ROWS];
+    int32_t first[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = 1 + (i * 5) % 7;
+        first[i] = (int32_t)((i * 61) % (ROWS - 8)); /* scattered: the order matters */
+    }
+    sp_csr *a = rows_of(ROWS, ROWS, lens, first);
+    dt_err e = {0};
+    int32_t *cm = sp_row_order_cm(a, &e);
+    cr_assert_not_null(cm, "%s", e.msg);
+    for (int sigma = 1; sigma <= 64; sigma *= 64) {
+        char pj[80];
+        snprintf(pj, sizeof pj, "{\"C\": %d, \"sigma\": %d, \"order\": 1}", C, sigma);
+        dev_fmt f;
+        build_host(a, "sell16", pj, SP_FP32, &f);
+        int32_t *want = sp_sell_perm_ordered(a, C, sigma, 0, cm, &e);
+        cr_assert_not_null(want, "%s", e.msg);
+        size_t np, n;
+        const int32_t *perm = arr(&f, "sell_perm", &np);
+        const int32_t *ptr = arr(&f, "sell_ptr", &n);
+        const int32_t *base = arr(&f, "slice_base", &n);
+        const uint16_t *col16 = dev_fmt_host(&f, "col16", &n);
+        cr_assert_arr_eq(perm, want, np * sizeof *perm, "%s: sell_perm", pj);
+        cr_assert_eq(var(&f, "order"), 1, "%s", pj);
+        int identity = 1;
+        for (int i = 0; i < ROWS; i++)
+            identity &= perm[i] == i;
+        cr_assert(!identity, "%s: the order left the rows as they were", pj);
+        for (size_t s = 0; s * C < np; s++)
+            for (int j = 0; j < C; j++) {
+                const int32_t r = perm[s * C + (size_t)j];
+                for (int k = 0; r >= 0 && k < lens[r]; k++)
+                    cr_assert_eq(base[s] + col16[ptr[s] + (int64_t)k * C + j],
+                                 a->col[a->rowptr[r] + k], "%s: row %d entry %d", pj, r, k);
+            }
+        free(want);
+        dev_fmt_free(&f);
+    }
+    cJSON *p = params_of("{\"C\": 32, \"sigma\": 64, \"order\": 2}");
+    dev_fmt f;
+    cr_assert_neq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0);
+    cr_assert(strstr(e.msg, "order is 2; legal values are 0") != NULL, "%s", e.msg);
+    cJSON_Delete(p);
+    free(cm);
+    sp_csr_free(a);
+}
