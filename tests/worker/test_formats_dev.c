@@ -753,3 +753,42 @@ Test(formats_dev, sell16_order_should_cut_windows_from_a_cuthill_mckee_order)
     free(cm);
     sp_csr_free(a);
 }
+
+/* sell16 with order 1 builds on every edge matrix of the battery (empty,
+ * one row, not square, empty rows, a dense row, ...), each row in exactly
+ * one slot and the slots past the last row -1. */
+Test(formats_dev, sell16_order_should_build_on_every_edge_matrix)
+{
+    cJSON *p = params_of("{\"C\": 32, \"sigma\": 64, \"order\": 1, \"long\": 16}");
+    for (int i = 0; i < WK_NEDGE; i++) {
+        const char *mname = NULL;
+        dt_err e = {0};
+        sp_csr *a = wk_edge_matrix(i, &mname, &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        dev_fmt f;
+        cr_assert_eq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0, "%s: %s",
+                     mname, e.msg);
+        size_t np;
+        const int32_t *perm = arr(&f, "sell_perm", &np);
+        unsigned char *seen = calloc((size_t)a->rows + 1, 1);
+        size_t placed = 0;
+        for (size_t q = 0; q < np; q++) {
+            const int32_t r = perm[q];
+            cr_assert(r >= -1 && r < a->rows, "%s: slot %zu holds %d", mname, q, r);
+            if (r < 0)
+                continue;
+            cr_assert(!seen[r], "%s: row %d in two slots", mname, r);
+            seen[r] = 1;
+            placed++;
+        }
+        size_t longer = 0;
+        for (int32_t r = 0; r < a->rows; r++)
+            longer += a->rowptr[r + 1] - a->rowptr[r] > 16;
+        cr_assert_eq(placed + longer, (size_t)a->rows, "%s: %zu rows placed, %zu long, of %d",
+                     mname, placed, longer, a->rows);
+        free(seen);
+        dev_fmt_free(&f);
+        sp_csr_free(a);
+    }
+    cJSON_Delete(p);
+}
