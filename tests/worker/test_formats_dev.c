@@ -792,3 +792,71 @@ Test(formats_dev, sell16_order_should_build_on_every_edge_matrix)
     }
     cJSON_Delete(p);
 }
+
+/* The format's hashes (the unchanged-inputs check) over arrays past one
+ * 1 MiB chunk, hashed in parallel: the same on four threads as on one, and
+ * a change to one value late in the matrix changes sell_val's hash and no
+ * other. The perm and the slices built on four threads match
+ * sp_sell_perm_cap's window order on one, slice by slice. */
+Test(formats_dev, sell16_hashes_should_be_stable_and_see_one_changed_value)
+{
+    enum { ROWS = 60000 };
+    int *lens = malloc(ROWS * sizeof *lens);
+    int32_t *first = malloc(ROWS * sizeof *first);
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = 1 + (i * 7) % 9;
+        first[i] = (int32_t)((i * 13) % 50000);
+    }
+    sp_csr *a = rows_of(ROWS, 60000, lens, first);
+    const char *pj = "{\"C\": 32, \"sigma\": 256, \"vec\": 2}";
+    dev_fmt f1, f2, f3;
+    sp_ref_set_threads(4);
+    build_host(a, "sell16", pj, SP_FP32, &f1);
+    sp_ref_set_threads(1);
+    build_host(a, "sell16", pj, SP_FP32, &f2);
+    size_t nv;
+    dev_fmt_host(&f1, "sell_val", &nv);
+    cr_assert_gt(nv, (size_t)1 << 20,
+                 "sell_val is %zu bytes: one chunk, the test checks too little", nv);
+    cr_assert_eq(f1.narr, f2.narr);
+    for (int i = 0; i < f1.narr; i++)
+        cr_assert_eq(f1.hash[i], f2.hash[i], "%s: two builds, two hashes", f1.names[i]);
+    a->val[a->nnz - 1] += 1.0;
+    sp_ref_set_threads(4);
+    build_host(a, "sell16", pj, SP_FP32, &f3);
+    sp_ref_set_threads(1);
+    for (int i = 0; i < f1.narr; i++) {
+        if (strcmp(f1.names[i], "sell_val") == 0)
+            cr_assert_neq(f1.hash[i], f3.hash[i], "sell_val: a changed value, the same hash");
+        else
+            cr_assert_eq(f1.hash[i], f3.hash[i], "%s: changed by a value", f1.names[i]);
+    }
+    dt_err e = {0};
+    int32_t *want = sp_sell_perm_cap(a, 32, 256, 0, &e);
+    cr_assert_not_null(want, "%s", e.msg);
+    size_t np, n;
+    const int32_t *perm = arr(&f1, "sell_perm", &np);
+    cr_assert_arr_eq(perm, want, np * sizeof *perm);
+    const int32_t *len = arr(&f1, "sell_len", &n);
+    const int32_t *base = arr(&f1, "slice_base", &n);
+    for (size_t s = 0; s < n; s++) {
+        int w = 0, lo = INT32_MAX;
+        for (int q = 0; q < 32; q++) {
+            const int32_t r = want[s * 32 + (size_t)q];
+            if (r < 0)
+                continue;
+            w = lens[r] > w ? lens[r] : w;
+            lo = first[r] < lo ? first[r] : lo;
+        }
+        cr_assert_eq(len[s], (w + 1) / 2 * 2, "slice %zu width", s);
+        cr_assert_eq(base[s], lo, "slice %zu base", s);
+    }
+    sp_ref_set_threads(0);
+    free(want);
+    dev_fmt_free(&f1);
+    dev_fmt_free(&f2);
+    dev_fmt_free(&f3);
+    sp_csr_free(a);
+    free(lens);
+    free(first);
+}
