@@ -720,6 +720,52 @@ out:
  * first offending rows, when a slice's columns span more than 65536: the
  * kernels' 16-bit offsets could not reach them. Variables: slice,
  * slice_shift, slice_span_max. */
+/* Rows [r0, r1)'s smallest and largest column (hi -1 when they have no
+ * entries); columns are sorted within a row, so its first and last are
+ * its span. */
+static void csr16_span(const sp_csr *a, int32_t r0, int32_t r1, int32_t *lo, int32_t *hi)
+{
+    *lo = INT32_MAX;
+    *hi = -1;
+    for (int32_t r = r0; r < r1; r++) {
+        if (a->rowptr[r + 1] == a->rowptr[r])
+            continue;
+        const int32_t c0 = a->col[a->rowptr[r]], c1 = a->col[a->rowptr[r + 1] - 1];
+        *lo = c0 < *lo ? c0 : *lo;
+        *hi = c1 > *hi ? c1 : *hi;
+    }
+}
+
+/* csr16's slices [lo, hi): base, span (-1 when wider than 16-bit offsets
+ * reach, its offsets then left unwritten) and every entry's offset. */
+typedef struct csr16_job {
+    const sp_csr *a;
+    int shift;
+    int32_t *base, *span;
+    uint16_t *col16;
+} csr16_job;
+
+static void csr16_range(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    (void)part;
+    const csr16_job *j = ctx;
+    const sp_csr *a = j->a;
+    for (int64_t s = lo; s < hi; s++) {
+        const int32_t r0 = (int32_t)(s << j->shift);
+        const int32_t r1 = r0 + (1 << j->shift) < a->rows ? r0 + (int32_t)(1 << j->shift) : a->rows;
+        int32_t clo, chi;
+        csr16_span(a, r0, r1, &clo, &chi);
+        if (chi >= 0 && (int64_t)chi - clo > 65535) {
+            j->span[s] = -1;
+            continue;
+        }
+        j->base[s] = chi >= 0 ? clo : 0;
+        j->span[s] = chi >= 0 ? chi - clo + 1 : 0;
+        for (int64_t k = a->rowptr[r0]; k < a->rowptr[r1]; k++)
+            j->col16[k] = (uint16_t)(a->col[k] - j->base[s]);
+    }
+}
+
 static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
     int64_t slice = fparam(params, "slice", 1);
@@ -741,19 +787,16 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
         dt_err_set(e, "out of host memory for csr16 (%lld nonzeros)", (long long)a->nnz);
         goto out;
     }
+    /* The slices in parallel (each writes its own base, span and offsets);
+     * then, in order, the first one too wide, and the widest. */
+    csr16_job cj = {a, shift, base, span, col16};
+    sp_parallel_for((int64_t)nslices, a->nnz, csr16_range, &cj);
     for (size_t s = 0; s < nslices; s++) {
-        int32_t r0 = (int32_t)(s << shift);
-        int32_t r1 = r0 + (int32_t)slice < a->rows ? r0 + (int32_t)slice : a->rows;
-        int32_t lo = INT32_MAX, hi = -1;
-        /* Columns are sorted within a row: its first and last are its span. */
-        for (int32_t r = r0; r < r1; r++) {
-            if (a->rowptr[r + 1] == a->rowptr[r])
-                continue;
-            int32_t c0 = a->col[a->rowptr[r]], c1 = a->col[a->rowptr[r + 1] - 1];
-            lo = c0 < lo ? c0 : lo;
-            hi = c1 > hi ? c1 : hi;
-        }
-        if (hi >= 0 && (int64_t)hi - lo > 65535) {
+        if (span[s] < 0) {
+            const int32_t r0 = (int32_t)(s << shift);
+            const int32_t r1 = r0 + (int32_t)slice < a->rows ? r0 + (int32_t)slice : a->rows;
+            int32_t lo, hi;
+            csr16_span(a, r0, r1, &lo, &hi);
             if (slice == 1)
                 dt_err_set(e,
                            "csr16: row %d spans columns %d..%d, more than the 65536 a 16-bit "
@@ -766,11 +809,7 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
                            r0, r1 - 1, lo, hi);
             goto out;
         }
-        base[s] = hi >= 0 ? lo : 0;
-        span[s] = hi >= 0 ? hi - lo + 1 : 0;
         span_max = span[s] > span_max ? span[s] : span_max;
-        for (int64_t k = a->rowptr[r0]; k < a->rowptr[r1]; k++)
-            col16[k] = (uint16_t)(a->col[k] - base[s]);
     }
     int32_t *rp = narrow_offsets(a->rowptr, (size_t)a->rows + 1, e);
     if (rp == NULL)
@@ -800,8 +839,8 @@ out:
  * or two doubles that round to one float, are told apart only where the
  * device would tell them apart. Returns the number of entries, or -1 (and
  * sets e) past 256. */
-static int value_dict(const double *v, size_t n, sp_dtype t, uint8_t *idx, double tab[256],
-                      dt_err *e)
+static int value_dict_serial(const double *v, size_t n, sp_dtype t, uint8_t *idx, double tab[256],
+                             dt_err *e)
 {
     enum { SLOTS = 1024 }; /* open addressing, at most 256 used */
     uint64_t key[SLOTS];
@@ -834,6 +873,119 @@ static int value_dict(const double *v, size_t n, sp_dtype t, uint8_t *idx, doubl
         idx[i] = (uint8_t)at[h];
     }
     return ntab;
+}
+
+/* value_dict on several threads: each part lists its distinct values in
+ * order of first appearance (at most 255), the lists are merged in part
+ * order (so the table is the serial one's, entry for entry), and the
+ * indices are filled in parallel from the merged table. Past 255 values
+ * it runs value_dict_serial for the same message. */
+#define VD_SLOTS 1024 /* open addressing, at most 256 used */
+
+typedef struct vd_table {
+    uint64_t key[VD_SLOTS];
+    int16_t at[VD_SLOTS];
+} vd_table;
+
+/* Where bits b sits in t, or the empty slot it would take. */
+static size_t vd_find(const vd_table *t, uint64_t b)
+{
+    size_t h = (size_t)((b * 0x9e3779b97f4a7c15ULL) >> 54) & (VD_SLOTS - 1);
+    while (t->at[h] >= 0 && t->key[h] != b)
+        h = (h + 1) & (VD_SLOTS - 1);
+    return h;
+}
+
+typedef struct vd_job {
+    const double *v;
+    sp_dtype t;
+    double vals[SP_PAR_MAX][256]; /* each part's distinct values, first seen first */
+    int cnt[SP_PAR_MAX];
+    int over[SP_PAR_MAX]; /* a part saw more than 255 */
+    vd_table global;
+    uint8_t *idx;
+} vd_job;
+
+static void vd_collect(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    vd_job *j = ctx;
+    vd_table *t = malloc(sizeof *t);
+    if (t == NULL) {
+        j->over[part] = 1; /* the serial path reports it */
+        return;
+    }
+    memset(t->at, -1, sizeof t->at);
+    for (int64_t i = lo; i < hi; i++) {
+        const double r = dev_round(j->v[i], j->t);
+        if (r == 0.0 && !signbit(r))
+            continue;
+        uint64_t b;
+        memcpy(&b, &r, sizeof b);
+        const size_t h = vd_find(t, b);
+        if (t->at[h] >= 0)
+            continue;
+        if (j->cnt[part] == 255) {
+            j->over[part] = 1;
+            break;
+        }
+        t->key[h] = b;
+        t->at[h] = (int16_t)j->cnt[part];
+        j->vals[part][j->cnt[part]++] = r;
+    }
+    free(t);
+}
+
+static void vd_index(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    (void)part;
+    vd_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        const double r = dev_round(j->v[i], j->t);
+        if (r == 0.0 && !signbit(r)) {
+            j->idx[i] = 0;
+            continue;
+        }
+        uint64_t b;
+        memcpy(&b, &r, sizeof b);
+        j->idx[i] = (uint8_t)j->global.at[vd_find(&j->global, b)];
+    }
+}
+
+static int value_dict(const double *v, size_t n, sp_dtype t, uint8_t *idx, double tab[256],
+                      dt_err *e)
+{
+    vd_job *j = sp_ref_threads((int64_t)n) > 1 ? calloc(1, sizeof *j) : NULL;
+    if (j == NULL)
+        return value_dict_serial(v, n, t, idx, tab, e);
+    j->v = v;
+    j->t = t;
+    j->idx = idx;
+    sp_parallel_for((int64_t)n, (int64_t)n, vd_collect, j);
+    memset(j->global.at, -1, sizeof j->global.at);
+    int ntab = 1;
+    tab[0] = 0.0;
+    for (int p = 0; p < SP_PAR_MAX; p++) {
+        if (j->over[p])
+            goto serial;
+        for (int q = 0; q < j->cnt[p]; q++) {
+            uint64_t b;
+            memcpy(&b, &j->vals[p][q], sizeof b);
+            const size_t h = vd_find(&j->global, b);
+            if (j->global.at[h] >= 0)
+                continue;
+            if (ntab == 256)
+                goto serial;
+            j->global.key[h] = b;
+            j->global.at[h] = (int16_t)ntab;
+            tab[ntab++] = j->vals[p][q];
+        }
+    }
+    sp_parallel_for((int64_t)n, (int64_t)n, vd_index, j);
+    free(j);
+    return ntab;
+serial:
+    free(j);
+    return value_dict_serial(v, n, t, idx, tab, e);
 }
 
 /* SELL-C-sigma with 16-bit column offsets from a per-slice base: 6 bytes per

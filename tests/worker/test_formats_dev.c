@@ -860,3 +860,66 @@ Test(formats_dev, sell16_hashes_should_be_stable_and_see_one_changed_value)
     free(lens);
     free(first);
 }
+
+/* The value dictionary and csr16 built on four threads are the ones built
+ * on one, byte for byte: the table in order of first appearance (values
+ * first seen late in the matrix included), every entry's index, every
+ * offset; and past 255 values both refuse with the same message. */
+Test(formats_dev, value_dictionary_and_csr16_should_not_depend_on_the_thread_count)
+{
+    enum { ROWS = 40000 };
+    int *lens = malloc(ROWS * sizeof *lens);
+    int32_t *first = malloc(ROWS * sizeof *first);
+    for (int i = 0; i < ROWS; i++) {
+        lens[i] = 1 + i % 5;
+        first[i] = (int32_t)((i * 13) % 30000);
+    }
+    sp_csr *a = rows_of(ROWS, 40000, lens, first);
+    /* 199 distinct values, the last 50 only in the last tenth of the rows;
+     * the period is prime so that no part starts where the first does. */
+    for (int64_t k = 0; k < a->nnz; k++)
+        a->val[k] = k < a->nnz * 9 / 10 ? 1.0 + (double)((k * 7) % 149) : 500.0 + (double)(k % 50);
+    static const struct {
+        const char *format, *params, *arrays[3];
+    } cases[] = {
+        {"sell16", "{\"C\": 32, \"sigma\": 1, \"vdict\": 1}", {"vtab", "sell_vidx", "col16"}},
+        {"csr16", "{\"slice\": 16}", {"col16", "slice_base", "slice_span"}},
+    };
+    for (size_t c = 0; c < DT_ARRAY_LEN(cases); c++) {
+        dev_fmt f1, f4;
+        sp_ref_set_threads(1);
+        build_host(a, cases[c].format, cases[c].params, SP_FP32, &f1);
+        sp_ref_set_threads(4);
+        build_host(a, cases[c].format, cases[c].params, SP_FP32, &f4);
+        for (int q = 0; q < 3; q++) {
+            size_t n1, n4;
+            const void *p1 = dev_fmt_host(&f1, cases[c].arrays[q], &n1);
+            const void *p4 = dev_fmt_host(&f4, cases[c].arrays[q], &n4);
+            cr_assert(p1 != NULL && p4 != NULL && n1 == n4, "%s %s", cases[c].format,
+                      cases[c].arrays[q]);
+            cr_assert(memcmp(p1, p4, n1) == 0, "%s: %s differs on 4 threads", cases[c].format,
+                      cases[c].arrays[q]);
+        }
+        dev_fmt_free(&f1);
+        dev_fmt_free(&f4);
+    }
+    /* 300 distinct values: the same refusal on either count. */
+    for (int64_t k = 0; k < a->nnz; k++)
+        a->val[k] = 1.0 + (double)((k * 7) % 300);
+    cJSON *p = params_of("{\"C\": 32, \"sigma\": 1, \"vdict\": 1}");
+    char msg[2][512];
+    for (int r = 0; r < 2; r++) {
+        sp_ref_set_threads(r ? 4 : 1);
+        dt_err e = {0};
+        dev_fmt f;
+        cr_assert_neq(dev_fmt_build(a, "sell16", p, SP_FP32, DEV_FMT_HOST, &f, &e), 0);
+        snprintf(msg[r], sizeof msg[r], "%s", e.msg);
+    }
+    cr_assert_str_eq(msg[1], msg[0]);
+    cr_assert(strstr(msg[0], "more than 255 distinct") != NULL, "%s", msg[0]);
+    sp_ref_set_threads(0);
+    cJSON_Delete(p);
+    sp_csr_free(a);
+    free(lens);
+    free(first);
+}
