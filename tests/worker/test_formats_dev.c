@@ -793,6 +793,21 @@ Test(formats_dev, sell16_order_should_build_on_every_edge_matrix)
     cJSON_Delete(p);
 }
 
+/* A rows x rows matrix big enough for the builders' threads: row i has
+ * 1 + (i * lmul) % lmod entries from column (i * 13) % fspan on (lens and
+ * first returned; the caller frees them). */
+static sp_csr *striped(int32_t rows, int lmul, int lmod, int32_t fspan, int **lens, int32_t **first)
+{
+    *lens = malloc((size_t)rows * sizeof **lens);
+    *first = malloc((size_t)rows * sizeof **first);
+    cr_assert(*lens != NULL && *first != NULL);
+    for (int32_t i = 0; i < rows; i++) {
+        (*lens)[i] = 1 + (int)(((int64_t)i * lmul) % lmod);
+        (*first)[i] = (int32_t)(((int64_t)i * 13) % fspan);
+    }
+    return rows_of(rows, rows, *lens, *first);
+}
+
 /* The format's hashes (the unchanged-inputs check) over arrays past one
  * 1 MiB chunk, hashed in parallel: the same on four threads as on one, and
  * a change to one value late in the matrix changes sell_val's hash and no
@@ -801,13 +816,9 @@ Test(formats_dev, sell16_order_should_build_on_every_edge_matrix)
 Test(formats_dev, sell16_hashes_should_be_stable_and_see_one_changed_value)
 {
     enum { ROWS = 60000 };
-    int *lens = malloc(ROWS * sizeof *lens);
-    int32_t *first = malloc(ROWS * sizeof *first);
-    for (int i = 0; i < ROWS; i++) {
-        lens[i] = 1 + (i * 7) % 9;
-        first[i] = (int32_t)((i * 13) % 50000);
-    }
-    sp_csr *a = rows_of(ROWS, 60000, lens, first);
+    int *lens;
+    int32_t *first;
+    sp_csr *a = striped(ROWS, 7, 9, 50000, &lens, &first);
     const char *pj = "{\"C\": 32, \"sigma\": 256, \"vec\": 2}";
     dev_fmt f1, f2, f3;
     sp_ref_set_threads(4);
@@ -867,14 +878,9 @@ Test(formats_dev, sell16_hashes_should_be_stable_and_see_one_changed_value)
  * offset; and past 255 values both refuse with the same message. */
 Test(formats_dev, value_dictionary_and_csr16_should_not_depend_on_the_thread_count)
 {
-    enum { ROWS = 40000 };
-    int *lens = malloc(ROWS * sizeof *lens);
-    int32_t *first = malloc(ROWS * sizeof *first);
-    for (int i = 0; i < ROWS; i++) {
-        lens[i] = 1 + i % 5;
-        first[i] = (int32_t)((i * 13) % 30000);
-    }
-    sp_csr *a = rows_of(ROWS, 40000, lens, first);
+    int *lens;
+    int32_t *first;
+    sp_csr *a = striped(40000, 1, 5, 30000, &lens, &first);
     /* 199 distinct values, the last 50 only in the last tenth of the rows;
      * the period is prime so that no part starts where the first does. */
     for (int64_t k = 0; k < a->nnz; k++)
