@@ -3,6 +3,8 @@
  * the way the session did, a Makefile for nvcc and a README with the session's numbers. */
 #include "cli/cli.h"
 #include "gpu/contract.h"
+#include "gpu/dev.h"
+#include "gpu/worker.h"
 #include "hardware/hardware.h"
 #include "sessions/sessions.h"
 #include "sparse/sparse.h"
@@ -35,9 +37,11 @@ const char cli_export_usage[] =
     "fastest measured version. A session that never measured a kernel still exports its\n"
     "last verified (else compiled, else generated) version, and the README says it was\n"
     "never measured. --version N exports version N instead (`ditto sessions show ID` lists\n"
-    "them). Only kernels over CSR (contract format csr) or CSR with each nonzero's row\n"
-    "(coo) can be exported: when the best needs another format, the error names the\n"
-    "versions to pick from. DIR must be empty or new\n"
+    "them). A kernel over another format than CSR (sell16, csr16, ell, bins, ...) gets its\n"
+    "format built here from the session's matrix, as ditto's worker builds it, into\n"
+    "format/ (one raw NAME.bin per array), and matrix.mtx is written so that the harness\n"
+    "checks the kernel on exactly that matrix (it refuses another); when the format cannot\n"
+    "be built, the error names the CSR versions to pick from. DIR must be empty or new\n"
     "unless --force is given (then the files above are overwritten, nothing else).\n"
     "\n"
     "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
@@ -433,6 +437,10 @@ typedef struct ex_ctx {
     char matrix_note[600];     /* how matrix.mtx came to be, or why there is none */
     sp_csr *matrix;            /* the session's matrix, to be written as matrix.mtx */
     int write_matrix;          /* matrix.mtx is written */
+    dev_fmt fmt;               /* a format other than CSR or COO, built from matrix */
+    int have_fmt;
+    uint64_t fmt_sum;   /* csr_sum of the matrix it was built from */
+    int pattern_values; /* a pattern given the worker's seeded values */
     char arch[16];
 } ex_ctx;
 
@@ -441,6 +449,8 @@ static void ctx_free(ex_ctx *x)
     sp_spec_clear(&x->spec);
     best_free(&x->best);
     sp_csr_free(x->matrix);
+    if (x->have_fmt)
+        dev_fmt_free(&x->fmt);
     if (x->have_contract)
         gpu_contract_clear(&x->c);
     dt_buf_free(&x->defines);
@@ -463,11 +473,38 @@ static int param_bindable(const char *p, sp_op op, const char *format)
     return strcmp(p, "A") == 0 || strcmp(p, "Bt") == 0 || strcmp(p, "out") == 0;
 }
 
-static int is_expr_var(const char *name, size_t len, const cJSON *params)
+/* The variables every harness knows, from the matrix it loads and its device. */
+static const char *const harness_vars[] = {"rows", "cols", "nnz", "n", "k", "max_row", "sms"};
+
+static int is_harness_var(const char *name)
 {
-    static const char *vars[] = {"rows", "cols", "nnz", "n", "k", "max_row", "sms"};
-    for (size_t i = 0; i < DT_ARRAY_LEN(vars); i++)
-        if (strlen(vars[i]) == len && strncmp(name, vars[i], len) == 0)
+    for (size_t i = 0; i < DT_ARRAY_LEN(harness_vars); i++)
+        if (strcmp(name, harness_vars[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The index of a format array or variable named name, -1 when there is none. */
+static int fmt_array(const ex_ctx *x, const char *name)
+{
+    for (int i = 0; x->have_fmt && i < x->fmt.narr; i++)
+        if (strcmp(x->fmt.names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int fmt_var(const ex_ctx *x, const char *name, int64_t *val)
+{
+    return x->have_fmt && gpu_vars_get(&x->fmt.vars, name, val) == 0;
+}
+
+static int is_expr_var(const char *name, size_t len, const cJSON *params, const gpu_vars *fv)
+{
+    for (size_t i = 0; i < DT_ARRAY_LEN(harness_vars); i++)
+        if (strlen(harness_vars[i]) == len && strncmp(name, harness_vars[i], len) == 0)
+            return 1;
+    for (int i = 0; fv != NULL && i < fv->n; i++)
+        if (strlen(fv->name[i]) == len && strncmp(name, fv->name[i], len) == 0)
             return 1;
     const cJSON *p;
     cJSON_ArrayForEach(p, params)
@@ -481,7 +518,8 @@ static int is_expr_var(const char *name, size_t len, const cJSON *params)
 /* A contract expression as C: cdiv/min/max become the harness's dx_ helpers, the size
  * variables are locals of dx_contract_dims and the parameters are kernel.cu's macros.
  * -1 with e for a name that is neither. */
-static int expr_to_c(const char *expr, const cJSON *params, dt_buf *out, dt_err *e)
+static int expr_to_c(const char *expr, const cJSON *params, const gpu_vars *fv, dt_buf *out,
+                     dt_err *e)
 {
     dt_err se = {0};
     if (gpu_expr_check(expr, &se) != 0)
@@ -497,11 +535,15 @@ static int expr_to_c(const char *expr, const cJSON *params, dt_buf *out, dt_err 
                 (len == 3 && strncmp(s, "min", 3) == 0) ||
                 (len == 3 && strncmp(s, "max", 3) == 0)) {
                 dt_buf_puts(out, "dx_");
-            } else if (!is_expr_var(s, len, params)) {
+            } else if (!is_expr_var(s, len, params, fv)) {
                 return dt_err_set(e,
-                                  "'%s' uses '%.*s', which is neither a CSR size variable "
-                                  "nor one of the kernel's parameters",
+                                  "'%s' uses '%.*s', which is neither a size variable of the "
+                                  "matrix or its format nor one of the kernel's parameters",
                                   expr, (int)len, s);
+            } else if (!is_expr_var(s, len, params, NULL)) {
+                /* A format variable: a constant of the harness, prefixed so that names
+                 * such as `long` stay identifiers. */
+                dt_buf_puts(out, "dx_fv_");
             }
             dt_buf_append(out, s, len);
         } else {
@@ -557,6 +599,118 @@ static void session_sms(ex_ctx *x)
 
 /* Parse the contract, check that the harness can run it, evaluate the defines and the
  * launch on the session's matrix. -1 with e. */
+/* FNV-1a over a CSR's sizes, row offsets, columns and values (their bits): the harness
+ * computes the same sum of the matrix it reads, and a kernel whose format was built here
+ * runs only on that matrix. */
+static uint64_t csr_sum(const sp_csr *a)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+#define MIX(w) (h = (h ^ (uint64_t)(w)) * 0x100000001b3ULL)
+    MIX(a->rows);
+    MIX(a->cols);
+    MIX(a->nnz);
+    for (int64_t r = 0; r <= a->rows; r++)
+        MIX(a->rowptr[r]);
+    for (int64_t t = 0; t < a->nnz; t++) {
+        uint64_t bits;
+        memcpy(&bits, &a->val[t], sizeof bits);
+        MIX((uint32_t)a->col[t]);
+        MIX(bits);
+    }
+#undef MIX
+    return h;
+}
+
+/* A kernel over another format than CSR or COO: load the session's matrix and build the
+ * format as the worker does (its format_params evaluated over the kernel's parameters),
+ * keeping the arrays on the host for format/. -1 with e. */
+static int prebuild_format(ex_ctx *x, dt_err *e)
+{
+    const ex_best *b = &x->best;
+    if (x->matrix == NULL) {
+        sp_read_opts ro = {.quiet = 1};
+        dt_err le = {0};
+        x->matrix = sp_load(x->spec.matrix, &ro, &le);
+        if (x->matrix == NULL)
+            return dt_err_set(e,
+                              "kernel %s needs the '%s' format, which export builds from the "
+                              "session's matrix, and %s cannot be loaded here: %s",
+                              b->label, x->c.format, x->spec.matrix, le.msg);
+    }
+    if (x->matrix->pattern) {
+        /* The values the session's worker ran on; matrix.mtx then carries them, so the
+         * harness reads the matrix the format was built from. */
+        wk_randomize_pattern_values(x->matrix);
+        x->matrix->pattern = 0;
+        x->pattern_values = 1;
+    }
+    wk_kernel k;
+    memset(&k, 0, sizeof k);
+    k.contract = x->c; /* borrowed: not cleared here */
+    k.params = b->params;
+    dt_err fe = {0};
+    cJSON *fp = wk_format_params(&k, &fe);
+    if (fp == NULL && x->c.format_params != NULL)
+        return dt_err_set(e, "kernel %s: contract format_params: %s", b->label, fe.msg);
+    int rc = dev_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, DEV_FMT_HOST, &x->fmt, &fe);
+    cJSON_Delete(fp);
+    if (rc != 0)
+        return dt_err_set(e, "kernel %s: building its '%s' format from the session's matrix: %s",
+                          b->label, x->c.format, fe.msg);
+    x->have_fmt = 1;
+    x->fmt_sum = csr_sum(x->matrix);
+    /* The kernel is specialised to the matrix its format was built from. */
+    const sp_csr *a = x->matrix;
+    if (x->rows >= 0 && (a->rows != x->rows || a->cols != x->cols || a->nnz != x->nnz))
+        fprintf(stderr,
+                "ditto export: warning: %s loads as %d x %d, %lld nonzeros here, but the "
+                "session profiled %lld x %lld, %lld; the kernel and its format are exported "
+                "for the matrix loaded here\n",
+                x->spec.matrix, a->rows, a->cols, (long long)a->nnz, (long long)x->rows,
+                (long long)x->cols, (long long)x->nnz);
+    x->rows = a->rows;
+    x->cols = a->cols;
+    x->nnz = a->nnz;
+    gpu_vars_get(&x->fmt.vars, "max_row", &x->max_row);
+    return 0;
+}
+
+/* Every parameter of the contract binds: for CSR and COO kernels what the harness builds
+ * from the matrix; for another format its arrays and variables (as the worker binds them,
+ * no CSR arrays unless the format has them), the operands and the scalars. */
+static int check_params(const ex_ctx *x, const char *fmt, dt_err *e)
+{
+    const ex_best *b = &x->best;
+    for (int i = 0; i < x->c.nparams; i++) {
+        const char *p = x->c.params[i];
+        int64_t v;
+        if (!x->have_fmt) {
+            if (!param_bindable(p, x->spec.op, fmt))
+                return dt_err_set(e,
+                                  "kernel %s takes '%s', which nothing binds to for a CSR %s "
+                                  "kernel",
+                                  b->label, p, sp_op_name(x->spec.op));
+            continue;
+        }
+        if (fmt_array(x, p) >= 0 || fmt_var(x, p, &v) ||
+            (param_bindable(p, x->spec.op, "csr") && strcmp(p, "rowptr") != 0 &&
+             strcmp(p, "col") != 0 && strcmp(p, "val") != 0))
+            continue;
+        dt_buf arrays = DT_BUF_INIT;
+        for (int j = 0; j < x->fmt.narr; j++)
+            dt_buf_printf(&arrays, "%s%s", j ? ", " : "", x->fmt.names[j]);
+        dt_err_set(e,
+                   "kernel %s takes '%s', which the '%s' format does not provide (its arrays: "
+                   "%s)",
+                   b->label, p, fmt, dt_buf_str(&arrays));
+        dt_buf_free(&arrays);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse the contract, check that the harness can run it, evaluate the defines and the
+ * launch on the session's matrix. -1 with e. */
 static int prepare_contract(ex_ctx *x, dt_err *e)
 {
     ex_best *b = &x->best;
@@ -566,20 +720,9 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
                           ce.msg);
     x->have_contract = 1;
     const char *fmt = x->c.format ? x->c.format : "csr";
-    if (!harness_format(fmt))
-        return dt_err_set(e,
-                          "kernel %s needs the '%s' format: the harness supports CSR-format "
-                          "kernels only (contract \"format\": \"csr\" or \"coo\")",
-                          b->label, fmt);
     if (x->c.op != x->spec.op)
         return dt_err_set(e, "kernel %s's contract is for %s, the session's problem is %s",
                           b->label, sp_op_name(x->c.op), sp_op_name(x->spec.op));
-    for (int i = 0; i < x->c.nparams; i++)
-        if (!param_bindable(x->c.params[i], x->spec.op, fmt))
-            return dt_err_set(e,
-                              "kernel %s takes '%s', which nothing binds to for a CSR %s "
-                              "kernel",
-                              b->label, x->c.params[i], sp_op_name(x->spec.op));
     /* Without params the worker takes the manifest's defaults. */
     if (b->params == NULL || cJSON_GetArraySize(b->params) == 0) {
         gpu_manifest m;
@@ -599,8 +742,16 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
         if (!cJSON_IsNumber(p) || p->valuedouble != floor(p->valuedouble))
             return dt_err_set(e, "kernel %s: parameter %s is not an integer", b->label, p->string);
     }
+    if (!harness_format(fmt) && prebuild_format(x, e) != 0)
+        return -1;
+    if (check_params(x, fmt, e) != 0)
+        return -1;
     gpu_vars *v = &x->vars;
     v->n = 0;
+    /* The format's variables (nslices, C, slice_shift, ...), then the harness's own. */
+    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++)
+        if (!is_harness_var(x->fmt.vars.name[i]))
+            gpu_vars_set(v, x->fmt.vars.name[i], x->fmt.vars.val[i]);
     gpu_vars_set(v, "rows", x->rows);
     gpu_vars_set(v, "cols", x->cols);
     gpu_vars_set(v, "nnz", x->nnz);
@@ -644,7 +795,7 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
         dt_buf tmp = DT_BUF_INIT;
         dt_err xe = {0};
         const char *ex = exprs[i] ? exprs[i] : "0";
-        int rc = expr_to_c(ex, b->params, &tmp, &xe);
+        int rc = expr_to_c(ex, b->params, x->have_fmt ? &x->fmt.vars : NULL, &tmp, &xe);
         dt_buf_free(&tmp);
         if (rc != 0)
             return dt_err_set(e, "kernel %s: contract expression %s", b->label, xe.msg);
@@ -866,6 +1017,16 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "#define DX_COO %d /* the kernel takes coo_row, each nonzero's row */\n",
                   x->c.format != NULL && strcmp(x->c.format, "coo") == 0);
     dt_buf_printf(&o,
+                  "#define DX_FMT_N %d /* arrays of the format ditto export built, in "
+                  "format/ (0: CSR) */\n",
+                  x->have_fmt ? x->fmt.narr : 0);
+    dt_buf_puts(&o, "#define DX_FMT_NAME ");
+    c_string(&o, x->have_fmt ? x->c.format : "csr");
+    dt_buf_printf(&o,
+                  "\n#define DX_FMT_SUM 0x%016llxULL /* the matrix it was built from "
+                  "(dx_csr_sum) */\n",
+                  (unsigned long long)x->fmt_sum);
+    dt_buf_printf(&o,
                   "#define DX_SCRATCH_ONCE %d /* 1: scratch zeroed once, the kernel leaves it "
                   "zeroed; 0: before each launch */\n",
                   x->c.scratch_once);
@@ -911,12 +1072,31 @@ static char *harness_file(ex_ctx *x)
     dt_buf_puts(
         &o, "/* ---- the launch contract of kernel.cu's @contract block (generated) ---- */\n\n");
     dt_buf_printf(&o, "#define DX_ENTRY %s\n\n", x->c.entry);
+    dt_buf_puts(&o, "/* The format's arrays: format/NAME.bin, raw, of these sizes in bytes. */\n"
+                    "static const char *const dx_fmt_files[] = {");
+    for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++) {
+        dt_buf_puts(&o, i ? ", " : "");
+        c_string(&o, x->fmt.names[i]);
+    }
+    dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n" : "\"\"};\n");
+    dt_buf_puts(&o, "static const unsigned long long dx_fmt_bytes[] = {");
+    for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++)
+        dt_buf_printf(&o, "%s%zuULL", i ? ", " : "", x->fmt.arr[i].bytes);
+    dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n\n" : "0};\n\n");
     dt_buf_puts(&o, "static void dx_contract_dims(const dx_vars *v, dx_dims *d)\n{\n"
                     "    const long long rows = v->rows, cols = v->cols, nnz = v->nnz, n = v->n, "
                     "k = v->k;\n"
                     "    const long long max_row = v->max_row, sms = v->sms;\n"
                     "    (void)rows;\n    (void)cols;\n    (void)nnz;\n    (void)n;\n    (void)k;\n"
                     "    (void)max_row;\n    (void)sms;\n");
+    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++) {
+        const char *name = x->fmt.vars.name[i];
+        if (!is_harness_var(name))
+            dt_buf_printf(&o,
+                          "    const long long dx_fv_%s = %lldLL; /* the format's %s */\n"
+                          "    (void)dx_fv_%s;\n",
+                          name, (long long)x->fmt.vars.val[i], name, name);
+    }
     static const char *dim_names[8] = {"grid[0]",  "grid[1]",  "grid[2]", "block[0]",
                                        "block[1]", "block[2]", "smem",    "scratch"};
     const char *exprs[8] = {x->c.grid[0],  x->c.grid[1],  x->c.grid[2], x->c.block[0],
@@ -924,7 +1104,8 @@ static char *harness_file(ex_ctx *x)
     for (int i = 0; i < 8; i++) {
         dt_buf e = DT_BUF_INIT;
         dt_err ee = {0};
-        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, &e, &ee); /* checked before */
+        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, x->have_fmt ? &x->fmt.vars : NULL, &e,
+                  &ee); /* checked before */
         dt_buf_printf(&o, "    d->%s = %s;\n", dim_names[i], e.data);
         dt_buf_free(&e);
     }
@@ -940,6 +1121,7 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "    %s<<<grid, block, (size_t)d->smem, s>>>(", x->c.entry);
     for (int i = 0; i < x->c.nparams; i++) {
         const char *p = x->c.params[i];
+        int64_t fv;
         if (i)
             dt_buf_puts(&o, ", ");
         if (strcmp(p, "alpha") == 0 || strcmp(p, "beta") == 0)
@@ -947,6 +1129,10 @@ static char *harness_file(ex_ctx *x)
         else if (strcmp(p, "rows") == 0 || strcmp(p, "cols") == 0 || strcmp(p, "nnz") == 0 ||
                  strcmp(p, "n") == 0 || strcmp(p, "k") == 0 || strcmp(p, "max_row") == 0)
             dt_buf_printf(&o, "a->%s", p);
+        else if (fmt_array(x, p) >= 0)
+            dt_buf_printf(&o, "dx_p(a->fmt[%d]) /* %s */", fmt_array(x, p), p);
+        else if (fmt_var(x, p, &fv))
+            dt_buf_printf(&o, "(int)%lldLL /* %s */", (long long)fv, p);
         else
             dt_buf_printf(&o, "dx_p(a->%s)", p);
     }
@@ -1035,6 +1221,18 @@ static char *readme_file(const ex_ctx *x)
                       "| `matrix.mtx` | the session's matrix, `%s`, written as Matrix Market "
                       "|\n",
                       sp->matrix);
+    if (x->have_fmt) {
+        dt_buf_printf(&o,
+                      "| `format/` | the kernel's `%s` format, built by ditto export from the "
+                      "session's matrix as ditto's worker builds it, one raw `NAME.bin` per "
+                      "array (",
+                      x->c.format);
+        for (int i = 0; i < x->fmt.narr; i++)
+            dt_buf_printf(&o, "%s`%s` %zu B", i ? ", " : "", x->fmt.names[i], x->fmt.arr[i].bytes);
+        dt_buf_puts(&o, "); the harness loads them (`DX_FORMAT_DIR` names another folder) and "
+                        "runs only on that matrix, which it checks by a sum of its rows, "
+                        "columns and values |\n");
+    }
     dt_buf_puts(&o, "\n## The problem\n\n");
     dt_buf_printf(&o, "- operation: %s, %s, ", sp_op_name(sp->op), sp_dtype_name(sp->dtype));
     if (sp->op != SP_SPMV)
@@ -1234,7 +1432,9 @@ static void plan_matrix(ex_ctx *x, int no_matrix)
 {
     const char *src = x->spec.matrix;
     dt_err e = {0};
-    char *path = (dt_startswith(src, "gen:") || dt_startswith(src, "rep:"))
+    /* A format built here runs on the matrix it was built from: matrix.mtx, written from
+     * that CSR, reads back exactly (the harness checks its sum). */
+    char *path = (x->have_fmt || dt_startswith(src, "gen:") || dt_startswith(src, "rep:"))
                      ? NULL
                      : sp_resolve_path(src, &e);
     if (path != NULL && harness_reads(path)) {
@@ -1250,16 +1450,24 @@ static void plan_matrix(ex_ctx *x, int no_matrix)
     }
     free(path);
     if (no_matrix) {
-        snprintf(x->matrix_note, sizeof x->matrix_note,
-                 "The session's matrix, `%s`, is not a Matrix Market file the harness reads and "
-                 "was not written (--no-matrix): write it with ditto (`sp_mm_write`) or convert "
-                 "it, then `make run MATRIX=...`.",
-                 src);
+        if (x->have_fmt)
+            snprintf(x->matrix_note, sizeof x->matrix_note,
+                     "The session's matrix, `%s`, was not written (--no-matrix): the harness "
+                     "runs the kernel's %s format, built from it, only on a Matrix Market "
+                     "copy of that matrix with the same values (`make run MATRIX=...`).",
+                     src, x->c.format);
+        else
+            snprintf(x->matrix_note, sizeof x->matrix_note,
+                     "The session's matrix, `%s`, is not a Matrix Market file the harness reads "
+                     "and was not written (--no-matrix): write it with ditto (`sp_mm_write`) or "
+                     "convert it, then `make run MATRIX=...`.",
+                     src);
         return;
     }
     sp_read_opts ro = {.quiet = 1};
     dt_err le = {0};
-    x->matrix = sp_load(src, &ro, &le);
+    if (x->matrix == NULL)
+        x->matrix = sp_load(src, &ro, &le);
     if (x->matrix == NULL) {
         fprintf(stderr,
                 "ditto export: warning: the session's matrix cannot be loaded here (%s): "
@@ -1282,8 +1490,11 @@ static void plan_matrix(ex_ctx *x, int no_matrix)
     snprintf(x->matrix_default, sizeof x->matrix_default, "matrix.mtx");
     snprintf(x->matrix_note, sizeof x->matrix_note,
              "`matrix.mtx` is the session's matrix, `%s`, loaded by ditto and written as Matrix "
-             "Market (values with 17 significant digits, so they read back exactly).",
-             src);
+             "Market (values with 17 significant digits, so they read back exactly)%s.",
+             src,
+             x->pattern_values ? "; the file is a pattern, and its values are the seeded "
+                                 "random ones ditto's worker gave it"
+                               : "");
 }
 
 /* 1 when dir exists and holds anything. */
@@ -1305,6 +1516,22 @@ static int write_text(const char *dir, const char *name, const char *text, dt_er
     char *path = dt_xasprintf("%s/%s", dir, name);
     int rc = dt_write_file_atomic(path, text, strlen(text), e);
     free(path);
+    return rc;
+}
+
+/* format/NAME.bin for every array of the format built here, as the worker uploads it. */
+static int write_format(const ex_ctx *x, const char *out, dt_err *e)
+{
+    char *dir = dt_xasprintf("%s/format", out);
+    int rc = dt_mkdir_p(dir, e);
+    for (int i = 0; rc == 0 && i < x->fmt.narr; i++) {
+        size_t bytes = 0;
+        const void *host = dev_fmt_host(&x->fmt, x->fmt.names[i], &bytes);
+        char *path = dt_xasprintf("%s/%s.bin", dir, x->fmt.names[i]);
+        rc = dt_write_file_atomic(path, host, bytes, e);
+        free(path);
+    }
+    free(dir);
     return rc;
 }
 
@@ -1418,6 +1645,10 @@ int cli_export(int argc, char **argv)
         fprintf(stderr, "ditto export: %s\n", e.msg);
         goto done;
     }
+    if (x.have_fmt && write_format(&x, out, &e) != 0) {
+        fprintf(stderr, "ditto export: %s\n", e.msg);
+        goto done;
+    }
     if (x.write_matrix) {
         char *mpath = dt_xasprintf("%s/matrix.mtx", out);
         int rc = sp_mm_write(x.matrix, mpath, &e);
@@ -1430,8 +1661,9 @@ int cli_export(int argc, char **argv)
     if (!x.best.measured)
         fprintf(stderr, "ditto export: warning: %s\n", x.best.status);
     printf("exported session %s, kernel %s (%s), to %s: kernel.cu harness.cu Makefile "
-           "README.md%s\n",
-           log->id, x.best.label, x.best.from, out, x.write_matrix ? " matrix.mtx" : "");
+           "README.md%s%s\n",
+           log->id, x.best.label, x.best.from, out, x.write_matrix ? " matrix.mtx" : "",
+           x.have_fmt ? " format/" : "");
     if (x.best.measured)
         printf("session: %.3f us (%s timing), %.2fx cuSPARSE %s\n", x.best.us, x.best.method,
                x.best.speedup, x.best.baseline[0] ? x.best.baseline : "?");

@@ -192,7 +192,7 @@ static int do_hello(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 
 /* Pattern-only files carry no values; a kernel that ignored val would pass
  * on all-ones values, so the worker gives them seeded random ones. */
-static void randomize_pattern_values(sp_csr *a)
+void wk_randomize_pattern_values(sp_csr *a)
 {
     dt_rng g;
     char fp[17];
@@ -226,7 +226,7 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         return -1;
     }
     if (a->pattern)
-        randomize_pattern_values(a);
+        wk_randomize_pattern_values(a);
     wk_matrix *m = dt_xcalloc(1, sizeof *m);
     m->a = a;
     m->load_seconds = dt_now() - t0;

@@ -103,6 +103,10 @@ void wk_kernel_clear(wk_kernel *k);
  * kernel's parameters (e.g. "sigma": "SIGMA"); a new object, NULL when the
  * contract has none or (e set) an expression fails. */
 cJSON *wk_format_params(const wk_kernel *k, dt_err *e);
+/* The values the worker gives a pattern-only matrix (it loads with
+ * a->pattern set): seeded random ones in +-[0.5, 1.5), the seed from the
+ * pattern's fingerprint, so every load of the pattern gets the same. */
+void wk_randomize_pattern_values(sp_csr *a);
 
 /* Compile a kernel as it would run on a matrix whose format variables are
  * fvars (dtype and epilogue macros, the contract's defines evaluated on

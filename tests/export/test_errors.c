@@ -78,11 +78,11 @@ Test(export_errors, an_output_path_that_is_a_file_should_be_refused)
     ex_fixture_free(&f);
 }
 
-Test(export_errors, a_kernel_in_another_format_should_be_refused_naming_the_format)
+Test(export_errors, a_kernel_whose_format_lacks_its_arrays_should_be_refused_naming_them)
 {
     ex_fix f = ex_fixture();
     char *src = ex_spmv_source(256);
-    /* The same kernel, but its contract asks the worker for ELL. */
+    /* The same kernel, but its contract asks the worker for ELL, which has no rowptr. */
     char *at = strstr(src, "\"format\": \"csr\"");
     cr_assert_not_null(at);
     memcpy(at, "\"format\": \"ell\"", strlen("\"format\": \"ell\""));
@@ -92,7 +92,28 @@ Test(export_errors, a_kernel_in_another_format_should_be_refused_naming_the_form
     tu_proc p = ex_export(&f, args);
     free(args);
     cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
-    one_line(&p, "needs the 'ell' format: the harness supports CSR-format kernels only");
+    one_line(&p, "takes 'rowptr', which the 'ell' format does not provide (its arrays: ell_col, "
+                 "ell_val)");
+    cr_assert(!dt_file_exists(f.out));
+    tu_proc_free(&p);
+    free(src);
+    ex_fixture_free(&f);
+}
+
+Test(export_errors, a_format_the_worker_does_not_know_should_be_refused_naming_it)
+{
+    ex_fix f = ex_fixture();
+    char *src = ex_spmv_source(256);
+    char *at = strstr(src, "\"format\": \"csr\"");
+    cr_assert_not_null(at);
+    memcpy(at, "\"format\": \"zzz\"", strlen("\"format\": \"zzz\""));
+    ex_opts o = {.v = {{src, "{\"BLOCK\": 256}", 12.5}}, .nversions = 1};
+    ex_session(&f, &o);
+    char *args = dt_xasprintf("--out '%s'", f.out);
+    tu_proc p = ex_export(&f, args);
+    free(args);
+    cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+    one_line(&p, "building its 'zzz' format from the session's matrix: unknown format 'zzz'");
     cr_assert(!dt_file_exists(f.out));
     tu_proc_free(&p);
     free(src);

@@ -366,3 +366,143 @@ Test(export, a_kernel_that_leaves_its_scratch_zeroed_should_be_timed_without_a_m
     free(r);
     ex_fixture_free(&f);
 }
+
+/* sell16-thread, a library kernel over another format than CSR: export builds its format
+ * from the session's matrix into format/, bakes the format's variables into the launch,
+ * writes matrix.mtx, and the harness builds, accepts that matrix and refuses another. */
+Test(export, a_sell16_kernel_should_get_its_format_built_into_format_and_build, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    char *path = dt_xasprintf("%s/kernels/spmv_sell16.cu", tu_src_dir());
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    ex_opts o = {
+        .strategy = "sell16-thread",
+        .v = {{.source = src,
+               .params = "{\"BLOCK\": 128, \"UNROLL\": 4, \"SIGMA\": 256, \"VEC\": 2, \"SEQ\": 1}",
+               .us = 3.0}},
+        .nversions = 1,
+        .method = "graph",
+        .baseline = "CSR_ALG1",
+    };
+    ex_session(&f, &o);
+    char *args = dt_xasprintf("--out '%s'", f.out);
+    tu_proc p = ex_export(&f, args);
+    free(args);
+    ex_no_sanitizer(&p);
+    cr_assert_eq(p.status, 0, "exit %d\nstdout: %s\nstderr: %s", p.status, p.out, p.err);
+    has(p.out, "stdout", "README.md matrix.mtx format/\n");
+    tu_proc_free(&p);
+
+    /* The worker's sell16 arrays, each the size the harness expects. */
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_FMT_NAME \"sell16\"");
+    static const char *arrays[] = {"sell_ptr", "sell_len",   "sell_perm",
+                                   "col16",    "slice_base", "sell_val"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(arrays); i++) {
+        char *bin = dt_xasprintf("%s/format/%s.bin", f.out, arrays[i]);
+        struct stat st;
+        cr_assert_eq(stat(bin, &st), 0, "no %s", bin);
+        char *q = dt_xasprintf("\"%s\"", arrays[i]);
+        has(h, "harness.cu", q);
+        free(q);
+        free(bin);
+    }
+    /* 200 rows: 7 slices of 32, so 8 offsets and 7 widths. */
+    has(h, "harness.cu", "const long long dx_fv_nslices = 7LL; /* the format's nslices */");
+    has(h, "harness.cu", "d->grid[0] = (dx_cdiv(dx_fv_nslices * dx_fv_C, BLOCK * SEQ));");
+    has(h, "harness.cu",
+        "spmv_sell16<<<grid, block, (size_t)d->smem, s>>>((int)7LL /* nslices */, "
+        "dx_p(a->fmt[");
+    char *ptr_bin = dt_xasprintf("%s/format/sell_ptr.bin", f.out);
+    struct stat st;
+    cr_assert_eq(stat(ptr_bin, &st), 0);
+    cr_assert_eq(st.st_size, 8 * 4, "sell_ptr.bin: %lld bytes", (long long)st.st_size);
+    free(ptr_bin);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define SELL_C 32");
+    has(k, "kernel.cu", "#define ROWS 200");
+    char *mk = ex_read(&f, "Makefile");
+    has(mk, "Makefile", "MATRIX ?= matrix.mtx\n");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "| `format/` | the kernel's `sell16` format");
+    has(r, "README.md", "`sell_ptr` 32 B");
+
+    builds_with_nvcc(&f);
+    /* The exported matrix passes the harness's check of its sum (then, without a GPU,
+     * the device is missing: exit 3); another is refused before any device work. */
+    p = tu_run("cd '%s' && ./harness matrix.mtx 2>&1", f.out);
+    cr_assert(p.status == 0 || p.status == 3, "exit %d:\n%s", p.status, p.out);
+    lacks(p.out, "harness output", "is not that one");
+    tu_proc_free(&p);
+    sp_csr *other = sp_load("gen:banded:rows=200,bw=3,seed=9", NULL, &e);
+    cr_assert_not_null(other, "%s", e.msg);
+    char *opath = dt_xasprintf("%s/other.mtx", f.tmp);
+    cr_assert_eq(sp_mm_write(other, opath, &e), 0, "%s", e.msg);
+    sp_csr_free(other);
+    p = tu_run("cd '%s' && ./harness '%s' 2>&1", f.out, opath);
+    cr_assert_eq(p.status, 2, "exit %d:\n%s", p.status, p.out);
+    has(p.out, "harness output", "this matrix is not that one");
+    tu_proc_free(&p);
+    free(opath);
+    free(h);
+    free(k);
+    free(mk);
+    free(r);
+    free(src);
+    free(path);
+    ex_fixture_free(&f);
+}
+
+/* A pattern-only matrix: the worker ran the session on seeded random values, so export
+ * builds the format from those and writes them into matrix.mtx (real, not pattern),
+ * which the harness then accepts as the matrix the format was built from. */
+Test(export, a_pattern_matrix_should_be_exported_with_the_workers_values, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    char *mpath = dt_xasprintf("%s/p.mtx", f.tmp);
+    FILE *fp = fopen(mpath, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "%%%%MatrixMarket matrix coordinate pattern general\n40 40 120\n");
+    for (int i = 0; i < 40; i++)
+        for (int d = 0; d < 3; d++)
+            fprintf(fp, "%d %d\n", i + 1, (i * 7 + d * 11) % 40 + 1);
+    fclose(fp);
+    char *spec = dt_xasprintf("{\"op\": \"spmv\", \"matrix\": \"%s\", \"dtype\": \"fp32\"}", mpath);
+    char *path = dt_xasprintf("%s/kernels/spmv_csr16.cu", tu_src_dir());
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    ex_opts o = {.spec = spec,
+                 .strategy = "csr16-vector",
+                 .v = {{.source = src,
+                        .params = "{\"LANES\": 4, \"VEC\": 2, \"BLOCK\": 128, \"UNROLL\": 1}",
+                        .us = 2.0}},
+                 .nversions = 1,
+                 .method = "graph",
+                 .baseline = "CSR_ALG1"};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    char *mtx = ex_read(&f, "matrix.mtx");
+    has(mtx, "matrix.mtx", "%%MatrixMarket matrix coordinate real general\n");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "the seeded random ones ditto's worker gave it");
+    builds_with_nvcc(&f);
+    tu_proc p = tu_run("cd '%s' && ./harness matrix.mtx 2>&1", f.out);
+    cr_assert(p.status == 0 || p.status == 3, "exit %d:\n%s", p.status, p.out);
+    lacks(p.out, "harness output", "is not that one");
+    tu_proc_free(&p);
+    /* The original pattern file gets the harness's own random values: another matrix. */
+    p = tu_run("cd '%s' && ./harness '%s' 2>&1", f.out, mpath);
+    cr_assert_eq(p.status, 2, "exit %d:\n%s", p.status, p.out);
+    has(p.out, "harness output", "this matrix is not that one");
+    tu_proc_free(&p);
+    free(mtx);
+    free(r);
+    free(src);
+    free(path);
+    free(spec);
+    free(mpath);
+    ex_fixture_free(&f);
+}
