@@ -153,6 +153,8 @@ Test(export, an_spmm_kernel_should_bake_the_sessions_matrix_constants_and_write_
     has(h, "harness.cu", "#define DX_ALPHA 1.5");
     has(h, "harness.cu", "#define DX_BETA 0.5");
     has(h, "harness.cu", "#define DX_EPI 1");
+    /* cuSPARSE has no ReLU: its output is not held against the reference's. */
+    has(h, "harness.cu", "not compared (cuSPARSE has no %s epilogue; timed without it)");
     has(h, "harness.cu", "#define DX_BAKED 1");
     has(h, "harness.cu", "#define DX_METHOD \"graph\"");
     has(h, "harness.cu", "#define DX_BASELINE \"CSR_ALG2\"");
@@ -504,5 +506,30 @@ Test(export, a_pattern_matrix_should_be_exported_with_the_workers_values, .timeo
     free(path);
     free(spec);
     free(mpath);
+    ex_fixture_free(&f);
+}
+
+/* The SpMM templates bake the columns of B in as N (contract defines), a name the
+ * harness's cuSPARSE calls must not use for themselves. */
+Test(export, a_library_spmm_kernel_that_defines_n_should_build, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {
+        .spec = "{\"op\": \"spmm\", \"matrix\": \"gen:uniform:rows=300,nnz=2400,seed=3\", "
+                "\"dtype\": \"fp32\", \"n\": 32}",
+        .strategy = "csr-warp-spmm",
+        .v = {{.params = "{}", .us = 2.0}},
+        .method = "graph",
+        .baseline = "CSR_ALG2",
+    };
+    char *h, *r;
+    export_template(&f, "spmm_csr_warp.cu", o, &h, &r);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define N 32 /* n */");
+    lacks(h, "harness.cu", "cusparseOperation_t N ");
+    builds_with_nvcc(&f);
+    free(k);
+    free(h);
+    free(r);
     ex_fixture_free(&f);
 }
