@@ -31,7 +31,10 @@ const char cli_export_usage[] =
     "  Makefile     `make` builds ./harness with nvcc (ARCH=sm_90 by default); `make run`\n"
     "  README.md    the session's numbers, how they were measured, how to reproduce them\n"
     "  matrix.mtx   the session's matrix, when it was not a Matrix Market file already\n"
-    "               (a generator, rep:, .smtx); --no-matrix skips writing it\n"
+    "               (a generator, rep:, .smtx) or format/ was built from it; --no-matrix\n"
+    "               skips writing it\n"
+    "  format/      for a kernel over another format than CSR or COO: that format's arrays\n"
+
     "\n"
     "The best kernel is the one the session finished with (session_finished), else the\n"
     "fastest measured version. A session that never measured a kernel still exports its\n"
@@ -41,7 +44,8 @@ const char cli_export_usage[] =
     "format built here from the session's matrix, as ditto's worker builds it, into\n"
     "format/ (one raw NAME.bin per array), and matrix.mtx is written so that the harness\n"
     "checks the kernel on exactly that matrix (it refuses another); when the format cannot\n"
-    "be built, the error names the CSR versions to pick from. DIR must be empty or new\n"
+    "be built or lacks what the kernel takes, the error names the CSR versions to pick\n"
+    "from. DIR must be empty or new\n"
     "unless --force is given (then the files above are overwritten, nothing else).\n"
     "\n"
     "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
