@@ -33,7 +33,8 @@ const char cli_export_usage[] =
     "  matrix.mtx   the session's matrix, when it was not a Matrix Market file already\n"
     "               (a generator, rep:, .smtx) or format/ was built from it; --no-matrix\n"
     "               skips writing it\n"
-    "  format/      for a kernel over another format than CSR or COO: that format's arrays\n"
+    "  format/      for a kernel over another format than CSR or COO: that format's arrays,\n"
+    "               built from the session's matrix, one raw NAME.bin each\n"
 
     "\n"
     "The best kernel is the one the session finished with (session_finished), else the\n"
