@@ -657,6 +657,9 @@ static int prebuild_format(ex_ctx *x, dt_err *e)
     cJSON *fp = wk_format_params(&k, &fe);
     if (fp == NULL && x->c.format_params != NULL)
         return dt_err_set(e, "kernel %s: contract format_params: %s", b->label, fe.msg);
+    if (x->matrix->nnz >= 1000000) /* seconds of work: say so */
+        fprintf(stderr, "ditto export: building the %s format of %s (%lld nonzeros)\n", x->c.format,
+                x->spec.matrix, (long long)x->matrix->nnz);
     int rc = dev_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, DEV_FMT_HOST, &x->fmt, &fe);
     cJSON_Delete(fp);
     if (rc != 0)
@@ -1655,6 +1658,9 @@ int cli_export(int argc, char **argv)
         goto done;
     }
     if (x.write_matrix) {
+        if (x.matrix->nnz >= 1000000)
+            fprintf(stderr, "ditto export: writing %s/matrix.mtx (%lld nonzeros)\n", out,
+                    (long long)x.matrix->nnz);
         char *mpath = dt_xasprintf("%s/matrix.mtx", out);
         int rc = sp_mm_write(x.matrix, mpath, &e);
         free(mpath);
