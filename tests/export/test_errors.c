@@ -78,46 +78,40 @@ Test(export_errors, an_output_path_that_is_a_file_should_be_refused)
     ex_fixture_free(&f);
 }
 
-Test(export_errors, a_kernel_whose_format_lacks_its_arrays_should_be_refused_naming_them)
+/* The SpMV template with its contract's format replaced by fmt (three letters, as "csr"),
+ * exported: the export must fail with one line holding needle and write nothing. */
+static void refused_in_format(const char *fmt, const char *needle)
 {
     ex_fix f = ex_fixture();
     char *src = ex_spmv_source(256);
-    /* The same kernel, but its contract asks the worker for ELL, which has no rowptr. */
     char *at = strstr(src, "\"format\": \"csr\"");
     cr_assert_not_null(at);
-    memcpy(at, "\"format\": \"ell\"", strlen("\"format\": \"ell\""));
+    cr_assert_eq(strlen(fmt), 3);
+    memcpy(at + strlen("\"format\": \""), fmt, 3);
     ex_opts o = {.v = {{src, "{\"BLOCK\": 256}", 12.5}}, .nversions = 1};
     ex_session(&f, &o);
     char *args = dt_xasprintf("--out '%s'", f.out);
     tu_proc p = ex_export(&f, args);
     free(args);
     cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
-    one_line(&p, "takes 'rowptr', which the 'ell' format does not provide (its arrays: ell_col, "
-                 "ell_val)");
+    one_line(&p, needle);
     cr_assert(!dt_file_exists(f.out));
     tu_proc_free(&p);
     free(src);
     ex_fixture_free(&f);
 }
 
+/* The same kernel, but its contract asks the worker for ELL, which has no rowptr. */
+Test(export_errors, a_kernel_whose_format_lacks_its_arrays_should_be_refused_naming_them)
+{
+    refused_in_format("ell", "takes 'rowptr', which the 'ell' format does not provide (its "
+                             "arrays: ell_col, ell_val)");
+}
+
 Test(export_errors, a_format_the_worker_does_not_know_should_be_refused_naming_it)
 {
-    ex_fix f = ex_fixture();
-    char *src = ex_spmv_source(256);
-    char *at = strstr(src, "\"format\": \"csr\"");
-    cr_assert_not_null(at);
-    memcpy(at, "\"format\": \"zzz\"", strlen("\"format\": \"zzz\""));
-    ex_opts o = {.v = {{src, "{\"BLOCK\": 256}", 12.5}}, .nversions = 1};
-    ex_session(&f, &o);
-    char *args = dt_xasprintf("--out '%s'", f.out);
-    tu_proc p = ex_export(&f, args);
-    free(args);
-    cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
-    one_line(&p, "building its 'zzz' format from the session's matrix: unknown format 'zzz'");
-    cr_assert(!dt_file_exists(f.out));
-    tu_proc_free(&p);
-    free(src);
-    ex_fixture_free(&f);
+    refused_in_format("zzz", "building its 'zzz' format from the session's matrix: unknown "
+                             "format 'zzz'");
 }
 
 /* The best needs ELL, an earlier version is CSR: the refusal names it, and
