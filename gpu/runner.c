@@ -582,7 +582,10 @@ static const char *t_name(sp_dtype t)
 }
 
 /* Values of a matrix as the device sees them in dtype t. For the worker's
- * own matrices they are cached. */
+ * own matrices they are cached. A finite value that the dtype rounds to an
+ * infinity (fp16 past 65504) is refused, naming it: every reference and
+ * every kernel would be NaN there, and the battery's message would not say
+ * why. */
 static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
 {
     double *v = xalloc_doubles((size_t)a->nnz, e);
@@ -590,6 +593,27 @@ static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
         return NULL;
     for (int64_t k = 0; k < a->nnz; k++)
         v[k] = dev_round(a->val[k], t);
+    if (t == SP_FP64 || t == SP_FP32)
+        return v; /* fp32 reaches 3.4e38: a finite double past it is not a matrix value */
+    for (int64_t k = 0; k < a->nnz; k++) {
+        if (isfinite(v[k]) || !isfinite(a->val[k]))
+            continue;
+        int32_t r = 0;
+        while (a->rowptr[r + 1] <= k)
+            r++;
+        double big = 0;
+        for (int64_t q = 0; q < a->nnz; q++)
+            big = fabs(a->val[q]) > big ? fabs(a->val[q]) : big;
+        free(v);
+        e->code = WK_EBAD;
+        dt_err_set(e,
+                   "dtype %s: the matrix's value %g at row %d, column %d is beyond %s's range "
+                   "(largest finite %g; the matrix reaches %g): run it in fp32, or scale the "
+                   "matrix",
+                   sp_dtype_name(t), a->val[k], r, a->col[k], sp_dtype_name(t),
+                   t == SP_FP16 ? 65504.0 : 3.3895313892515355e38, big);
+        return NULL;
+    }
     return v;
 }
 

@@ -111,3 +111,33 @@ Test(reference, inputs_should_be_uniform_magnitudes_in_half_to_three_halves_with
     }
     state_free(&w);
 }
+
+/* fp16 rounds 70000 to an infinity: the reference would be NaN wherever it
+ * reaches, so the request is refused, naming the value and its place. */
+Test(reference, a_value_beyond_the_half_types_range_should_be_refused_naming_it)
+{
+    dt_err e = {0};
+    sp_csr *a = sp_generate("gen:banded:rows=50,bw=2,seed=1", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    a->val[a->rowptr[7] + 1] = -70000.0;
+    wk_state w;
+    state_with(&w, a);
+    cJSON *req = cJSON_Parse("{\"matrix\":\"m\",\"op\":\"spmv\",\"dtype\":\"fp16\"}");
+    cJSON *out = cJSON_CreateObject();
+    cr_assert_neq(wk_reference(&w, req, out, &e), 0);
+    cr_assert_eq(e.code, WK_EBAD);
+    char want[160];
+    snprintf(want, sizeof want,
+             "dtype fp16: the matrix's value -70000 at row 7, column %d is beyond fp16's range "
+             "(largest finite 65504; the matrix reaches 70000)",
+             a->col[a->rowptr[7] + 1]);
+    cr_assert(strstr(e.msg, want), "%s", e.msg);
+    /* bf16 reaches 3.4e38, and fp32 and fp64 take it as it is. */
+    static const char *ok[] = {"{\"matrix\":\"m\",\"op\":\"spmv\",\"dtype\":\"bf16\"}",
+                               "{\"matrix\":\"m\",\"op\":\"spmv\",\"dtype\":\"fp32\"}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ok); i++)
+        cJSON_Delete(reference(&w, ok[i]));
+    cJSON_Delete(req);
+    cJSON_Delete(out);
+    state_free(&w);
+}
