@@ -130,7 +130,7 @@ TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m
 # The GPU tests are built without sanitizers: ASan's shadow memory and the
 # CUDA driver's address-space reservations do not mix (compute-sanitizer is
 # the tool for device code).
-$(REL)/tests/test_gpu: $(call rel_objs,$(wildcard tests/gpu/*.c) $(TEST_COMMON)) $(REL)/libditto.a
+$(REL)/tests/test_gpu: $(call rel_objs,$(wildcard tests/gpu/*.c) tests/export/extest.c $(TEST_COMMON)) $(REL)/libditto.a
 	@mkdir -p $(@D)
 	$(qecho) "  LINK    $@"
 	$(Q)$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(CRIT_LIBS) $(PKG_LIBS) $(SYS_LIBS)

@@ -1,0 +1,74 @@
+/* test_export_gpu.c -- `ditto export` of library kernels over formats other than CSR
+ * (sell16, csr16, ell), built with nvcc and run on the GPU: the harness loads format/,
+ * and must find every output within the reference's tolerance. Skips without nvcc or a
+ * GPU. */
+#include "tests/export/extest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Session of one measured version of kernels/FILE with PARAMS on SPEC's problem (NULL:
+ * SpMV fp32 on the fixture's banded matrix), exported, built and run on matrix.mtx. */
+static void runs_correct(const char *file, const char *spec, const char *params)
+{
+    ex_fix f = ex_fixture();
+    char *path = dt_xasprintf("%s/kernels/%s", tu_src_dir(), file);
+    dt_err e = {0};
+    char *src = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    ex_opts o = {.spec = spec,
+                 .strategy = file,
+                 .v = {{.source = src, .params = params, .us = 5.0}},
+                 .nversions = 1,
+                 .method = "graph",
+                 .baseline = "CSR_ALG1"};
+    ex_session(&f, &o);
+    char *args = dt_xasprintf("--out '%s'", f.out);
+    tu_proc p = ex_export(&f, args);
+    free(args);
+    cr_assert_eq(p.status, 0, "%s: export exit %d: %s", file, p.status, p.err);
+    tu_proc_free(&p);
+    p = tu_run("make -C '%s' 2>&1", f.out);
+    if (p.status != 0 && strstr(p.out, "nvcc") != NULL &&
+        (strstr(p.out, "not found") != NULL || strstr(p.out, "No such file") != NULL)) {
+        tu_proc_free(&p);
+        cr_skip_test("no nvcc to build the exported harness");
+    }
+    cr_assert_eq(p.status, 0, "%s: make exit %d:\n%s", file, p.status, p.out);
+    tu_proc_free(&p);
+    p = tu_run("cd '%s' && ./harness matrix.mtx 2>&1", f.out);
+    if (p.status == 3 && strstr(p.out, "cudaGetDevice") != NULL) {
+        char reason[300];
+        snprintf(reason, sizeof reason, "%s", p.out);
+        tu_proc_free(&p);
+        cr_skip_test("no GPU: %s", reason);
+    }
+    cr_assert_eq(p.status, 0, "%s: harness exit %d:\n%s", file, p.status, p.out);
+    cr_assert(strstr(p.out, "result    CORRECT") != NULL, "%s:\n%s", file, p.out);
+    tu_proc_free(&p);
+    free(src);
+    free(path);
+    ex_fixture_free(&f);
+}
+
+Test(export_gpu, a_sell16_thread_kernel_should_run_correct_from_its_exported_format, .timeout = 600)
+{
+    runs_correct("spmv_sell16.cu", NULL,
+                 "{\"BLOCK\": 128, \"UNROLL\": 4, \"SIGMA\": 256, \"VEC\": 2, \"SEQ\": 2}");
+}
+
+Test(export_gpu, a_csr16_kernel_should_run_correct_in_fp64_from_its_exported_format, .timeout = 600)
+{
+    runs_correct("spmv_csr16.cu",
+                 "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=60000,seed=5\", "
+                 "\"dtype\": \"fp64\", \"alpha\": 1.5, \"beta\": 0.5}",
+                 "{\"LANES\": 8, \"VEC\": 4, \"BLOCK\": 256, \"UNROLL\": 2}");
+}
+
+Test(export_gpu, an_ell_spmm_kernel_should_run_correct_from_its_exported_format, .timeout = 600)
+{
+    runs_correct("spmm_ell.cu",
+                 "{\"op\": \"spmm\", \"matrix\": \"gen:banded:rows=2000,bw=4,seed=2\", "
+                 "\"dtype\": \"fp32\", \"n\": 32}",
+                 "{}");
+}
