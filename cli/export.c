@@ -1055,7 +1055,7 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "#define DX_REQ_UNIFORM %d /* the contract's requires */\n",
                   dt_json_bool(rq, "uniform_rows", 0));
     dt_buf_printf(&o, "#define DX_REQ_MAX_ROW %lldLL\n#define DX_REQ_MIN_ROWS %lldLL\n",
-                  (long long)dt_json_num(rq, "max_row", -1),
+                  (long long)wk_requires_num(&x->c, b->params, "max_row", -1),
                   (long long)dt_json_num(rq, "min_rows", -1));
     dt_buf_printf(&o, "#define DX_REQ_SQUARE %d\n", dt_json_bool(rq, "square", 0));
     dt_buf_puts(&o, "#define DX_S_US ");

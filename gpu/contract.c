@@ -27,6 +27,8 @@ static const char *vocabulary[] = {
     "col16", "slice_base", "slice_span", "slice_shift",
     /* sell16's long rows left out of the slices, as CSR */
     "nlong", "long_rows", "long_ptr", "long_col", "long_val",
+    /* seg16: tiles of whole rows as one flat stream of flagged entries */
+    "ntiles", "tile_row", "tile_base", "seg_col", "seg_val",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */

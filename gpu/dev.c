@@ -1307,14 +1307,152 @@ out:
     return rc;
 }
 
+/* seg16: the nonzeros as one flat stream for a segmented-sum SpMV
+ * (kernels/spmv_seg16.cu), cut into tiles of whole consecutive rows, each
+ * padded to exactly `tile` entries (a multiple of 8; the kernel's BLOCK *
+ * U * 8). seg_col[k] is the entry's column offset from tile_base[t] in 15
+ * bits, with bit 15 set on the last entry of its row; an empty row holds
+ * one entry of value 0 (offset 0, flagged) so that every row ends in its
+ * tile; the padding after a tile's last row is offset 0, value 0,
+ * unflagged. tile_row[t] is tile t's first row (ntiles + 1 entries, the
+ * last being rows). Tiles are filled greedily: a row starts a new tile
+ * when it would overflow the current one or widen its columns past 32768.
+ * Refused, naming the row, when one row alone does either. Variables:
+ * ntiles, tile, seg_entries (stored entries, padding included). */
+typedef struct seg16_job {
+    const sp_csr *a;
+    const int32_t *trow, *tbase;
+    int64_t tile;
+    uint16_t *col;
+    unsigned char *val; /* tile entries of `size` bytes each */
+    int size;
+    sp_dtype t;
+} seg16_job;
+
+static void seg16_range(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    (void)part;
+    const seg16_job *j = ctx;
+    const sp_csr *a = j->a;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t k = t * j->tile;
+        for (int32_t r = j->trow[t]; r < j->trow[t + 1]; r++) {
+            const int64_t p0 = a->rowptr[r], p1 = a->rowptr[r + 1];
+            if (p0 == p1) {
+                j->col[k++] = 0x8000u; /* the value stays the zero it was set to */
+                continue;
+            }
+            for (int64_t p = p0; p < p1; p++)
+                j->col[k + p - p0] =
+                    (uint16_t)((a->col[p] - j->tbase[t]) | (p == p1 - 1 ? 0x8000 : 0));
+            dev_to_dtype(a->val + p0, j->val + (size_t)k * (size_t)j->size, (size_t)(p1 - p0),
+                         j->t);
+            k += p1 - p0;
+        }
+    }
+}
+
+static int build_seg16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    const int64_t tile = fparam(params, "tile", 2048);
+    if (tile < 8 || tile > (1 << 20) || tile % 8 != 0)
+        return dt_err_set(e, "seg16: tile must be a multiple of 8 from 8 to 1048576 (got %lld)",
+                          (long long)tile);
+    /* The tiles' first rows and column bases, in order. */
+    size_t cap = 1024, nt = 0;
+    int32_t *trow = malloc(cap * sizeof *trow), *tbase = malloc(cap * sizeof *tbase);
+    uint16_t *col = NULL;
+    unsigned char *val = NULL;
+    int rc = -1;
+    if (trow == NULL || tbase == NULL)
+        goto oom;
+    for (int32_t r = 0; r < a->rows;) {
+        const int32_t r0 = r;
+        int64_t k = 0;
+        int32_t lo = INT32_MAX, hi = -1;
+        for (; r < a->rows; r++) {
+            const int64_t len = a->rowptr[r + 1] - a->rowptr[r];
+            int32_t nlo = lo, nhi = hi;
+            if (len > 0) {
+                const int32_t c0 = a->col[a->rowptr[r]], c1 = a->col[a->rowptr[r + 1] - 1];
+                nlo = c0 < lo ? c0 : lo;
+                nhi = c1 > hi ? c1 : hi;
+            }
+            if (k + (len > 0 ? len : 1) > tile || (nhi >= 0 && (int64_t)nhi - nlo > 32767))
+                break;
+            lo = nlo;
+            hi = nhi;
+            k += len > 0 ? len : 1;
+        }
+        if (r == r0) {
+            const int64_t len = a->rowptr[r + 1] - a->rowptr[r];
+            if (len > tile)
+                dt_err_set(e,
+                           "seg16: row %d has %lld entries, more than a tile of %lld holds "
+                           "(a larger BLOCK * U fits it)",
+                           r, (long long)len, (long long)tile);
+            else
+                dt_err_set(e,
+                           "seg16: row %d spans columns %d..%d, more than the 32768 a 15-bit "
+                           "offset reaches",
+                           r, a->col[a->rowptr[r]], a->col[a->rowptr[r + 1] - 1]);
+            goto out;
+        }
+        if (nt + 1 == cap) {
+            cap *= 2;
+            int32_t *nr = realloc(trow, cap * sizeof *trow);
+            if (nr == NULL)
+                goto oom;
+            trow = nr;
+            int32_t *nb = realloc(tbase, cap * sizeof *tbase);
+            if (nb == NULL)
+                goto oom;
+            tbase = nb;
+        }
+        trow[nt] = r0;
+        tbase[nt] = hi >= 0 ? lo : 0;
+        nt++;
+    }
+    trow[nt] = a->rows;
+    const size_t entries = nt * (size_t)tile;
+    const int size = sp_dtype_size(t);
+    col = calloc(entries ? entries : 1, sizeof *col);
+    val = calloc(entries ? entries : 1, (size_t)size);
+    if (col == NULL || val == NULL)
+        goto oom;
+    seg16_job j = {a, trow, tbase, tile, col, val, size, t};
+    sp_parallel_for((int64_t)nt, a->nnz, seg16_range, &j);
+    if (add_arr(f, "tile_row", trow, (nt + 1) * 4, e) != 0 ||
+        add_arr(f, "tile_base", tbase, (nt ? nt : 1) * 4, e) != 0 ||
+        add_arr(f, "seg_col", col, entries * 2, e) != 0 ||
+        add_arr(f, "seg_val", val, entries * (size_t)size, e) != 0)
+        goto out;
+    gpu_vars_set(&f->vars, "ntiles", (int64_t)nt);
+    gpu_vars_set(&f->vars, "tile", tile);
+    gpu_vars_set(&f->vars, "seg_entries", (int64_t)entries);
+    rc = 0;
+    goto out;
+oom:
+    if (e)
+        e->code = DEV_ENOMEM;
+    dt_err_set(e, "out of host memory for seg16 (%lld nonzeros)", (long long)a->nnz);
+out:
+    free(trow);
+    free(tbase);
+    free(col);
+    free(val);
+    return rc;
+}
+
 typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
 
 static const struct {
     const char *name;
     fmt_builder build;
 } formats[] = {
-    {"csr", build_csr}, {"coo", build_coo},   {"ell", build_ell},     {"sell", build_sell},
-    {"bsr", build_bsr}, {"bins", build_bins}, {"csr16", build_csr16}, {"sell16", build_sell16},
+    {"csr", build_csr},     {"coo", build_coo},       {"ell", build_ell},
+    {"sell", build_sell},   {"bsr", build_bsr},       {"bins", build_bins},
+    {"csr16", build_csr16}, {"sell16", build_sell16}, {"seg16", build_seg16},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
@@ -1358,7 +1496,8 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     if (e)
         e->code = DEV_ECONTRACT;
     return dt_err_set(
-        e, "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, csr16)", format);
+        e, "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, csr16, seg16)",
+        format);
 }
 
 void dev_fmt_free(dev_fmt *f)

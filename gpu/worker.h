@@ -112,8 +112,13 @@ void wk_randomize_pattern_values(sp_csr *a);
  * fvars (dtype and epilogue macros, the contract's defines evaluated on
  * them). Works without a device. 0 when NVRTC ran (see (*out)->compiled). */
 /* Preconditions of a contract's `requires` on a matrix: NULL when they
- * hold, else the reason (a static buffer). */
-const char *wk_requires_violated(const gpu_contract *c, const sp_csr *a);
+ * hold, else the reason (a static buffer). A precondition is a number or
+ * an expression over the kernel's parameters (params, may be NULL), such
+ * as seg16's "max_row": "BLOCK * U * 8". */
+const char *wk_requires_violated(const gpu_contract *c, const cJSON *params, const sp_csr *a);
+/* One of `requires`'s numbers, its expression evaluated over params;
+ * dflt when absent or not evaluable. */
+double wk_requires_num(const gpu_contract *c, const cJSON *params, const char *key, double dflt);
 
 int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
                    gpu_cubin **out, dt_err *e);

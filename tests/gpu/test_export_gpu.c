@@ -1,5 +1,5 @@
 /* test_export_gpu.c -- `ditto export` of library kernels over formats other than CSR
- * (sell16, csr16, ell), built with nvcc and run on the GPU: the harness loads format/,
+ * (sell16, csr16, seg16, ell), built with nvcc and run on the GPU: the harness loads format/,
  * and must find every output within the reference's tolerance. Skips without nvcc or a
  * GPU. */
 #include "tests/export/extest.h"
@@ -63,6 +63,16 @@ Test(export_gpu, a_csr16_kernel_should_run_correct_in_fp64_from_its_exported_for
                  "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=60000,seed=5\", "
                  "\"dtype\": \"fp64\", \"alpha\": 1.5, \"beta\": 0.5}",
                  "{\"LANES\": 8, \"VEC\": 4, \"BLOCK\": 256, \"UNROLL\": 2}");
+}
+
+/* seg16's tiles, flags and padding travel through format/ as the worker built them, on
+ * a matrix with rows of very different lengths. */
+Test(export_gpu, a_seg16_kernel_should_run_correct_from_its_exported_format, .timeout = 600)
+{
+    runs_correct("spmv_seg16.cu",
+                 "{\"op\": \"spmv\", \"matrix\": \"gen:rmat:rows=4096,nnz=40000,seed=3\", "
+                 "\"dtype\": \"fp32\", \"alpha\": 2, \"beta\": 0.5}",
+                 "{\"BLOCK\": 128, \"U\": 2}");
 }
 
 Test(export_gpu, an_ell_spmm_kernel_should_run_correct_from_its_exported_format, .timeout = 600)

@@ -152,7 +152,8 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
                          "kernels/spmv_csr_adaptive.cu", "kernels/spmv_merge_path.cu",
                          "kernels/spmv_csr_vector.cu",   "kernels/spmv_csr_thread.cu",
                          "kernels/spmv_csr_stream.cu",   "kernels/spmv_csr16_stream.cu",
-                         "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu"};
+                         "kernels/spmv_csr16_xstage.cu", "kernels/spmv_ell.cu",
+                         "kernels/spmv_seg16.cu"};
     /* spmv_sell16_dict.cu needs a matrix of few values: its own test. */
     for (size_t i = 0; i < sizeof tpl / sizeof tpl[0]; i++) {
         load(&f, m); /* replaces "m": an empty format cache */
@@ -161,6 +162,50 @@ Test(worker_gpu, every_spmv_template_should_pass_on_a_fresh_matrix, .timeout = 6
         cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "%s: %s", tpl[i], s);
         free(s);
         cJSON_Delete(v);
+    }
+    free(m);
+    close_pool(&f);
+}
+
+/* seg16 in every dtype and tile shape, with alpha, beta and an epilogue, on
+ * a matrix of short skewed rows (ca-GrQc: rows of 1 to 81) and on the edge
+ * matrices: every row's sum comes from a block-wide segmented scan over
+ * rounds and warps, so each (BLOCK, U) walks a different path through it.
+ * The edge matrix with a row of 5000 is skipped by the contract's
+ * max_row (BLOCK * U * 8), never failed. */
+Test(worker_gpu, seg16_should_pass_in_every_dtype_and_tile_shape, .timeout = 600)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("ca-GrQc.mtx");
+    load(&f, m);
+    static const char *dtypes[] = {"fp32", "fp64", "fp16", "bf16"};
+    static const int shapes[][2] = {{128, 1}, {256, 2}, {128, 4}, {512, 1}};
+    static const char *epi[] = {"none", "relu", "bias", "gelu"};
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++) {
+        for (size_t s = 0; s < DT_ARRAY_LEN(shapes); s++) {
+            cJSON *r = cJSON_CreateObject();
+            dt_json_set_str(r, "req", "verify");
+            dt_json_set_str(r, "matrix", "m");
+            dt_json_set_str(r, "op", "spmv");
+            dt_json_set_str(r, "dtype", dtypes[t]);
+            dt_json_set_num(r, "alpha", s % 2 ? 1.5 : 1.0);
+            dt_json_set_num(r, "beta", s % 2 ? 0.5 : 0.0);
+            dt_json_set_str(r, "epilogue", epi[(t + s) % 4]);
+            cJSON *k = kernel_obj("kernels/spmv_seg16.cu");
+            cJSON *pr = cJSON_AddObjectToObject(k, "params");
+            cJSON_AddNumberToObject(pr, "BLOCK", shapes[s][0]);
+            cJSON_AddNumberToObject(pr, "U", shapes[s][1]);
+            dt_json_set_take(r, "kernel", k);
+            cJSON *v = gpu_pool_call(f.pool, r, 0);
+            char *out = cJSON_Print(v);
+            cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+                      "%s BLOCK %d U %d: %s", dtypes[t], shapes[s][0], shapes[s][1], out);
+            const cJSON *lr = find_check(v, "edge one very long row");
+            cr_expect(lr != NULL && dt_json_bool(lr, "skipped", 0),
+                      "the row of 5000 is skipped: %s", out);
+            free(out);
+            cJSON_Delete(v);
+        }
     }
     free(m);
     close_pool(&f);

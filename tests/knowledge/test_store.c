@@ -121,7 +121,7 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     static const char *spmv[] = {"csr-thread",   "csr-vector",   "csr-stream",    "csr-adaptive",
                                  "merge-path",   "sell-thread",  "bsr-group",     "csr16-vector",
                                  "csr16-stream", "csr16-xstage", "sell16-thread", "ell-baked",
-                                 "sell16-dict",  "sell16-long"};
+                                 "sell16-dict",  "sell16-long",  "seg16"};
     static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm",
@@ -293,48 +293,50 @@ Test(store, shipped_rules_should_choose_the_expected_strategies)
                                "\"col_span_max\": 900000}"),
                      "csr-vector");
     /* bcsstk13 replicated to 32M nonzeros (rows of 5 to 95, cv 0.54):
-     * sell16 with rows sorted in windows of 256 (1.36x CSR_ALG1 on the
-     * H200, against csr16-vector's 1.25x in the same run). */
+     * seg16's flat stream of entries (1.55x CSR_ALG1 on the H200, against
+     * sell16-thread's 1.40x; session 25's bench). */
     cr_assert_str_eq(best_rule(k, "spmv",
                                "{\"rows\": 765146, \"nnz\": 32043306, \"row_mean\": 41.9, "
                                "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
                                "\"row_gini\": 0.30, \"empty_rows_frac\": 0, " FILLS ", "
                                "\"col_span_max\": 1709}"),
-                     "sell16-thread");
+                     "seg16");
     /* SpMM: shared-memory staging led on every H200 measurement */
     cr_assert_str_eq(best_rule(k, "spmm", "{\"row_mean\": 400, \"row_cv\": 0, \"n\": 256}"),
                      "csr-smem-spmm");
     /* ca-GrQc and adder_dcop_05 replicated to 32M nonzeros (`ditto kb retrieve
-     * --matrix rep:...:nnz=32M`): short, skewed rows at HBM size go to
-     * sell16-long first, past csr-stream's rule and merge-path's power-law
-     * one. ca-GrQc, whose longest row is 15x the mean, for its sorted 512-row
-     * blocks (H200, session 19: 1.07x CSR_ALG1 against csr-stream's 0.89x);
-     * adder_dcop_05, whose longest row is 214x the mean, for its warp per long
-     * row (1.18x against csr-stream's 1.10x in fp32, session 17). */
+     * --matrix rep:...:nnz=32M`): short, skewed rows at HBM size go to seg16
+     * first, past sell16-long's rules, csr-stream's and merge-path's
+     * power-law one: every thread streams 8 entries whatever the rows'
+     * lengths (H200, session 25's bench, fp32: ca-GrQc 1.37x CSR_ALG1 and
+     * adder_dcop_05 1.45x, against sell16-long's 1.08x and 1.19x in session
+     * 24). */
     cr_assert_str_eq(
         best_rule(k, "spmv",
                   "{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, "
                   "\"row_cv\": 1.43, \"row_max\": 81, \"row_max_over_mean\": 14.65, "
                   "\"row_gini\": 0.55, \"empty_rows_frac\": 0, \"col_span_max\": 5228, " FILLS "}"),
-        "sell16-long");
+        "seg16");
     cr_assert_str_eq(
         best_rule(k, "spmv",
                   "{\"rows\": 5228690, \"nnz\": 32003748, \"row_mean\": 6.12, "
                   "\"row_cv\": 5.03, \"row_max\": 1310, \"row_max_over_mean\": 214, "
                   "\"row_gini\": 0.30, \"empty_rows_frac\": 0, \"col_span_max\": 1812, " FILLS "}"),
-        "sell16-long");
-    /* hangGlider_2 replicated (rows of 9, one of 1463: 163x): sell16-long too
-     * (H200, session 17: 73.1 us against CSR_ALG1's 108.1 in fp32); at its
-     * original 10K-nonzero size the HBM rule stays silent. */
+        "seg16");
+    /* hangGlider_2 replicated (rows of 9, one of 1463: 163x): seg16 too, its
+     * longest row within a tile of 2048 (sell16-long, second, took 73.1 us
+     * against CSR_ALG1's 108.1 in fp32 on the H200 in session 17); at its
+     * original 10K-nonzero size the HBM rules stay silent. */
 #define HANG                                                                                       \
     "{\"rows\": %d, \"nnz\": %d, \"row_mean\": 8.96, \"row_cv\": 4.01, \"row_max\": 1463, "        \
     "\"row_max_over_mean\": 163.3, \"row_gini\": 0.25, \"empty_rows_frac\": 0, "                   \
     "\"col_span_max\": 1646, " FILLS "}"
     char feat[512];
     snprintf(feat, sizeof feat, HANG, 3572343, 32001400);
-    cr_assert_str_eq(best_rule(k, "spmv", feat), "sell16-long");
+    cr_assert_str_eq(best_rule(k, "spmv", feat), "seg16");
     snprintf(feat, sizeof feat, HANG, 1647, 14754);
     cr_assert_str_neq(best_rule(k, "spmv", feat), "sell16-long");
+    cr_assert_str_neq(best_rule(k, "spmv", feat), "seg16");
 #undef HANG
     /* SDDMM: past 2M nonzeros the warp template, split rows or not (up to
      * 2M coo-sddmm, tested below); the row-group one only for rows of one or
@@ -1374,8 +1376,9 @@ Test(store, few_valued_matrices_should_rank_the_value_dictionary_first_and_other
  * nonzeros (rows of 5.9) in fp32, sell16-thread ranks first and the
  * planner starts it at four rows a thread (SEQ 4, VEC 2, UNROLL 4); in fp64
  * (where SEQ 4 was slower) and on bcsstk13's rows of 42 the rule stays
- * silent and the point keeps one row a thread. Skipped without the shared
- * matrices. */
+ * silent and the point keeps one row a thread. On bcsstk13 seg16 ranks
+ * first (rule.spmv.seg16-for-mid-length-uneven-rows-hbm) and sell16-thread
+ * second. Skipped without the shared matrices. */
 Test(store, short_rows_at_hbm_size_should_start_sell16_at_four_rows_a_thread_in_fp32_only)
 {
     kb *k = kbt_open(NULL, NULL);
@@ -1383,17 +1386,20 @@ Test(store, short_rows_at_hbm_size_should_start_sell16_at_four_rows_a_thread_in_
         const char *file;
         int copies;
         sp_dtype t;
-        int seq;
-    } cases[] = {{"crack.mtx", 33, SP_FP32, 4},
-                 {"crack.mtx", 33, SP_FP64, 1},
-                 {"bcsstk13.mtx", 25, SP_FP32, 1}};
+        int seq, rank;
+    } cases[] = {{"crack.mtx", 33, SP_FP32, 4, 0},
+                 {"crack.mtx", 33, SP_FP64, 1, 0},
+                 {"bcsstk13.mtx", 25, SP_FP32, 1, 1}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         cJSON *ranked =
             rank_replicated_dt(k, cases[i].file, cases[i].copies, SP_SPMV, 1, cases[i].t);
         char *all = cJSON_PrintUnformatted(ranked);
-        const cJSON *top = cJSON_GetArrayItem(ranked, 0);
+        const cJSON *top = cJSON_GetArrayItem(ranked, cases[i].rank);
         cr_expect_str_eq(dt_json_str(top, "strategy", ""), "sell16-thread", "%s: %s", cases[i].file,
                          all);
+        if (cases[i].rank == 1)
+            cr_expect_str_eq(dt_json_str(cJSON_GetArrayItem(ranked, 0), "strategy", ""), "seg16",
+                             "%s: %s", cases[i].file, all);
         int at = ranked_for(ranked, "sell16-thread", "rule.spmv.sell16-seq-for-short-rows", 1);
         cr_expect_eq(at, cases[i].seq == 4 ? 0 : -1, "%s %s: %s", cases[i].file,
                      sp_dtype_name(cases[i].t), all);
@@ -1413,13 +1419,15 @@ Test(store, short_rows_at_hbm_size_should_start_sell16_at_four_rows_a_thread_in_
 /* The PatternReports `ditto profile` computes for two FEM matrices of the
  * shared set, replicated block-diagonally past 2M nonzeros (the HBM regime
  * replicates the same way; row-length statistics and column spans do not
- * change with the copies): the planner ranks sell16-thread first for SpMV,
- * for the rule's stated reasons. bcsstk13 (rows of 5 to 95, cv 0.54) gets
+ * change with the copies): the planner ranks seg16 first for SpMV by
+ * rule.spmv.seg16-for-mid-length-uneven-rows-hbm, starting at 128-thread
+ * blocks of one round (H200, session 25's bench, fp32 x32M: bcsstk13 1.55x
+ * and fidapex6 1.59x the best cuSPARSE algorithm), and sell16-thread second
+ * for its rule's stated reasons: bcsstk13 (rows of 5 to 95, cv 0.54) gets
  * the sorted rule and starts at SIGMA 256; fidapex6 (cv 0.49) the regular
- * one and starts at SIGMA 1, with 256 left in its space. On the H200 these
- * picks measured 1.36x and 1.37x the best cuSPARSE algorithm (fp32, x32M).
- * Skipped without the shared matrices. */
-Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
+ * one and starts at SIGMA 1, with 256 left in its space (1.40x and 1.50x
+ * in session 24's bench). Skipped without the shared matrices. */
+Test(store, fem_matrices_should_rank_seg16_then_sell16_for_the_stated_rules)
 {
     kb *k = kbt_open(NULL, NULL);
     static const struct {
@@ -1429,7 +1437,16 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
                  {"fidapex6.mtx", "rule.spmv.sell16-for-regular-rows", 41, 1}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
-        const cJSON *best = cJSON_GetArrayItem(ranked, 0);
+        const cJSON *first = cJSON_GetArrayItem(ranked, 0);
+        cr_assert_str_eq(dt_json_str(first, "strategy", ""), "seg16", "%s", cases[i].file);
+        cr_assert_eq(
+            ranked_for(ranked, "seg16", "rule.spmv.seg16-for-mid-length-uneven-rows-hbm", 1), 0,
+            "%s", cases[i].file);
+        const cJSON *fp = cJSON_GetObjectItem(first, "params");
+        cr_assert(dt_json_num(fp, "BLOCK", 0) == 128 && dt_json_num(fp, "U", 0) == 1,
+                  "%s: seg16 starts at BLOCK %g, U %g", cases[i].file, dt_json_num(fp, "BLOCK", 0),
+                  dt_json_num(fp, "U", 0));
+        const cJSON *best = cJSON_GetArrayItem(ranked, 1);
         char *all = cJSON_PrintUnformatted(best);
         cr_assert_str_eq(dt_json_str(best, "strategy", ""), "sell16-thread", "%s: %s",
                          cases[i].file, all);
@@ -1448,16 +1465,17 @@ Test(store, fem_matrices_should_rank_sell16_first_for_the_stated_rule)
 
 /* Short, skewed rows at HBM size: the planner's first three for `ditto
  * bench --strategies 3`, from the real PatternReports of adder_dcop_05 and
- * ca-GrQc replicated past 2M nonzeros. adder_dcop_05's row of 1310 (214x
- * the mean) puts sell16-long first (H200, session 17: 100.1 us against
- * csr-stream's 106.5 in fp32, a tie in fp64), with csr-stream and
- * csr16-stream behind it; csr16-xstage (rows within 2048 columns, 1.094x
- * against csr-stream's 1.044x in session 4) is fourth there. ca-GrQc (rows
- * of up to 15x the mean, spans of 5228) puts sell16-long first too, by
- * rule.spmv.sell16-long-for-short-skewed-rows-hbm and at its point: 512-row
- * blocks, rows sorted in windows of 1024, rows past 64 to a warp (H200,
- * session 19: 118.6 us, 1.07x CSR_ALG1, against csr-stream's 141.2 us; at
- * 128- and 256-thread blocks it had lost, 143 against 140 us). */
+ * ca-GrQc replicated past 2M nonzeros. Both put seg16 first by
+ * rule.spmv.seg16-for-short-skewed-rows-hbm, starting at 128-thread blocks
+ * of four rounds (H200, session 25's bench, fp32 x32M: adder_dcop_05 81.7
+ * us, 1.45x CSR_ALG1, and ca-GrQc 92.9 us, 1.37x, against sell16-long's
+ * 99.1 and 117.4 in session 24). sell16-long comes second: adder_dcop_05's
+ * row of 1310 (214x the mean; session 17: 100.1 us against csr-stream's
+ * 106.5 in fp32, a tie in fp64), and ca-GrQc (rows of up to 15x the mean,
+ * spans of 5228) by rule.spmv.sell16-long-for-short-skewed-rows-hbm at its
+ * point: 512-row blocks, rows sorted in windows of 1024, rows past 64 to a
+ * warp (session 19: 118.6 us, 1.07x CSR_ALG1, against csr-stream's 141.2
+ * us). csr-stream is third (adder_dcop_05's fp64 winner in session 24). */
 Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
 {
     kb *k = kbt_open(NULL, NULL);
@@ -1465,8 +1483,8 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
         const char *file;
         int32_t copies;
         const char *top3[3];
-    } cases[] = {{"adder_dcop_05.mtx", 181, {"sell16-long", "csr-stream", "csr16-stream"}},
-                 {"ca-GrQc.mtx", 70, {"sell16-long", "csr-stream", "csr16-stream"}}};
+    } cases[] = {{"adder_dcop_05.mtx", 181, {"seg16", "sell16-long", "csr-stream"}},
+                 {"ca-GrQc.mtx", 70, {"seg16", "sell16-long", "csr-stream"}}};
     for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
         cJSON *ranked = rank_replicated(k, cases[i].file, cases[i].copies, SP_SPMV, 1);
         for (int j = 0; j < 3; j++) {
@@ -1476,16 +1494,22 @@ Test(store, short_skewed_hbm_matrices_should_rank_the_stream_kernels_first)
             cr_assert_gt(dt_json_num(c, "score", 0), 0, "%s: %s ranked without a rule",
                          cases[i].file, cases[i].top3[j]);
         }
+        const cJSON *sp = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+        cr_expect(dt_json_num(sp, "BLOCK", 0) == 128 && dt_json_num(sp, "U", 0) == 4,
+                  "%s: seg16 starts at BLOCK %g, U %g", cases[i].file, dt_json_num(sp, "BLOCK", 0),
+                  dt_json_num(sp, "U", 0));
+        cr_expect_eq(ranked_for(ranked, "seg16", "rule.spmv.seg16-for-short-skewed-rows-hbm", 1),
+                     0);
         if (i == 1) {
-            const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 0), "params");
+            const cJSON *own = cJSON_GetObjectItem(cJSON_GetArrayItem(ranked, 1), "params");
             cr_expect(dt_json_num(own, "BLOCK", 0) == 512 && dt_json_num(own, "SIGMA", 0) == 1024 &&
                           dt_json_num(own, "LONG", 0) == 64,
                       "ca-GrQc: sell16-long's point has BLOCK %g, SIGMA %g, LONG %g",
                       dt_json_num(own, "BLOCK", 0), dt_json_num(own, "SIGMA", 0),
                       dt_json_num(own, "LONG", 0));
             cr_expect_eq(ranked_for(ranked, "sell16-long",
-                                    "rule.spmv.sell16-long-for-short-skewed-rows-hbm", 1),
-                         0);
+                                    "rule.spmv.sell16-long-for-short-skewed-rows-hbm", 2),
+                         1);
         }
         cJSON_Delete(ranked);
     }

@@ -472,10 +472,10 @@ Test(formats_dev, max_values_should_refuse_a_matrix_of_more_values)
     sp_csr *a = rows_of(2, 4, lens, NULL); /* values 1, 1.5, 2, 2.5 */
     gpu_contract c = {0};
     c.requires = params_of("{\"max_values\": 4}");
-    cr_assert_null(wk_requires_violated(&c, a));
+    cr_assert_null(wk_requires_violated(&c, NULL, a));
     cJSON_Delete(c.requires);
     c.requires = params_of("{\"max_values\": 3}");
-    const char *why = wk_requires_violated(&c, a);
+    const char *why = wk_requires_violated(&c, NULL, a);
     cr_assert_not_null(why);
     cr_assert_str_eq(why, "requires at most 3 distinct nonzero values; has more");
     cJSON_Delete(c.requires);
@@ -556,7 +556,7 @@ Test(formats_dev, every_template_format_should_build_on_every_edge_matrix)
             const char *mname = NULL;
             sp_csr *a = wk_edge_matrix(i, &mname, &e);
             cr_assert_not_null(a, "%s", e.msg);
-            if (wk_requires_violated(&c, a) != NULL) { /* the battery skips it too */
+            if (wk_requires_violated(&c, k.params, a) != NULL) { /* the battery skips it too */
                 sp_csr_free(a);
                 continue;
             }
@@ -928,4 +928,157 @@ Test(formats_dev, value_dictionary_and_csr16_should_not_depend_on_the_thread_cou
     sp_csr_free(a);
     free(lens);
     free(first);
+}
+
+/* seg16 read back as spmv_seg16.cu reads it: a walk of every tile's entries,
+ * summing into the row its flags reach, must give every row of A x
+ * (fp64, x[c] = 1 + c % 7) and store each row exactly once. */
+static void seg16_walk_should_match_csr(const sp_csr *a, const dev_fmt *f)
+{
+    const int64_t tile = var(f, "tile"), nt = var(f, "ntiles");
+    size_t ntr, ntb, nc, nv;
+    const int32_t *trow = arr(f, "tile_row", &ntr);
+    const int32_t *tbase = arr(f, "tile_base", &ntb);
+    const uint16_t *col = dev_fmt_host(f, "seg_col", &nc);
+    const double *val = dev_fmt_host(f, "seg_val", &nv);
+    cr_assert(ntr == (size_t)nt + 1 && ntb == (size_t)(nt ? nt : 1), "%zu %zu tiles", ntr, ntb);
+    cr_assert_eq(nc, (size_t)(nt * tile) * 2);
+    cr_assert_eq(nv, (size_t)(nt * tile) * 8, "fp64 values");
+    cr_assert_eq(var(f, "seg_entries"), nt * tile);
+    cr_assert(trow[0] == 0 && trow[nt] == a->rows);
+    double *y = calloc((size_t)a->rows + 1, sizeof *y);
+    int *stored = calloc((size_t)a->rows + 1, sizeof *stored);
+    for (int64_t t = 0; t < nt; t++) {
+        int32_t r = trow[t];
+        double s = 0;
+        for (int64_t k = t * tile; k < (t + 1) * tile; k++) {
+            const int32_t c = tbase[t] + (col[k] & 0x7fff);
+            cr_assert(c >= 0 && c < (a->cols ? a->cols : 1), "tile %lld entry %lld: column %d",
+                      (long long)t, (long long)k, c);
+            s += val[k] * (1 + c % 7);
+            if (col[k] & 0x8000) {
+                cr_assert_lt(r, trow[t + 1], "tile %lld ends more rows than it holds",
+                             (long long)t);
+                y[r] = s;
+                stored[r]++;
+                r++;
+                s = 0;
+            } else if (r == trow[t + 1]) {
+                cr_assert_eq(val[k], 0, "padding holds value 0");
+            }
+        }
+        cr_assert_eq(r, trow[t + 1], "tile %lld: every row ends inside it", (long long)t);
+    }
+    for (int32_t r = 0; r < a->rows; r++) {
+        double want = 0;
+        for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
+            want += a->val[k] * (1 + a->col[k] % 7);
+        cr_assert_eq(stored[r], 1, "row %d stored %d times", r, stored[r]);
+        cr_assert_float_eq(y[r], want, 1e-12, "row %d: %g, want %g", r, y[r], want);
+    }
+    free(y);
+    free(stored);
+}
+
+Test(formats_dev, seg16_tiles_should_hold_whole_rows_flagged_at_their_ends)
+{
+    /* Empty rows, a row that fills a tile exactly, rows that do not fit
+     * the tile they would start in, columns far from 0. */
+    static const int lens[] = {3, 0, 5, 16, 1, 0, 0, 7, 9, 2, 16, 4};
+    static const int32_t first[] = {40000, 0,     40003, 40010, 40100, 0,
+                                    0,     40200, 40001, 40020, 9,     12};
+    sp_csr *a = rows_of(12, 60000, lens, first);
+    dev_fmt f;
+    build_host(a, "seg16", "{\"tile\": 16}", SP_FP64, &f);
+    size_t n;
+    const int32_t *trow = arr(&f, "tile_row", &n);
+    const int32_t *tbase = arr(&f, "tile_base", &n);
+    /* Greedy: rows 0-2 (3 + 1 + 5 entries; an empty row takes one), row 3
+     * alone (16), rows 4-7 (1 + 1 + 1 + 7: row 8's 9 would overflow), rows
+     * 8-9 (9 + 2), row 10 alone (16), row 11. */
+    static const int32_t want[] = {0, 3, 4, 8, 10, 11, 12};
+    cr_assert_eq(var(&f, "ntiles"), 6);
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(trow[i], want[i], "tile %d starts at row %d, want %d", i, trow[i], want[i]);
+    cr_expect_eq(tbase[0], 40000, "the tile's smallest column");
+    cr_expect_eq(tbase[2], 40100, "empty rows widen nothing");
+    cr_expect_eq(tbase[3], 40001, "rows 8 and 9 span 40001..40021");
+    cr_expect_eq(tbase[4], 9);
+    seg16_walk_should_match_csr(a, &f);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, seg16_should_start_a_tile_where_columns_would_span_past_15_bits)
+{
+    static const int lens[] = {2, 2, 2, 2};
+    static const int32_t first[] = {0, 32766, 32767, 100000};
+    sp_csr *a = rows_of(4, 200000, lens, first);
+    dev_fmt f;
+    build_host(a, "seg16", NULL, SP_FP64, &f);
+    cr_assert_eq(var(&f, "tile"), 2048, "the default tile");
+    size_t n;
+    const int32_t *trow = arr(&f, "tile_row", &n);
+    /* Rows 0-1 reach column 32767 (span 32767: fits), row 2 would reach
+     * 32768 and starts a tile, row 3 is far from it. */
+    cr_assert_eq(var(&f, "ntiles"), 3);
+    cr_expect(trow[1] == 2 && trow[2] == 3, "tiles start at rows 0, %d, %d", trow[1], trow[2]);
+    seg16_walk_should_match_csr(a, &f);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, seg16_should_refuse_a_row_longer_than_a_tile_or_too_wide_naming_it)
+{
+    static const int lens[] = {3, 17, 2};
+    sp_csr *a = rows_of(3, 100, lens, NULL);
+    cJSON *p = params_of("{\"tile\": 16}");
+    dev_fmt f;
+    dt_err e = {0};
+    cr_assert_eq(dev_fmt_build(a, "seg16", p, SP_FP32, DEV_FMT_HOST, &f, &e), -1);
+    cr_expect(strstr(e.msg, "row 1 has 17 entries") && strstr(e.msg, "BLOCK * U"), "%s", e.msg);
+    cJSON_Delete(p);
+    sp_csr_free(a);
+    /* One row whose first and last columns are 40000 apart. */
+    sp_coo *c = sp_coo_new(2, 50000, 4, &e);
+    cr_assert_eq(sp_coo_push(c, 0, 3, 1.0, &e), 0);
+    cr_assert_eq(sp_coo_push(c, 1, 5, 1.0, &e), 0);
+    cr_assert_eq(sp_coo_push(c, 1, 40005, 1.0, &e), 0);
+    a = sp_coo_to_csr(c, &e);
+    sp_coo_free(c);
+    dt_err e2 = {0};
+    cr_assert_eq(dev_fmt_build(a, "seg16", NULL, SP_FP32, DEV_FMT_HOST, &f, &e2), -1);
+    cr_expect(strstr(e2.msg, "row 1 spans columns 5..40005"), "%s", e2.msg);
+    const char *bad[] = {"{\"tile\": 12}", "{\"tile\": 0}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        cJSON *q = params_of(bad[i]);
+        dt_err be = {0};
+        cr_expect_eq(dev_fmt_build(a, "seg16", q, SP_FP32, DEV_FMT_HOST, &f, &be), -1, "%s",
+                     bad[i]);
+        cr_expect(strstr(be.msg, "multiple of 8"), "%s", be.msg);
+        cJSON_Delete(q);
+    }
+    sp_csr_free(a);
+}
+
+/* requires.max_row may be an expression over the kernel's parameters:
+ * seg16 takes rows of up to BLOCK * U * 8 entries. */
+Test(formats_dev, requires_should_evaluate_expressions_over_the_kernel_parameters)
+{
+    gpu_contract c = {0};
+    c.requires = cJSON_Parse("{\"max_row\": \"BLOCK * U * 8\"}");
+    static const int lens[] = {3, 1500};
+    sp_csr *a = rows_of(2, 2000, lens, NULL);
+    cJSON *small = params_of("{\"BLOCK\": 128, \"U\": 1}"),
+          *big = params_of("{\"BLOCK\": 256, \"U\": 1}");
+    const char *why = wk_requires_violated(&c, small, a);
+    cr_assert_not_null(why);
+    cr_expect(strstr(why, "at most 1024 entries; longest is 1500"), "%s", why);
+    cr_expect_null(wk_requires_violated(&c, big, a));
+    cr_expect_eq(wk_requires_num(&c, big, "max_row", -1), 2048);
+    cr_expect_eq(wk_requires_num(&c, NULL, "max_row", -1), -1, "unevaluable: no precondition");
+    cJSON_Delete(small);
+    cJSON_Delete(big);
+    cJSON_Delete(c.requires);
+    sp_csr_free(a);
 }
