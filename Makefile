@@ -126,6 +126,8 @@ $(DBG)/tests/test_$(1): $(call dbg_objs,$(wildcard tests/$(1)/*.c) $(TEST_COMMON
 endef
 $(foreach m,$(TEST_MODULES),$(eval $(call test_exe,$(m))))
 TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m))
+# The export tests read the harness's fixed head and tail, which live in the CLI.
+$(DBG)/tests/test_export: $(call dbg_objs,cli/export_harness.c)
 
 # The GPU tests are built without sanitizers: ASan's shadow memory and the
 # CUDA driver's address-space reservations do not mix (compute-sanitizer is

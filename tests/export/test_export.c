@@ -3,8 +3,12 @@
  * it needs one and is not done here). */
 #include "tests/export/extest.h"
 
+#include "cli/cli.h"
+#include "gpu/contract.h"
 #include "sparse/sparse.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -532,6 +536,96 @@ Test(export, a_library_spmm_kernel_that_defines_n_should_build, .timeout = 300)
     has(k, "kernel.cu", "#define N 32 /* n */");
     lacks(h, "harness.cu", "cusparseOperation_t N ");
     builds_with_nvcc(&f);
+    free(k);
+    free(h);
+    free(r);
+    ex_fixture_free(&f);
+}
+
+/* harness.cu with its comments blanked out, so that only code is searched. */
+static char *code_only(const char *src)
+{
+    char *o = dt_xstrdup(src);
+    for (char *p = o; *p; p++) {
+        if (p[0] == '/' && p[1] == '*') {
+            char *end = strstr(p + 2, "*/");
+            char *stop = end ? end + 2 : p + strlen(p);
+            memset(p, ' ', (size_t)(stop - p));
+            p = stop - 1;
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n')
+                *p++ = ' ';
+            if (!*p)
+                break;
+        } else if (*p == '"') { /* string literals may say anything */
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1])
+                    p++;
+            if (!*p)
+                break;
+        }
+    }
+    return o;
+}
+
+/* kernel.cu #defines every template parameter (BLOCK, U, N, ...) before harness.cu's
+ * code: none of them may name anything in the harness's fixed head and tail, or it
+ * stops building (seg16's U once replaced the head's template parameter). Every
+ * parameter name of every manifest in kernels/, searched as a whole word in the code of
+ * the head and the tail (the generated launch between them uses the names on purpose),
+ * and the seg16 harness built with nvcc. */
+Test(export, no_template_parameter_name_should_appear_in_the_harness_code, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {
+        .spec = "{\"op\": \"spmv\", \"matrix\": \"gen:rmat:rows=4096,nnz=40000,seed=3\", "
+                "\"dtype\": \"fp32\", \"alpha\": 2, \"beta\": 0.5}",
+        .strategy = "seg16",
+        .v = {{.params = "{\"BLOCK\": 128, \"U\": 2}", .us = 2.0}},
+        .method = "graph",
+        .baseline = "CSR_ALG1",
+    };
+    char *h, *r;
+    export_template(&f, "spmv_seg16.cu", o, &h, &r);
+    char *k = ex_read(&f, "kernel.cu");
+    has(k, "kernel.cu", "#define U 2");
+    char *fixed = dt_xasprintf("%s\n%s", cli_export_harness_head, cli_export_harness_tail);
+    char *code = code_only(fixed);
+    free(fixed);
+    char *dir = dt_xasprintf("%s/kernels", tu_src_dir());
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    struct dirent *de;
+    int nnames = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (!dt_endswith(de->d_name, ".cu"))
+            continue;
+        char *p = dt_xasprintf("%s/%s", dir, de->d_name);
+        char *src = dt_read_file(p, NULL, NULL);
+        cr_assert_not_null(src, "%s", p);
+        gpu_manifest m;
+        dt_err e = {0};
+        cr_assert_eq(gpu_manifest_from_source(src, &m, &e), 0, "%s: %s", de->d_name, e.msg);
+        for (int i = 0; i < m.nparams; i++, nnames++) {
+            const char *name = m.params[i].name;
+            size_t len = strlen(name);
+            for (const char *s = strstr(code, name); s; s = strstr(s + 1, name)) {
+                int before = s > code && (isalnum((unsigned char)s[-1]) || s[-1] == '_');
+                int after = isalnum((unsigned char)s[len]) || s[len] == '_';
+                cr_assert(before || after,
+                          "%s's parameter %s names something in the harness: ...%.60s", de->d_name,
+                          name, s > code + 30 ? s - 30 : code);
+            }
+        }
+        gpu_manifest_clear(&m);
+        free(src);
+        free(p);
+    }
+    closedir(d);
+    cr_assert_gt(nnames, 50, "only %d parameter names", nnames);
+    builds_with_nvcc(&f);
+    free(dir);
+    free(code);
     free(k);
     free(h);
     free(r);
