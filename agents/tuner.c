@@ -617,14 +617,17 @@ static int cmp_double(const void *a, const void *b)
 
 /* One round: for each strategy whose fastest quick point is new (the first
  * round, or one the last round found), its neighbours one step away along
- * each parameter of the candidate's space (the values sorted ascending:
- * down, then up, the parameters in the space's order), legal under the
- * manifest and not measured before, up to t->o.refine of them, appended as
- * variants of this round. The points ag_tune_points picks are one move
- * from the planner's point; on the H200 the faster points of SDDMM at K=32
- * were two or three moves away (csr-warp-sddmm's SEG and WARPS together,
- * coo-sddmm's LANES and UNROLL), and this reaches them by way of the best
- * point measured. Returns the variants added. */
+ * each parameter of the candidate's space (the values sorted ascending),
+ * legal under the manifest and not measured before, appended as variants of
+ * this round. They are taken a parameter at a time, in the space's order,
+ * one step each (down where there is one) before any parameter gets its
+ * second, and at most t->o.refine of them or one per parameter, whichever
+ * is more: with the steps taken parameter by parameter under a cap of four,
+ * sell16-thread's fifth parameter (SEQ) was never moved (crack fp64 kept
+ * SEQ 2 at 130.75 us where SEQ 1 takes 127.6, session 23). The points ag_tune_points picks are one
+ * move from the planner's point; on the H200 the faster points of SDDMM at K=32 were two or three
+ * moves away (csr-warp-sddmm's SEG and WARPS together, coo-sddmm's LANES and UNROLL), and this
+ * reaches them by way of the best point measured. Returns the variants added. */
 static int refine(ag_tuner *t)
 {
     int per = t->o.refine, added = 0;
@@ -646,12 +649,15 @@ static int refine(ag_tuner *t)
         int have_m = cand_manifest(st->cand, &m);
         cJSON *from = cJSON_Duplicate(best->params, 1);
         char *fs = dt_json_print(from, 0);
-        int got = 0;
+        /* Each parameter's legal, new steps: down first, then up. */
+        enum { MAXP = 32 };
+        cJSON *steps[MAXP][2] = {{NULL}};
+        int np = 0;
         const cJSON *p;
         cJSON_ArrayForEach(p, space)
         {
             int len = cJSON_GetArraySize(p);
-            if (len < 2 || len > 64 || got >= per)
+            if (len < 2 || len > 64 || np == MAXP)
                 continue;
             double vals[64];
             for (int i = 0; i < len; i++)
@@ -662,7 +668,8 @@ static int refine(ag_tuner *t)
             for (int k = 1; k < len; k++)
                 if (fabs(vals[k] - at) < fabs(vals[i] - at))
                     i = k;
-            for (int dir = -1; dir <= 1 && got < per; dir += 2) {
+            int ns = 0;
+            for (int dir = -1; dir <= 1; dir += 2) {
                 int j = i + dir;
                 if (j < 0 || j >= len || vals[j] == at)
                     continue;
@@ -673,7 +680,22 @@ static int refine(ag_tuner *t)
                 {
                     seen |= !u->reserve && same_point(u->params, pt);
                 }
-                if (seen) {
+                if (seen)
+                    cJSON_Delete(pt);
+                else
+                    steps[np][ns++] = pt;
+            }
+            np++;
+        }
+        const int cap = per > np ? per : np;
+        int got = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int q = 0; q < np; q++) {
+                cJSON *pt = steps[q][pass];
+                steps[q][pass] = NULL;
+                if (pt == NULL)
+                    continue;
+                if (got >= cap) {
                     cJSON_Delete(pt);
                     continue;
                 }

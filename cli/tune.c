@@ -29,11 +29,12 @@ const char cli_tune_usage[] =
     "set aside after its quick timing and the next point of the list, up to three times\n"
     "--variants, is measured in its place. Then refinement, a local search: the points one\n"
     "step from the strategy's fastest quick timing along each parameter of its space (the\n"
-    "values in ascending order), --refine of them (default: half of --variants; 0: none),\n"
-    "timed the same way; a second round from the new fastest point where the first found\n"
-    "one. --dry-run prints the ranking and the variants chosen before any timing, without\n"
-    "a GPU (the matrix is profiled here; rules for one compute capability when the spec\n"
-    "names a GPU, for every one when it says auto).\n";
+    "values in ascending order), a step of every parameter before a second step of any,\n"
+    "--refine of them or one per parameter, whichever is more (default: half of\n"
+    "--variants; 0: none), timed the same way; a second round from the new fastest point\n"
+    "where the first found one. --dry-run prints the ranking and the variants chosen\n"
+    "before any timing, without a GPU (the matrix is profiled here; rules for one compute\n"
+    "capability when the spec names a GPU, for every one when it says auto).\n";
 
 typedef struct tune_ctx {
     cJSON *result;

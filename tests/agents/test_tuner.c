@@ -230,7 +230,7 @@ static void pool_quiet(int w, const char *line, void *ud)
  * (tests/agents/fake-tune-worker.sh) whose kernel_key ignores TN: every TN
  * of a point is one kernel. refine as in ag_tune_opts (-1: none). Returns
  * the tuner's result; caller frees. */
-static cJSON *tune_with_fake_workers(int workers, int budget, int refine)
+static cJSON *tune_with_fake_workers_in(int workers, int budget, int refine, const char *space)
 {
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
@@ -243,13 +243,14 @@ static cJSON *tune_with_fake_workers(int workers, int budget, int refine)
     sp_spec_init(&spec);
     spec.op = SP_SPMM;
     spec.n = 32;
-    cJSON *cands = cJSON_Parse(
-        "[{\"strategy\": \"ell-baked-spmm\", \"template\": \"kernels/spmm_ell.cu\","
-        "  \"params\": {\"WARPS\": 4, \"VEC\": 8, \"LANES\": 32, \"ROWS_PER_WARP\": 1,"
-        "               \"UNROLL\": 4, \"TN\": 128},"
-        "  \"space\": {\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8],"
-        "             \"TN\": [32, 64, 128, 256]}}]");
+    cJSON *cands =
+        cJSON_Parse("[{\"strategy\": \"ell-baked-spmm\", \"template\": \"kernels/spmm_ell.cu\","
+                    "  \"params\": {\"WARPS\": 4, \"VEC\": 8, \"LANES\": 32, \"ROWS_PER_WARP\": 1,"
+                    "               \"UNROLL\": 4, \"TN\": 128}}]");
     cr_assert_not_null(cands);
+    cJSON *sp = cJSON_Parse(space);
+    cr_assert_not_null(sp, "%s", space);
+    cJSON_AddItemToObject(cJSON_GetArrayItem(cands, 0), "space", sp);
     tune_wait w = {0};
     ag_tune_opts o = {.pool = p,
                       .spec = &spec,
@@ -276,6 +277,13 @@ static cJSON *tune_with_fake_workers(int workers, int budget, int refine)
     dt_loop_free(l);
     free(la);
     return w.result;
+}
+
+static cJSON *tune_with_fake_workers(int workers, int budget, int refine)
+{
+    return tune_with_fake_workers_in(
+        workers, budget, refine,
+        "{\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8], \"TN\": [32, 64, 128, 256]}");
 }
 
 static int same_kernel(const cJSON *a, const cJSON *b)
@@ -433,5 +441,73 @@ Test(tuner, refinement_should_time_the_neighbours_of_the_fastest_quick_point, .t
         cJSON_Delete(res);
     }
     unsetenv("FAKE_TUNE_SLOPE");
+    cJSON_Delete(space);
+}
+
+/* A space of more parameters than the cap of a round: every parameter gets a
+ * step from the fastest point before any gets a second, and the round takes
+ * one per parameter even past the cap (`--refine 2` over five parameters), so
+ * the last parameter of the space is moved too -- unless each of its steps was
+ * measured before the round. Session 23's tuner took the steps parameter by
+ * parameter and stopped at the cap: sell16-thread's fifth parameter, SEQ, was
+ * never moved. */
+Test(tuner, refinement_should_step_every_parameter_before_any_twice, .timeout = 120)
+{
+    static const char *space_json = "{\"WARPS\": [1, 2, 4, 8], \"VEC\": [1, 2, 4, 8], "
+                                    "\"LANES\": [4, 8, 16, 32], \"ROWS_PER_WARP\": [1, 2, 4, 8], "
+                                    "\"UNROLL\": [2, 4, 8]}";
+    cJSON *space = cJSON_Parse(space_json);
+    for (int workers = 1; workers <= 2; workers++) {
+        cJSON *res = tune_with_fake_workers_in(workers, 4, 2, space_json);
+        const cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0);
+        const cJSON *vs = cJSON_GetObjectItem(s, "variants");
+        const cJSON *best = NULL, *v;
+        cJSON_ArrayForEach(
+            v, vs) if (dt_json_num(v, "round", 0) < 1 && dt_json_num(v, "quick_us", 0) > 0 &&
+                       (best == NULL ||
+                        dt_json_num(v, "quick_us", 0) < dt_json_num(best, "quick_us", 0))) best = v;
+        cr_assert_not_null(best, "%d workers: nothing timed", workers);
+        const cJSON *from = cJSON_GetObjectItem(best, "params");
+        int round1 = 0;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, space)
+        {
+            /* This parameter's steps: one place down or up its ascending list. */
+            int moves = 0, open = 0, len = cJSON_GetArraySize(p), at = -1;
+            for (int i = 0; i < len; i++)
+                if (cJSON_GetArrayItem(p, i)->valuedouble == dt_json_num(from, p->string, -1))
+                    at = i;
+            cr_assert_geq(at, 0, "%s not in the space", p->string);
+            for (int d = -1; d <= 1; d += 2) {
+                if (at + d < 0 || at + d >= len)
+                    continue;
+                cJSON *pt = cJSON_Duplicate(from, 1);
+                cJSON_ReplaceItemInObject(
+                    pt, p->string, cJSON_CreateNumber(cJSON_GetArrayItem(p, at + d)->valuedouble));
+                int before = 0;
+                cJSON_ArrayForEach(v, vs)
+                {
+                    if (!cJSON_Compare(cJSON_GetObjectItem(v, "params"), pt, 1))
+                        continue;
+                    if (dt_json_num(v, "round", 0) == 1)
+                        moves++;
+                    else if (dt_json_num(v, "round", 0) == 0)
+                        before = 1;
+                }
+                open += !before;
+                cJSON_Delete(pt);
+            }
+            cr_assert(moves > 0 || open == 0, "%d workers: round 1 never moved %s from %s", workers,
+                      p->string, dt_json_print(from, 0));
+            cr_assert_leq(moves, 1 + (open > 1), "%s", p->string);
+            round1 += moves;
+        }
+        cr_assert_geq(round1, 3, "%d workers: round 1 took %d points", workers, round1);
+        cJSON_ArrayForEach(v, vs)
+            cr_assert(dt_json_num(v, "round", 0) != 1 ||
+                          one_move(from, cJSON_GetObjectItem(v, "params")) != NULL,
+                      "%d workers: a round-1 point is not one move", workers);
+        cJSON_Delete(res);
+    }
     cJSON_Delete(space);
 }
