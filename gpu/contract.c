@@ -29,6 +29,8 @@ static const char *vocabulary[] = {
     "nlong", "long_rows", "long_ptr", "long_col", "long_val",
     /* seg16: tiles of whole rows as one flat stream of flagged entries */
     "ntiles", "tile_row", "tile_base", "seg_col", "seg_val",
+    /* dtile: SDDMM's non-empty dense tiles, a mask and a first position a tile row */
+    "tile_rc", "tile_rbase", "tile_rmask",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */

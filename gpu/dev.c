@@ -1444,6 +1444,116 @@ out:
     return rc;
 }
 
+static int cmp_int32(const void *x, const void *y)
+{
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* dtile: the TM x TN tiles of S that hold a nonzero, for SDDMM by dense
+ * tiles of the product (kernels/sddmm_dense_tile.cu). tile_rc holds each
+ * tile's (tile row, tile column), ordered by tile row, then column; for
+ * each of a tile's `tm` rows (rows past the matrix's end included, with
+ * nothing set) tile_rmask has bit c set when column c of the tile holds a
+ * nonzero, and tile_rbase the CSR position of the row's first nonzero in
+ * the tile (0 when it has none). A row's nonzeros in a tile are
+ * consecutive in CSR, in column order, so a kernel finds any entry's
+ * position from the mask alone. Variables: ntiles, tm, tn. */
+static int build_dtile(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    (void)t;
+    const int64_t tm = fparam(params, "tm", 64), tn = fparam(params, "tn", 64);
+    if (tm < 1 || tm > 4096 || tn < 1 || tn > 64)
+        return dt_err_set(e,
+                          "dtile: tm must be 1..4096 and tn 1..64 (a row's mask is 64 bits); "
+                          "got tm %lld, tn %lld",
+                          (long long)tm, (long long)tn);
+    const int64_t ntr = (a->rows + tm - 1) / tm, ntc = (a->cols + tn - 1) / tn;
+    int32_t *stamp = calloc(ntc ? (size_t)ntc : 1, sizeof *stamp);  /* tile row + 1 */
+    int32_t *slot = malloc((ntc ? (size_t)ntc : 1) * sizeof *slot); /* tile column -> tile */
+    int32_t *rc = NULL, *rbase = NULL;
+    uint64_t *rmask = NULL;
+    int out = -1;
+    if (stamp == NULL || slot == NULL)
+        goto oom;
+    /* Count the tiles first: the slots' arrays are sized by them. */
+    int64_t nt = 0;
+    for (int64_t tr = 0; tr < ntr; tr++) {
+        const int32_t r1 = (int32_t)((tr + 1) * tm < a->rows ? (tr + 1) * tm : a->rows);
+        for (int32_t r = (int32_t)(tr * tm); r < r1; r++)
+            for (int64_t p = a->rowptr[r]; p < a->rowptr[r + 1]; p++) {
+                const int32_t tc = (int32_t)(a->col[p] / tn);
+                if (stamp[tc] != tr + 1) {
+                    stamp[tc] = (int32_t)(tr + 1);
+                    nt++;
+                }
+            }
+    }
+    if (nt * tm > ((int64_t)1 << 28)) {
+        dt_err_set(e,
+                   "dtile: %lld tiles of %lld x %lld would take %lld MiB of masks for %lld "
+                   "nonzeros (the pattern is too sparse for dense tiles)",
+                   (long long)nt, (long long)tm, (long long)tn, (long long)(nt * tm * 12 >> 20),
+                   (long long)a->nnz);
+        goto done;
+    }
+    rc = malloc((size_t)(nt ? nt : 1) * 2 * sizeof *rc);
+    rbase = calloc((size_t)(nt ? nt * tm : 1), sizeof *rbase);
+    rmask = calloc((size_t)(nt ? nt * tm : 1), sizeof *rmask);
+    if (rc == NULL || rbase == NULL || rmask == NULL)
+        goto oom;
+    memset(stamp, 0, (size_t)(ntc ? ntc : 1) * sizeof *stamp);
+    int64_t next = 0;
+    for (int64_t tr = 0; tr < ntr; tr++) {
+        const int32_t r0 = (int32_t)(tr * tm);
+        const int32_t r1 = (int32_t)((tr + 1) * tm < a->rows ? (tr + 1) * tm : a->rows);
+        /* This tile row's tile columns, in order. */
+        const int64_t first = next;
+        for (int32_t r = r0; r < r1; r++)
+            for (int64_t p = a->rowptr[r]; p < a->rowptr[r + 1]; p++) {
+                const int32_t tc = (int32_t)(a->col[p] / tn);
+                if (stamp[tc] != tr + 1) {
+                    stamp[tc] = (int32_t)(tr + 1);
+                    rc[2 * next++] = tc; /* sorted on, then moved */
+                }
+            }
+        qsort(rc + 2 * first, (size_t)(next - first), 2 * sizeof *rc, cmp_int32);
+        for (int64_t i = first; i < next; i++) {
+            rc[2 * i + 1] = rc[2 * i];
+            rc[2 * i] = (int32_t)tr;
+            slot[rc[2 * i + 1]] = (int32_t)i;
+        }
+        for (int32_t r = r0; r < r1; r++)
+            for (int64_t p = a->rowptr[r]; p < a->rowptr[r + 1]; p++) {
+                const int32_t c = a->col[p];
+                const size_t s = (size_t)slot[c / tn] * (size_t)tm + (size_t)(r - r0);
+                if (rmask[s] == 0)
+                    rbase[s] = (int32_t)p;
+                rmask[s] |= 1ull << (c % tn);
+            }
+    }
+    if (add_arr(f, "tile_rc", rc, (size_t)(nt ? nt : 1) * 8, e) != 0 ||
+        add_arr(f, "tile_rbase", rbase, (size_t)(nt ? nt * tm : 1) * 4, e) != 0 ||
+        add_arr(f, "tile_rmask", rmask, (size_t)(nt ? nt * tm : 1) * 8, e) != 0)
+        goto done;
+    gpu_vars_set(&f->vars, "ntiles", nt);
+    gpu_vars_set(&f->vars, "tm", tm);
+    gpu_vars_set(&f->vars, "tn", tn);
+    out = 0;
+    goto done;
+oom:
+    if (e)
+        e->code = DEV_ENOMEM;
+    dt_err_set(e, "out of host memory for dtile (%lld nonzeros)", (long long)a->nnz);
+done:
+    free(stamp);
+    free(slot);
+    free(rc);
+    free(rbase);
+    free(rmask);
+    return out;
+}
+
 typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
 
 static const struct {
@@ -1453,6 +1563,7 @@ static const struct {
     {"csr", build_csr},     {"coo", build_coo},       {"ell", build_ell},
     {"sell", build_sell},   {"bsr", build_bsr},       {"bins", build_bins},
     {"csr16", build_csr16}, {"sell16", build_sell16}, {"seg16", build_seg16},
+    {"dtile", build_dtile},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
@@ -1495,9 +1606,10 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     }
     if (e)
         e->code = DEV_ECONTRACT;
-    return dt_err_set(
-        e, "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, csr16, seg16)",
-        format);
+    return dt_err_set(e,
+                      "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, "
+                      "csr16, seg16, dtile)",
+                      format);
 }
 
 void dev_fmt_free(dev_fmt *f)

@@ -346,6 +346,42 @@ Test(export, a_coo_sddmm_kernel_should_get_each_nonzeros_row_and_build, .timeout
     ex_fixture_free(&f);
 }
 
+/* The dense-tile SDDMM templates read format dtile (a 64-bit mask a tile row among
+ * its arrays): the harness passes the format's arrays where the contract lists them
+ * and builds, the tensor-core one (mma.sync TF32) for sm_90 as well. */
+Test(export, dense_tile_sddmm_kernels_should_pass_the_dtile_arrays_and_build, .timeout = 300)
+{
+    static const struct {
+        const char *file, *strategy, *params, *call;
+    } cases[] = {
+        {"sddmm_dense_tile.cu", "dense-tile-sddmm",
+         "{\"TM\": 32, \"TN\": 64, \"RM\": 4, \"RN\": 4}",
+         "sddmm_dense_tile<<<grid, block, (size_t)d->smem, s>>>(a->rows, a->cols, "},
+        {"sddmm_dense_tile_tf32.cu", "dense-tile-tf32-sddmm",
+         "{\"TM\": 64, \"TN\": 32, \"WM\": 2, \"WN\": 2}",
+         "sddmm_dense_tile_tf32<<<grid, block, (size_t)d->smem, s>>>(a->rows, a->cols, "},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        ex_fix f = ex_fixture();
+        ex_opts o = {
+            .spec = "{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=300,nnz=9000,seed=3\", "
+                    "\"dtype\": \"fp32\", \"n\": 32}",
+            .strategy = cases[i].strategy,
+            .v = {{.params = cases[i].params, .us = 2.0}},
+            .method = "graph",
+            .baseline = "CSR_ALG_DEFAULT",
+        };
+        char *h, *r;
+        export_template(&f, cases[i].file, o, &h, &r);
+        has(h, "harness.cu", cases[i].call);
+        has(h, "harness.cu", "\"tile_rmask\"");
+        builds_with_nvcc(&f);
+        free(h);
+        free(r);
+        ex_fixture_free(&f);
+    }
+}
+
 /* merge-path keeps its scratch zeroed itself (contract scratch_init "once"): the
  * harness zeroes it when it allocates it and launches without a memset, as the worker
  * does, and the README says so. */

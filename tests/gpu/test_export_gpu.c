@@ -1,6 +1,6 @@
 /* test_export_gpu.c -- `ditto export` of library kernels over formats other than CSR
- * (sell16, csr16, seg16, ell), built with nvcc and run on the GPU: the harness loads format/,
- * and must find every output within the reference's tolerance. Skips without nvcc or a
+ * (sell16, csr16, seg16, ell, dtile), built with nvcc and run on the GPU: the harness loads
+ * format/, and must find every output within the reference's tolerance. Skips without nvcc or a
  * GPU. */
 #include "tests/export/extest.h"
 
@@ -73,6 +73,19 @@ Test(export_gpu, a_seg16_kernel_should_run_correct_from_its_exported_format, .ti
                  "{\"op\": \"spmv\", \"matrix\": \"gen:rmat:rows=4096,nnz=40000,seed=3\", "
                  "\"dtype\": \"fp32\", \"alpha\": 2, \"beta\": 0.5}",
                  "{\"BLOCK\": 128, \"U\": 2}");
+}
+
+/* dtile's tile list, masks and first positions travel through format/, for the FMA and
+ * the tensor-core (3xTF32) dense-tile SDDMM kernels, on a block-sparse pattern. */
+Test(export_gpu, dense_tile_sddmm_kernels_should_run_correct_from_their_exported_format,
+     .timeout = 600)
+{
+    static const char *spec = "{\"op\": \"sddmm\", \"matrix\": "
+                              "\"gen:block:rows=600,cols=500,nnz=40000,b=32,seed=2\", "
+                              "\"dtype\": \"fp32\", \"n\": 32, \"alpha\": 1.5, \"beta\": 0.5}";
+    runs_correct("sddmm_dense_tile.cu", spec, "{\"TM\": 64, \"TN\": 32, \"RM\": 8, \"RN\": 4}");
+    runs_correct("sddmm_dense_tile_tf32.cu", spec,
+                 "{\"TM\": 32, \"TN\": 64, \"WM\": 1, \"WN\": 2}");
 }
 
 Test(export_gpu, an_ell_spmm_kernel_should_run_correct_from_its_exported_format, .timeout = 600)

@@ -211,6 +211,68 @@ Test(worker_gpu, seg16_should_pass_in_every_dtype_and_tile_shape, .timeout = 600
     close_pool(&f);
 }
 
+/* One verify of an SDDMM template at K = n with the given parameters
+ * (name, value pairs up to a NULL name) on matrix "m"; expects it passed. */
+static void verify_sddmm_at(fixture *f, const char *tpl, const char *dtype, int n, double alpha,
+                            double beta, const char *epi, const char *const *names, const int *vals)
+{
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", "verify");
+    dt_json_set_str(r, "matrix", "m");
+    dt_json_set_str(r, "op", "sddmm");
+    dt_json_set_str(r, "dtype", dtype);
+    dt_json_set_int(r, "n", n);
+    dt_json_set_num(r, "alpha", alpha);
+    dt_json_set_num(r, "beta", beta);
+    dt_json_set_str(r, "epilogue", epi);
+    cJSON *k = kernel_obj(tpl);
+    cJSON *pr = cJSON_AddObjectToObject(k, "params");
+    for (int i = 0; names[i] != NULL; i++)
+        cJSON_AddNumberToObject(pr, names[i], vals[i]);
+    dt_json_set_take(r, "kernel", k);
+    cJSON *v = gpu_pool_call(f->pool, r, 0);
+    char *out = cJSON_Print(v);
+    cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0),
+              "%s %s K=%d %s=%d %s=%d: %s", tpl, dtype, n, names[0], vals[0], names[1], vals[1],
+              out);
+    free(out);
+    cJSON_Delete(v);
+}
+
+/* The dense-tile templates (format dtile) in every dtype they list, at
+ * tile shapes that stage K in one round, in four (K=128) and in a padded
+ * one (K=20), with alpha, beta and the epilogues, on a pruned weight
+ * (transformer magnitude 0.7 q: 512 x 512, 30 % set) and on the edge
+ * matrices: a thread finds each output's position from its tile row's
+ * mask, so a wrong count shows as a misplaced entry. The tensor-core
+ * version (3xTF32) is fp32 only and must stay within the fp32 tolerance. */
+Test(worker_gpu, dense_tile_sddmm_should_pass_in_every_dtype_tile_shape_and_k, .timeout = 600)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("dlmc/transformer__magnitude_pruning__0.7__body_encoder_layer_0_self_"
+                        "attention_multihead_attention_q_fully_connected.smtx");
+    load(&f, m);
+    static const char *dtypes[] = {"fp32", "fp64", "fp16", "bf16"};
+    static const char *epi[] = {"none", "relu", "gelu"};
+    static const int ks[] = {32, 128, 20};
+    static const char *const fma[] = {"TM", "TN", "RM", "RN", NULL};
+    static const int fshape[][4] = {
+        {64, 64, 4, 4}, {32, 32, 2, 2}, {128, 64, 8, 8}, {64, 32, 8, 4}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++)
+        for (size_t s = 0; s < DT_ARRAY_LEN(fshape); s++)
+            verify_sddmm_at(&f, "kernels/sddmm_dense_tile.cu", dtypes[t], ks[(t + s) % 3],
+                            s % 2 ? 1.5 : 1.0, s % 2 ? 0.5 : 0.0, epi[(t + s) % 3], fma, fshape[s]);
+    static const char *const tc[] = {"TM", "TN", "WM", "WN", NULL};
+    static const int tshape[][4] = {
+        {64, 64, 2, 2}, {32, 32, 1, 1}, {128, 64, 4, 2}, {64, 32, 2, 4}};
+    for (size_t s = 0; s < DT_ARRAY_LEN(tshape); s++)
+        for (size_t i = 0; i < DT_ARRAY_LEN(ks); i++)
+            verify_sddmm_at(&f, "kernels/sddmm_dense_tile_tf32.cu", "fp32", ks[i],
+                            i % 2 ? 1.5 : 1.0, i % 2 ? 0.5 : 0.0, epi[(s + i) % 3], tc, tshape[s]);
+    free(m);
+    close_pool(&f);
+}
+
 /* Verifies sell16 at the given parameters on matrix "m", and at xval of
  * the parameter xname where xval > 0 (the worker fills in the manifest's
  * default for any parameter a request leaves out). */

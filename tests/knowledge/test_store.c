@@ -125,7 +125,7 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm",
-                                  "coo-sddmm"};
+                                  "coo-sddmm",      "dense-tile-sddmm",   "dense-tile-tf32-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
     for (const cJSON *e = rules->child; e != NULL; e = e->next) {
@@ -462,8 +462,9 @@ Test(store, sddmm_should_take_coo_on_small_matrices_only)
     } cases[] = {
         {"{" REP_G51 ", \"n\": 32}", "coo-sddmm", "csr-nnz-sddmm"},
         {"{" REP_CAGRQC ", \"n\": 128}", "coo-sddmm", "csr-nnz-sddmm"},
-        {"{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.9, \"row_cv\": 0.54, "
-         "\"row_max\": 95, \"row_max_over_mean\": 2.27, \"n\": 32}",
+        {"{\"rows\": 2003, \"nnz\": 83883, \"density\": 0.021, \"row_mean\": 41.9, "
+         "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
+         "\"block_fill_16\": 0.158, \"n\": 32}",
          "coo-sddmm", "csr-warp-sddmm"},
         {"{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, \"row_cv\": 1.43, "
          "\"row_max\": 81, \"row_max_over_mean\": 14.65, \"n\": 32}",
@@ -493,6 +494,58 @@ static int rule_fires(const kb *k, const char *op, const char *features, const c
     return fired;
 }
 
+/* Dense tiles of the product (dense-tile-sddmm) where S's 16 x 16 blocks
+ * are at least half full, at any K: block-sparse and banded attention
+ * masks took 2.5-3.3x cuSPARSE at K=32 and 1.9-2.3x at K=128 on the H200,
+ * against 1.1-1.3x for the best gathering template (session 26), and at
+ * K=128 its tensor-core version (dense-tile-tf32-sddmm, 3xTF32) more. On
+ * weights a fifth set or more at K up to 32 it is tuned third, after
+ * coo-sddmm and csr-warp-sddmm (rn50 final dense 1.20x against csr-warp's
+ * 1.09x); not at K=128 (it lost there), not on the 10 % transformer
+ * weights, not on FEM matrices (fidapex6's blocks of 16 are 0.21 full). */
+Test(store, sddmm_should_take_dense_tiles_on_filled_blocks_and_tune_them_on_dense_weights)
+{
+    static const char *filled = "rule.sddmm.dense-tile-for-filled-blocks",
+                      *dense = "rule.sddmm.dense-tile-for-dense-weights-at-small-k";
+#define BLOCK64                                                                                    \
+    "\"rows\": 4096, \"nnz\": 1048576, \"density\": 0.0625, \"row_mean\": 256, "                   \
+    "\"row_cv\": 0.44, \"row_max\": 512, \"row_max_over_mean\": 2, \"block_fill_2\": 1, "          \
+    "\"block_fill_4\": 1, \"block_fill_8\": 1, \"block_fill_16\": 1"
+#define RN50                                                                                       \
+    "\"rows\": 1000, \"nnz\": 409599, \"density\": 0.1999995, \"row_mean\": 409.6, "               \
+    "\"row_cv\": 0.23, \"row_max\": 731, \"row_max_over_mean\": 1.78, \"block_fill_2\": 0.35, "    \
+    "\"block_fill_4\": 0.21, \"block_fill_8\": 0.2, \"block_fill_16\": 0.198"
+    kb *k = kbt_open(NULL, NULL);
+    cr_assert_str_eq(best_rule(k, "sddmm", "{" BLOCK64 ", \"n\": 32}"), "dense-tile-sddmm");
+    /* At K=128 the tensor-core version first (3.03x against 2.88x), the
+     * FMA one second. */
+    cr_assert_str_eq(best_rule(k, "sddmm", "{" BLOCK64 ", \"n\": 128}"), "dense-tile-tf32-sddmm");
+    cr_assert_str_eq(nth_rule(k, "sddmm", "{" BLOCK64 ", \"n\": 128}", 1), "dense-tile-sddmm");
+    cr_assert(rule_fires(k, "sddmm", "{" BLOCK64 ", \"n\": 128}", filled));
+    /* The band of 257 (blocks of 16 0.95 full). */
+    cr_assert_str_eq(best_rule(k, "sddmm",
+                               "{\"rows\": 4096, \"nnz\": 1036160, \"density\": 0.0618, "
+                               "\"row_mean\": 253, \"row_cv\": 0.07, \"row_max\": 257, "
+                               "\"row_max_over_mean\": 1.02, \"block_fill_16\": 0.946, \"n\": 32}"),
+                     "dense-tile-sddmm");
+    cr_assert(rule_fires(k, "sddmm", "{" RN50 ", \"n\": 32}", dense));
+    cr_assert(!rule_fires(k, "sddmm", "{" RN50 ", \"n\": 32}", filled));
+    cr_assert_str_eq(nth_rule(k, "sddmm", "{" RN50 ", \"n\": 32}", 2), "dense-tile-sddmm");
+    cr_assert(!rule_fires(k, "sddmm", "{" RN50 ", \"n\": 128}", dense));
+    /* transformer magnitude 0.9 conv1: 10 % set. */
+    cr_assert(!rule_fires(k, "sddmm",
+                          "{\"rows\": 2048, \"nnz\": 104857, \"density\": 0.1, "
+                          "\"row_mean\": 51.2, \"block_fill_16\": 0.1, \"n\": 32}",
+                          dense));
+    /* fidapex6 at original size. */
+    const char *fem = "{\"rows\": 1651, \"nnz\": 49533, \"density\": 0.0182, \"row_mean\": 30, "
+                      "\"row_cv\": 0.49, \"block_fill_16\": 0.209, \"n\": 32}";
+    cr_assert(!rule_fires(k, "sddmm", fem, filled) && !rule_fires(k, "sddmm", fem, dense));
+#undef BLOCK64
+#undef RN50
+    kb_close(k);
+}
+
 /* Narrow lane groups (LANES 4: eight groups a warp at N=32) for csr-split-spmm and
  * csr-warp-spmm on small matrices whose rows are uneven (cv 1 or more) with rows 5
  * times the mean or longer: Erdos971 (cv 1.20, rows up to 41, 7.4x) and G51 (1.09, up
@@ -516,8 +569,9 @@ Test(store, narrow_lane_groups_should_be_tried_first_on_uneven_small_matrices)
         {"{\"rows\": 13436, \"nnz\": 94926, \"row_mean\": 7.07, \"row_cv\": 1.05, "
          "\"row_max\": 27, \"row_max_over_mean\": 3.82, \"n\": 32}",
          0},
-        {"{\"rows\": 2003, \"nnz\": 83883, \"row_mean\": 41.9, \"row_cv\": 0.54, "
-         "\"row_max\": 95, \"row_max_over_mean\": 2.27, \"n\": 32}",
+        {"{\"rows\": 2003, \"nnz\": 83883, \"density\": 0.021, \"row_mean\": 41.9, "
+         "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
+         "\"block_fill_16\": 0.158, \"n\": 32}",
          0},
         {"{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, \"row_cv\": 1.43, "
          "\"row_max\": 81, \"row_max_over_mean\": 14.65, \"n\": 32}",

@@ -1082,3 +1082,116 @@ Test(formats_dev, requires_should_evaluate_expressions_over_the_kernel_parameter
     cJSON_Delete(c.requires);
     sp_csr_free(a);
 }
+
+/* dtile read back as sddmm_dense_tile.cu reads it: every set bit of a tile
+ * row's mask, at position rbase + (bits left of it), must name a nonzero of
+ * A at that row and column, each nonzero exactly once; tiles come in (tile
+ * row, tile column) order and none is empty. */
+static void dtile_walk_should_match_csr(const sp_csr *a, const dev_fmt *f)
+{
+    const int64_t tm = var(f, "tm"), tn = var(f, "tn"), nt = var(f, "ntiles");
+    size_t nrc, nb, nm;
+    const int32_t *rc = arr(f, "tile_rc", &nrc);
+    const int32_t *rbase = arr(f, "tile_rbase", &nb);
+    const uint64_t *rmask = dev_fmt_host(f, "tile_rmask", &nm);
+    cr_assert_eq(nrc, (size_t)(nt ? 2 * nt : 2));
+    cr_assert(nb == (size_t)(nt ? nt * tm : 1) && nm == nb * 8, "%zu %zu", nb, nm);
+    int *seen = calloc((size_t)a->nnz + 1, sizeof *seen);
+    for (int64_t t = 0; t < nt; t++) {
+        if (t > 0)
+            cr_assert(rc[2 * t] > rc[2 * t - 2] ||
+                          (rc[2 * t] == rc[2 * t - 2] && rc[2 * t + 1] > rc[2 * t - 1]),
+                      "tile %lld out of order", (long long)t);
+        int any = 0;
+        for (int64_t lr = 0; lr < tm; lr++) {
+            const uint64_t m = rmask[t * tm + lr];
+            const int64_t r = rc[2 * t] * tm + lr;
+            for (int c = 0; c < tn; c++) {
+                if (!(m >> c & 1))
+                    continue;
+                any = 1;
+                const int64_t p = rbase[t * tm + lr] + __builtin_popcountll(m & ((1ull << c) - 1));
+                cr_assert(r < a->rows && p >= a->rowptr[r] && p < a->rowptr[r + 1],
+                          "tile %lld row %lld bit %d: position %lld outside the row", (long long)t,
+                          (long long)r, c, (long long)p);
+                cr_assert_eq(a->col[p], rc[2 * t + 1] * tn + c, "tile %lld row %lld bit %d",
+                             (long long)t, (long long)r, c);
+                seen[p]++;
+            }
+        }
+        cr_assert(any, "tile %lld is empty", (long long)t);
+    }
+    for (int64_t p = 0; p < a->nnz; p++)
+        cr_assert_eq(seen[p], 1, "nonzero %lld reached %d times", (long long)p, seen[p]);
+    free(seen);
+}
+
+Test(formats_dev, dtile_should_list_occupied_tiles_with_each_rows_mask_and_first_position)
+{
+    /* 70 rows x 200 columns, tiles of 32 x 64: row 0 crosses a tile
+     * boundary (columns 60..67), rows 1-3 are empty, row 40 reaches the
+     * last, partial tile column (192..199), row 69 sits in the partial last
+     * tile row. */
+    int lens[70] = {0};
+    int32_t first[70] = {0};
+    lens[0] = 8, first[0] = 60;
+    lens[5] = 3, first[5] = 0;
+    lens[40] = 10, first[40] = 190;
+    lens[69] = 64, first[69] = 64;
+    sp_csr *a = rows_of(70, 200, lens, first);
+    dev_fmt f;
+    build_host(a, "dtile", "{\"tm\": 32, \"tn\": 64}", SP_FP32, &f);
+    size_t n;
+    const int32_t *rc = arr(&f, "tile_rc", &n);
+    /* (0,0) rows 0 and 5, (0,1) row 0; (1,2) and (1,3) row 40; (2,1) row 69. */
+    static const int32_t want[] = {0, 0, 0, 1, 1, 2, 1, 3, 2, 1};
+    cr_assert_eq(var(&f, "ntiles"), 5);
+    for (int i = 0; i < 10; i++)
+        cr_expect_eq(rc[i], want[i], "tile_rc[%d] = %d, want %d", i, rc[i], want[i]);
+    const uint64_t *m = dev_fmt_host(&f, "tile_rmask", &n);
+    const int32_t *b = arr(&f, "tile_rbase", &n);
+    cr_expect_eq(m[0], 0xfull << 60, "row 0's columns 60..63 in the first tile");
+    cr_expect_eq(m[32], 0xfull, "row 0's columns 64..67 in the second");
+    cr_expect_eq(b[32], 4, "after the row's four entries in the tile before");
+    cr_expect_eq(m[4 * 32 + 5], ~0ull, "row 69 fills its tile row");
+    dtile_walk_should_match_csr(a, &f);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+Test(formats_dev, dtile_should_cover_every_nonzero_of_generated_matrices_at_every_tile_shape)
+{
+    const char *specs[] = {"gen:uniform:rows=300,cols=500,nnz=20000,seed=3",
+                           "gen:block:rows=256,cols=256,nnz=8192,b=16,seed=2",
+                           "gen:rmat:rows=1000,nnz=6000,seed=1"};
+    const char *shapes[] = {"{\"tm\": 32, \"tn\": 32}", "{\"tm\": 64, \"tn\": 64}",
+                            "{\"tm\": 128, \"tn\": 64}", "{\"tm\": 1, \"tn\": 1}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(specs); i++) {
+        dt_err e = {0};
+        sp_csr *a = sp_generate(specs[i], &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        for (size_t j = 0; j < DT_ARRAY_LEN(shapes); j++) {
+            dev_fmt f;
+            build_host(a, "dtile", shapes[j], SP_FP64, &f);
+            dtile_walk_should_match_csr(a, &f);
+            dev_fmt_free(&f);
+        }
+        sp_csr_free(a);
+    }
+}
+
+Test(formats_dev, dtile_should_refuse_tiles_wider_than_a_mask_naming_the_limit)
+{
+    static const int lens[] = {3, 2};
+    sp_csr *a = rows_of(2, 100, lens, NULL);
+    const char *bad[] = {"{\"tm\": 32, \"tn\": 65}", "{\"tm\": 0, \"tn\": 32}"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        cJSON *q = params_of(bad[i]);
+        dev_fmt f;
+        dt_err e = {0};
+        cr_expect_eq(dev_fmt_build(a, "dtile", q, SP_FP32, DEV_FMT_HOST, &f, &e), -1, "%s", bad[i]);
+        cr_expect(strstr(e.msg, "tn 1..64") != NULL, "%s", e.msg);
+        cJSON_Delete(q);
+    }
+    sp_csr_free(a);
+}
