@@ -31,6 +31,8 @@ static const char *vocabulary[] = {
     "ntiles", "tile_row", "tile_base", "seg_col", "seg_val",
     /* dtile: SDDMM's non-empty dense tiles, a mask and a first position a tile row */
     "tile_rc", "tile_rbase", "tile_rmask",
+    /* runion: one entry per (group of rows, column): column, group, positions */
+    "nent", "un_ent",
     /* dense operands */
     "x", "y", "B", "C", "A", "Bt", "out", "bias",
     /* scalars and scratch */

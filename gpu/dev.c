@@ -1554,6 +1554,86 @@ done:
     return out;
 }
 
+/* runion: SDDMM over the union of the columns of each group of `r`
+ * consecutive rows (kernels/sddmm_union.cu), so that a row of Bt several
+ * of the group's rows use is loaded once. un_ent holds one entry per
+ * distinct (group, column), in group then column order, `ues` int32 each
+ * (2 + r rounded up to a multiple of 4, so an entry is whole 16-byte
+ * loads): the column, the group, then for each of the group's r rows the
+ * CSR position of its nonzero in that column, or -1 when it has none (or
+ * the row is past the matrix's end); the rest is -1. r is 2, 4 or 8.
+ * Variables: nent, ur, ues. */
+/* A group of runion's merge: the next column any of its r rows holds past
+ * cur, each row's position there (or -1) in pos, and cur moved past it;
+ * INT32_MAX when the group is done. */
+static int32_t runion_next(const sp_csr *a, int64_t r, int64_t *cur, const int64_t *end,
+                           int32_t *pos)
+{
+    int32_t c = INT32_MAX;
+    for (int64_t i = 0; i < r; i++)
+        if (cur[i] < end[i] && a->col[cur[i]] < c)
+            c = a->col[cur[i]];
+    for (int64_t i = 0; i < r; i++) {
+        pos[i] = -1;
+        if (c != INT32_MAX && cur[i] < end[i] && a->col[cur[i]] == c)
+            pos[i] = (int32_t)cur[i]++;
+    }
+    return c;
+}
+
+static void runion_group(const sp_csr *a, int64_t g, int64_t r, int64_t *cur, int64_t *end)
+{
+    for (int64_t i = 0; i < r; i++) {
+        const int64_t row = g * r + i;
+        cur[i] = row < a->rows ? a->rowptr[row] : 0;
+        end[i] = row < a->rows ? a->rowptr[row + 1] : 0;
+    }
+}
+
+static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+{
+    (void)t;
+    const int64_t r = fparam(params, "r", 2);
+    if (r != 2 && r != 4 && r != 8)
+        return dt_err_set(e, "runion: r (rows a group) must be 2, 4 or 8; got %lld", (long long)r);
+    const int64_t es = (2 + r + 3) / 4 * 4;
+    const int64_t ng = (a->rows + r - 1) / r;
+    int64_t cur[8], end[8];
+    int32_t pos[8];
+    /* Count the entries first (a group's distinct columns), then fill them. */
+    int64_t nent = 0;
+    for (int64_t g = 0; g < ng; g++)
+        for (runion_group(a, g, r, cur, end); runion_next(a, r, cur, end, pos) != INT32_MAX;)
+            nent++;
+    if (nent * es > ((int64_t)1 << 28))
+        return dt_err_set(e, "runion: %lld entries of %lld bytes exceed 1 GiB", (long long)nent,
+                          (long long)(es * 4));
+    int32_t *ent = malloc((size_t)(nent ? nent * es : es) * sizeof *ent);
+    if (ent == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "out of host memory for runion (%lld entries)", (long long)nent);
+    }
+    int32_t *en = ent;
+    for (int64_t g = 0; g < ng; g++) {
+        runion_group(a, g, r, cur, end);
+        for (int32_t c; (c = runion_next(a, r, cur, end, pos)) != INT32_MAX; en += es) {
+            en[0] = c;
+            en[1] = (int32_t)g;
+            for (int64_t j = 2; j < es; j++)
+                en[j] = j - 2 < r ? pos[j - 2] : -1;
+        }
+    }
+    int rc = add_arr(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
+    free(ent);
+    if (rc != 0)
+        return -1;
+    gpu_vars_set(&f->vars, "nent", nent);
+    gpu_vars_set(&f->vars, "ur", r);
+    gpu_vars_set(&f->vars, "ues", es);
+    return 0;
+}
+
 typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
 
 static const struct {
@@ -1563,7 +1643,7 @@ static const struct {
     {"csr", build_csr},     {"coo", build_coo},       {"ell", build_ell},
     {"sell", build_sell},   {"bsr", build_bsr},       {"bins", build_bins},
     {"csr16", build_csr16}, {"sell16", build_sell16}, {"seg16", build_seg16},
-    {"dtile", build_dtile},
+    {"dtile", build_dtile}, {"runion", build_runion},
 };
 
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
@@ -1608,7 +1688,7 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
         e->code = DEV_ECONTRACT;
     return dt_err_set(e,
                       "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, "
-                      "csr16, seg16, dtile)",
+                      "csr16, seg16, dtile, runion)",
                       format);
 }
 

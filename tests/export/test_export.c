@@ -382,6 +382,29 @@ Test(export, dense_tile_sddmm_kernels_should_pass_the_dtile_arrays_and_build, .t
     }
 }
 
+/* row-union-sddmm reads format runion (an entry per group of rows and column, loaded as
+ * 16-byte vectors): the harness passes the entry array and its count and builds. */
+Test(export, row_union_sddmm_kernel_should_pass_the_runion_entries_and_build, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {
+        .spec = "{\"op\": \"sddmm\", \"matrix\": \"gen:banded:rows=500,bw=5,seed=3\", "
+                "\"dtype\": \"fp32\", \"n\": 32}",
+        .strategy = "row-union-sddmm",
+        .v = {{.params = "{\"R\": 4, \"LANES\": 8, \"WARPS\": 4, \"UNROLL\": 2}", .us = 2.0}},
+        .method = "graph",
+        .baseline = "CSR_ALG_DEFAULT",
+    };
+    char *h, *r;
+    export_template(&f, "sddmm_union.cu", o, &h, &r);
+    has(h, "harness.cu", "sddmm_union<<<grid, block, (size_t)d->smem, s>>>(");
+    has(h, "harness.cu", "\"un_ent\"");
+    builds_with_nvcc(&f);
+    free(h);
+    free(r);
+    ex_fixture_free(&f);
+}
+
 /* merge-path keeps its scratch zeroed itself (contract scratch_init "once"): the
  * harness zeroes it when it allocates it and launches without a memset, as the worker
  * does, and the README says so. */

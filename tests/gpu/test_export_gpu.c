@@ -1,5 +1,5 @@
 /* test_export_gpu.c -- `ditto export` of library kernels over formats other than CSR
- * (sell16, csr16, seg16, ell, dtile), built with nvcc and run on the GPU: the harness loads
+ * (sell16, csr16, seg16, ell, dtile, runion), built with nvcc and run on the GPU: the harness loads
  * format/, and must find every output within the reference's tolerance. Skips without nvcc or a
  * GPU. */
 #include "tests/export/extest.h"
@@ -86,6 +86,17 @@ Test(export_gpu, dense_tile_sddmm_kernels_should_run_correct_from_their_exported
     runs_correct("sddmm_dense_tile.cu", spec, "{\"TM\": 64, \"TN\": 32, \"RM\": 8, \"RN\": 4}");
     runs_correct("sddmm_dense_tile_tf32.cu", spec,
                  "{\"TM\": 32, \"TN\": 64, \"WM\": 1, \"WN\": 2}");
+}
+
+/* runion's entries (a column, a group, each row's position) travel through format/, on a
+ * band, where rows of a group share most columns. */
+Test(export_gpu, a_row_union_sddmm_kernel_should_run_correct_from_its_exported_format,
+     .timeout = 600)
+{
+    runs_correct("sddmm_union.cu",
+                 "{\"op\": \"sddmm\", \"matrix\": \"gen:banded:rows=3001,bw=6,seed=2\", "
+                 "\"dtype\": \"fp32\", \"n\": 32, \"alpha\": 1.5, \"beta\": 0.5}",
+                 "{\"R\": 4, \"LANES\": 8, \"WARPS\": 4, \"UNROLL\": 2}");
 }
 
 Test(export_gpu, an_ell_spmm_kernel_should_run_correct_from_its_exported_format, .timeout = 600)

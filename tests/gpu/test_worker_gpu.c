@@ -273,6 +273,32 @@ Test(worker_gpu, dense_tile_sddmm_should_pass_in_every_dtype_tile_shape_and_k, .
     close_pool(&f);
 }
 
+/* row-union-sddmm (format runion) in every dtype, at every group size R,
+ * with one vector a lane (LANES 8 at K=32), several (LANES 2 and 4) and a
+ * padded K (20), alpha, beta and the epilogues, on a mesh (dwt_992: groups
+ * of rows sharing columns, so most entries serve several rows) and on the
+ * edge matrices: the butterfly leaves each row's sum in its own lanes, so a
+ * wrong mapping shows as an output of the wrong row. */
+Test(worker_gpu, row_union_sddmm_should_pass_in_every_dtype_group_size_and_k, .timeout = 600)
+{
+    fixture f = open_pool();
+    char *m = tu_matrix("dwt_992.mtx");
+    load(&f, m);
+    static const char *dtypes[] = {"fp32", "fp64", "fp16", "bf16"};
+    static const char *epi[] = {"none", "relu", "gelu"};
+    static const int ks[] = {32, 128, 20};
+    static const char *const names[] = {"R", "LANES", "WARPS", "UNROLL", NULL};
+    static const int shape[][4] = {
+        {4, 8, 8, 1}, {2, 4, 4, 2}, {8, 8, 2, 4}, {2, 2, 4, 2}, {4, 16, 4, 1}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(dtypes); t++)
+        for (size_t s = 0; s < DT_ARRAY_LEN(shape); s++)
+            verify_sddmm_at(&f, "kernels/sddmm_union.cu", dtypes[t], ks[(t + s) % 3],
+                            s % 2 ? 1.5 : 1.0, s % 2 ? 0.5 : 0.0, epi[(t + s) % 3], names,
+                            shape[s]);
+    free(m);
+    close_pool(&f);
+}
+
 /* Verifies sell16 at the given parameters on matrix "m", and at xval of
  * the parameter xname where xval > 0 (the worker fills in the manifest's
  * default for any parameter a request leaves out). */

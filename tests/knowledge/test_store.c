@@ -125,7 +125,8 @@ Test(store, shipped_kb_should_cover_what_the_planner_and_checks_need)
     static const char *spmm[] = {"csr-warp-spmm",  "csr-smem-spmm", "csr-tiled-spmm",
                                  "csr-split-spmm", "bsr-mma-spmm",  "ell-baked-spmm"};
     static const char *sddmm[] = {"csr-warp-sddmm", "csr-rowgroup-sddmm", "csr-nnz-sddmm",
-                                  "coo-sddmm",      "dense-tile-sddmm",   "dense-tile-tf32-sddmm"};
+                                  "coo-sddmm",      "dense-tile-sddmm",   "dense-tile-tf32-sddmm",
+                                  "row-union-sddmm"};
     cJSON *rules = kb_list(k, "rule", NULL);
     int seen_spmv[DT_ARRAY_LEN(spmv)] = {0};
     for (const cJSON *e = rules->child; e != NULL; e = e->next) {
@@ -451,8 +452,9 @@ Test(store, csr_split_rule_should_not_fire_without_an_extreme_row)
  * stored beside its column (coo-sddmm won 32 of 34 matrices at K = 32 and
  * 33 of 34 at K = 128 on the H200, uneven ones too: G51 1.78 us against
  * csr-nnz-sddmm's 2.93, ca-GrQc 3.25 against 5.07 at K = 128; regular
- * bcsstk13 3.39 against csr-warp-sddmm's 4.54), with the split-by-nonzeros
- * template second on small uneven matrices; past 2M nonzeros (ca-GrQc
+ * bcsstk13 3.39 against csr-warp-sddmm's 4.54; at K = 32 the row-union
+ * template now goes first on it), with the split-by-nonzeros template
+ * second on small uneven matrices; past 2M nonzeros (ca-GrQc
  * replicated to 32M, where coo-sddmm was not measured) the warp
  * template. */
 Test(store, sddmm_should_take_coo_on_small_matrices_only)
@@ -460,11 +462,21 @@ Test(store, sddmm_should_take_coo_on_small_matrices_only)
     static const struct {
         const char *report, *want, *second;
     } cases[] = {
-        {"{" REP_G51 ", \"n\": 32}", "coo-sddmm", "csr-nnz-sddmm"},
+        {"{" REP_G51 ", \"density\": 0.0118, \"block_fill_2\": 0.27, "
+         "\"x_lines_per_nnz\": 0.697, \"n\": 32}",
+         "coo-sddmm", "csr-nnz-sddmm"},
         {"{" REP_CAGRQC ", \"n\": 128}", "coo-sddmm", "csr-nnz-sddmm"},
+        /* bcsstk13 at K=32: the row-union rule (session 27) ranks first, then coo-sddmm; at
+         * K=128 coo-sddmm first. */
         {"{\"rows\": 2003, \"nnz\": 83883, \"density\": 0.021, \"row_mean\": 41.9, "
          "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
-         "\"block_fill_16\": 0.158, \"n\": 32}",
+         "\"block_fill_2\": 0.62, \"block_fill_16\": 0.158, \"x_lines_per_nnz\": 0.139, "
+         "\"n\": 32}",
+         "row-union-sddmm", "coo-sddmm"},
+        {"{\"rows\": 2003, \"nnz\": 83883, \"density\": 0.021, \"row_mean\": 41.9, "
+         "\"row_cv\": 0.54, \"row_max\": 95, \"row_max_over_mean\": 2.27, "
+         "\"block_fill_2\": 0.62, \"block_fill_16\": 0.158, \"x_lines_per_nnz\": 0.139, "
+         "\"n\": 128}",
          "coo-sddmm", "csr-warp-sddmm"},
         {"{\"rows\": 5792410, \"nnz\": 32022900, \"row_mean\": 5.53, \"row_cv\": 1.43, "
          "\"row_max\": 81, \"row_max_over_mean\": 14.65, \"n\": 32}",
@@ -543,6 +555,87 @@ Test(store, sddmm_should_take_dense_tiles_on_filled_blocks_and_tune_them_on_dens
     cr_assert(!rule_fires(k, "sddmm", fem, filled) && !rule_fires(k, "sddmm", fem, dense));
 #undef BLOCK64
 #undef RN50
+    kb_close(k);
+}
+
+/* The candidates ag_rank_templates gives the shared matrix `name` (its real
+ * PatternReport) for SDDMM fp32 at K = n; caller frees. */
+static cJSON *ranked_on(kb *k, const char *name, int n)
+{
+    char *path = tu_matrix(name);
+    dt_err e = {0};
+    sp_csr *a = sp_load(path, NULL, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_report r;
+    cr_assert_eq(sp_report_compute(a, n, n, &r, &e), 0, "%s", e.msg);
+    cJSON *rep = sp_report_json(&r);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SDDMM;
+    spec.n = n;
+    cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
+    cr_assert_not_null(ranked, "%s: %s", name, e.msg);
+    cJSON_Delete(rep);
+    sp_csr_free(a);
+    free(path);
+    return ranked;
+}
+
+/* Whether candidate `strategy` of a ranking was raised by rule `id`, and its place. */
+static int raised_by(const cJSON *ranked, const char *strategy, const char *id, int *place)
+{
+    int i = 0;
+    for (const cJSON *c = ranked->child; c != NULL; c = c->next, i++) {
+        if (!dt_streq(dt_json_str(c, "strategy", ""), strategy))
+            continue;
+        *place = i;
+        for (const cJSON *w = cJSON_GetObjectItem(c, "rationale")->child; w; w = w->next)
+            if (dt_streq(dt_json_str(w, "rule", ""), id))
+                return 1;
+        return 0;
+    }
+    *place = -1;
+    return 0;
+}
+
+/* row-union-sddmm (one load of Bt's row for the rows of a group that share
+ * the column) on meshes whose neighbouring rows share most columns, at K up
+ * to 32 and original size: fidapex6 1.67x against coo-sddmm's 1.34x,
+ * bayer10 2.12x against 1.78x, bcsstk13 1.52x against 1.37x on the H200
+ * (session 27). Ranked first, with coo-sddmm still among the three the
+ * bench tunes. Not where rows share little (cryg2500: 1.25 nonzeros a
+ * column of a pair of rows; crack; ca-GrQc), not on a diagonal (bcsstm25,
+ * whose 2 x 2 blocks are half full), not on pruned DL weights (transformer
+ * q, where dense tiles win), not at K=128 (not measured). */
+Test(store, sddmm_should_rank_row_unions_first_on_meshes_at_small_k_from_real_reports,
+     .timeout = 120)
+{
+    static const char *id = "rule.sddmm.row-union-for-mesh-rows-at-small-k";
+    static const char *yes[] = {"bcsstk13.mtx", "fidapex6.mtx", "bcsstk10.mtx", "dwt_992.mtx",
+                                "n1024-l1.mtx", "blckhole.mtx", "bayer10.mtx",  "add32.mtx"};
+    static const char *no[] = {
+        "cryg2500.mtx", "crack.mtx", "ca-GrQc.mtx", "bcsstm25.mtx",
+        "dlmc/transformer__magnitude_pruning__0.7__body_encoder_layer_0_self_attention_"
+        "multihead_attention_q_fully_connected.smtx"};
+    kb *k = kbt_open(NULL, NULL);
+    for (size_t i = 0; i < DT_ARRAY_LEN(yes); i++) {
+        cJSON *r = ranked_on(k, yes[i], 32);
+        int place = -1, coo = -1;
+        cr_expect(raised_by(r, "row-union-sddmm", id, &place) && place == 0,
+                  "%s: row-union-sddmm at place %d", yes[i], place);
+        raised_by(r, "coo-sddmm", "", &coo);
+        cr_expect(coo >= 0 && coo < 3, "%s: coo-sddmm at place %d", yes[i], coo);
+        cJSON_Delete(r);
+        r = ranked_on(k, yes[i], 128);
+        cr_expect(!raised_by(r, "row-union-sddmm", id, &place), "%s at K=128", yes[i]);
+        cJSON_Delete(r);
+    }
+    for (size_t i = 0; i < DT_ARRAY_LEN(no); i++) {
+        cJSON *r = ranked_on(k, no[i], 32);
+        int place = -1;
+        cr_expect(!raised_by(r, "row-union-sddmm", id, &place), "%s", no[i]);
+        cJSON_Delete(r);
+    }
     kb_close(k);
 }
 

@@ -1083,6 +1083,43 @@ Test(formats_dev, requires_should_evaluate_expressions_over_the_kernel_parameter
     sp_csr_free(a);
 }
 
+/* Builds `format` at each of `nshapes` parameter sets on each generated
+ * matrix of `specs` and reads it back with walk. */
+static void walk_generated(const char *format, const char *const *specs, size_t nspecs,
+                           const char *const *shapes, size_t nshapes,
+                           void (*walk)(const sp_csr *, const dev_fmt *))
+{
+    for (size_t i = 0; i < nspecs; i++) {
+        dt_err e = {0};
+        sp_csr *a = sp_generate(specs[i], &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        for (size_t j = 0; j < nshapes; j++) {
+            dev_fmt f;
+            build_host(a, format, shapes[j], SP_FP64, &f);
+            walk(a, &f);
+            dev_fmt_free(&f);
+        }
+        sp_csr_free(a);
+    }
+}
+
+/* `format` refuses each of `nbad` parameter sets on a small matrix, saying `why`. */
+static void expect_refused(const char *format, const char *const *bad, size_t nbad, const char *why)
+{
+    static const int lens[] = {3, 2};
+    sp_csr *a = rows_of(2, 100, lens, NULL);
+    for (size_t i = 0; i < nbad; i++) {
+        cJSON *q = params_of(bad[i]);
+        dev_fmt f;
+        dt_err e = {0};
+        cr_expect_eq(dev_fmt_build(a, format, q, SP_FP32, DEV_FMT_HOST, &f, &e), -1, "%s %s",
+                     format, bad[i]);
+        cr_expect(strstr(e.msg, why) != NULL, "%s", e.msg);
+        cJSON_Delete(q);
+    }
+    sp_csr_free(a);
+}
+
 /* dtile read back as sddmm_dense_tile.cu reads it: every set bit of a tile
  * row's mask, at position rbase + (bits left of it), must name a nonzero of
  * A at that row and column, each nonzero exactly once; tiles come in (tile
@@ -1161,37 +1198,104 @@ Test(formats_dev, dtile_should_list_occupied_tiles_with_each_rows_mask_and_first
 
 Test(formats_dev, dtile_should_cover_every_nonzero_of_generated_matrices_at_every_tile_shape)
 {
-    const char *specs[] = {"gen:uniform:rows=300,cols=500,nnz=20000,seed=3",
-                           "gen:block:rows=256,cols=256,nnz=8192,b=16,seed=2",
-                           "gen:rmat:rows=1000,nnz=6000,seed=1"};
-    const char *shapes[] = {"{\"tm\": 32, \"tn\": 32}", "{\"tm\": 64, \"tn\": 64}",
-                            "{\"tm\": 128, \"tn\": 64}", "{\"tm\": 1, \"tn\": 1}"};
-    for (size_t i = 0; i < DT_ARRAY_LEN(specs); i++) {
-        dt_err e = {0};
-        sp_csr *a = sp_generate(specs[i], &e);
-        cr_assert_not_null(a, "%s", e.msg);
-        for (size_t j = 0; j < DT_ARRAY_LEN(shapes); j++) {
-            dev_fmt f;
-            build_host(a, "dtile", shapes[j], SP_FP64, &f);
-            dtile_walk_should_match_csr(a, &f);
-            dev_fmt_free(&f);
-        }
-        sp_csr_free(a);
-    }
+    static const char *const specs[] = {"gen:uniform:rows=300,cols=500,nnz=20000,seed=3",
+                                        "gen:block:rows=256,cols=256,nnz=8192,b=16,seed=2",
+                                        "gen:rmat:rows=1000,nnz=6000,seed=1"};
+    static const char *const shapes[] = {"{\"tm\": 32, \"tn\": 32}", "{\"tm\": 64, \"tn\": 64}",
+                                         "{\"tm\": 128, \"tn\": 64}", "{\"tm\": 1, \"tn\": 1}"};
+    walk_generated("dtile", specs, DT_ARRAY_LEN(specs), shapes, DT_ARRAY_LEN(shapes),
+                   dtile_walk_should_match_csr);
 }
 
 Test(formats_dev, dtile_should_refuse_tiles_wider_than_a_mask_naming_the_limit)
 {
-    static const int lens[] = {3, 2};
-    sp_csr *a = rows_of(2, 100, lens, NULL);
-    const char *bad[] = {"{\"tm\": 32, \"tn\": 65}", "{\"tm\": 0, \"tn\": 32}"};
-    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
-        cJSON *q = params_of(bad[i]);
-        dev_fmt f;
-        dt_err e = {0};
-        cr_expect_eq(dev_fmt_build(a, "dtile", q, SP_FP32, DEV_FMT_HOST, &f, &e), -1, "%s", bad[i]);
-        cr_expect(strstr(e.msg, "tn 1..64") != NULL, "%s", e.msg);
-        cJSON_Delete(q);
+    static const char *const bad[] = {"{\"tm\": 32, \"tn\": 65}", "{\"tm\": 0, \"tn\": 32}"};
+    expect_refused("dtile", bad, DT_ARRAY_LEN(bad), "tn 1..64");
+}
+
+/* runion read back as sddmm_union.cu reads it: every entry's positions must
+ * name nonzeros of its group's rows in its column, each nonzero exactly
+ * once; entries come in (group, column) order, no entry is empty, and the
+ * padding past 2 + r is -1. */
+static void runion_walk_should_match_csr(const sp_csr *a, const dev_fmt *f)
+{
+    const int64_t r = var(f, "ur"), es = var(f, "ues"), n = var(f, "nent");
+    cr_assert_eq(es, (2 + r + 3) / 4 * 4, "r %lld: entries of %lld ints", (long long)r,
+                 (long long)es);
+    size_t len;
+    const int32_t *en = arr(f, "un_ent", &len);
+    cr_assert_eq(len, (size_t)(n ? n * es : es));
+    int *seen = calloc((size_t)a->nnz + 1, sizeof *seen);
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t *x = en + k * es;
+        if (k > 0)
+            cr_assert(x[1] > x[1 - es] || (x[1] == x[1 - es] && x[0] > x[-es]),
+                      "entry %lld out of order", (long long)k);
+        int any = 0;
+        for (int64_t i = 0; i < r; i++) {
+            const int32_t p = x[2 + i];
+            if (p < 0)
+                continue;
+            any = 1;
+            const int64_t row = (int64_t)x[1] * r + i;
+            cr_assert(row < a->rows && p >= a->rowptr[row] && p < a->rowptr[row + 1],
+                      "entry %lld row %lld: position %d outside the row", (long long)k,
+                      (long long)row, p);
+            cr_assert_eq(a->col[p], x[0], "entry %lld row %lld", (long long)k, (long long)row);
+            seen[p]++;
+        }
+        for (int64_t j = 2 + r; j < es; j++)
+            cr_assert_eq(x[j], -1, "entry %lld padding", (long long)k);
+        cr_assert(any, "entry %lld names no nonzero", (long long)k);
     }
+    for (int64_t p = 0; p < a->nnz; p++)
+        cr_assert_eq(seen[p], 1, "nonzero %lld reached %d times", (long long)p, seen[p]);
+    free(seen);
+}
+
+Test(formats_dev, runion_should_list_each_groups_distinct_columns_with_every_rows_position)
+{
+    /* 5 rows x 10 columns in groups of 2: rows 0 and 1 share columns 2..3
+     * (row 0: 1..3, row 1: 2..5), row 2 is empty beside row 3 (0..1), and
+     * row 4 is alone in the last group, its partner past the matrix. */
+    static const int lens[] = {3, 4, 0, 2, 1};
+    static const int32_t first[] = {1, 2, 0, 0, 9};
+    sp_csr *a = rows_of(5, 10, lens, first);
+    dev_fmt f;
+    build_host(a, "runion", "{\"r\": 2}", SP_FP32, &f);
+    cr_assert_eq(var(&f, "nent"), 5 + 2 + 1);
+    cr_assert_eq(var(&f, "ues"), 4);
+    size_t n;
+    const int32_t *en = arr(&f, "un_ent", &n);
+    static const int32_t want[] = {
+        1, 0, 0,  -1, /* column 1: row 0's first nonzero */
+        2, 0, 1,  3,  /* column 2: both rows */
+        3, 0, 2,  4,  /* column 3: both */
+        4, 0, -1, 5,  /* row 1 only */
+        5, 0, -1, 6,  /* row 1 only */
+        0, 1, -1, 7,  /* group 1: row 3's two */
+        1, 1, -1, 8,  /* */
+        9, 2, 9,  -1, /* group 2: row 4, no row 5 */
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(want); i++)
+        cr_expect_eq(en[i], want[i], "un_ent[%zu] = %d, want %d", i, en[i], want[i]);
+    runion_walk_should_match_csr(a, &f);
+    dev_fmt_free(&f);
     sp_csr_free(a);
+}
+
+Test(formats_dev, runion_should_cover_every_nonzero_of_generated_matrices_at_every_group_size)
+{
+    static const char *const specs[] = {"gen:uniform:rows=301,cols=500,nnz=20000,seed=3",
+                                        "gen:banded:rows=999,cols=999,bw=7,seed=2",
+                                        "gen:rmat:rows=1000,nnz=6000,seed=1"};
+    static const char *const shapes[] = {"{\"r\": 2}", "{\"r\": 4}", "{\"r\": 8}"};
+    walk_generated("runion", specs, DT_ARRAY_LEN(specs), shapes, DT_ARRAY_LEN(shapes),
+                   runion_walk_should_match_csr);
+}
+
+Test(formats_dev, runion_should_refuse_a_group_size_other_than_2_4_8)
+{
+    static const char *const bad[] = {"{\"r\": 3}", "{\"r\": 1}", "{\"r\": 16}"};
+    expect_refused("runion", bad, DT_ARRAY_LEN(bad), "2, 4 or 8");
 }
