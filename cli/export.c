@@ -731,18 +731,25 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
     if (x->c.op != x->spec.op)
         return dt_err_set(e, "kernel %s's contract is for %s, the session's problem is %s",
                           b->label, sp_op_name(x->c.op), sp_op_name(x->spec.op));
-    /* Without params the worker takes the manifest's defaults. */
-    if (b->params == NULL || cJSON_GetArraySize(b->params) == 0) {
-        gpu_manifest m;
-        dt_err me = {0};
+    /* As the worker does: the manifest's default for each parameter the
+     * kernel's params do not name (a session from before a template gained
+     * a parameter names none for it, and a format formula may read it). */
+    if (!cJSON_IsObject(b->params)) {
         cJSON_Delete(b->params);
-        b->params = NULL;
-        if (gpu_manifest_from_source(b->source, &m, &me) == 0) {
-            b->params = gpu_manifest_defaults(&m);
-            gpu_manifest_clear(&m);
+        b->params = dt_json_obj();
+    }
+    gpu_manifest m;
+    dt_err me = {0};
+    if (gpu_manifest_from_source(b->source, &m, &me) == 0) {
+        cJSON *d = gpu_manifest_defaults(&m);
+        const cJSON *dv;
+        cJSON_ArrayForEach(dv, d)
+        {
+            if (cJSON_GetObjectItemCaseSensitive(b->params, dv->string) == NULL)
+                cJSON_AddNumberToObject(b->params, dv->string, dv->valuedouble);
         }
-        if (b->params == NULL)
-            b->params = dt_json_obj();
+        cJSON_Delete(d);
+        gpu_manifest_clear(&m);
     }
     const cJSON *p;
     cJSON_ArrayForEach(p, b->params)

@@ -1554,15 +1554,17 @@ done:
     return out;
 }
 
-/* runion: SDDMM over the union of the columns of each group of `r`
- * consecutive rows (kernels/sddmm_union.cu), so that a row of Bt several
- * of the group's rows use is loaded once. un_ent holds one entry per
- * distinct (group, column), in group then column order, `ues` int32 each
- * (2 + r rounded up to a multiple of 4, so an entry is whole 16-byte
- * loads): the column, the group, then for each of the group's r rows the
- * CSR position of its nonzero in that column, or -1 when it has none (or
- * the row is past the matrix's end); the rest is -1. r is 2, 4 or 8.
- * Variables: nent, ur, ues. */
+/* runion: SDDMM over the union of the columns of each group of `r` rows
+ * (kernels/sddmm_union.cu), so that a row of Bt several of the group's
+ * rows use is loaded once. With `sim` 0 the groups are r consecutive rows;
+ * with `sim` 1 they are rows that share columns (sp_row_groups_similar),
+ * or consecutive rows again where those give fewer entries. un_ent holds
+ * one entry per distinct (group, column), in group then column order, `ues`
+ * int32 each (whole 16-byte loads): the column, the group, then for each
+ * of the group's r slots the CSR position of its row's nonzero in that
+ * column, or -1 when it has none (or the slot has no row); with sim 1 the
+ * slots' rows follow (-1 for none); the rest is -1. r is 2, 4 or 8.
+ * Variables: nent, ur, ues, usim. */
 /* A group of runion's merge: the next column any of its r rows holds past
  * cur, each row's position there (or -1) in pos, and cur moved past it;
  * INT32_MAX when the group is done. */
@@ -1581,49 +1583,96 @@ static int32_t runion_next(const sp_csr *a, int64_t r, int64_t *cur, const int64
     return c;
 }
 
-static void runion_group(const sp_csr *a, int64_t g, int64_t r, int64_t *cur, int64_t *end)
+/* Start a group's merge over its r rows (-1: no row). */
+static void runion_group(const sp_csr *a, const int32_t *rows, int64_t r, int64_t *cur,
+                         int64_t *end)
 {
     for (int64_t i = 0; i < r; i++) {
-        const int64_t row = g * r + i;
-        cur[i] = row < a->rows ? a->rowptr[row] : 0;
-        end[i] = row < a->rows ? a->rowptr[row + 1] : 0;
+        cur[i] = rows[i] >= 0 ? a->rowptr[rows[i]] : 0;
+        end[i] = rows[i] >= 0 ? a->rowptr[rows[i] + 1] : 0;
     }
+}
+
+/* The entries of ng groups of r rows each (grows[g * r + i]). */
+static int64_t runion_count(const sp_csr *a, const int32_t *grows, int64_t ng, int64_t r)
+{
+    int64_t cur[8], end[8], nent = 0;
+    int32_t pos[8];
+    for (int64_t g = 0; g < ng; g++)
+        for (runion_group(a, grows + g * r, r, cur, end);
+             runion_next(a, r, cur, end, pos) != INT32_MAX;)
+            nent++;
+    return nent;
 }
 
 static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
 {
     (void)t;
-    const int64_t r = fparam(params, "r", 2);
+    const int64_t r = fparam(params, "r", 2), sim = fparam(params, "sim", 0);
     if (r != 2 && r != 4 && r != 8)
         return dt_err_set(e, "runion: r (rows a group) must be 2, 4 or 8; got %lld", (long long)r);
-    const int64_t es = (2 + r + 3) / 4 * 4;
-    const int64_t ng = (a->rows + r - 1) / r;
-    int64_t cur[8], end[8];
-    int32_t pos[8];
-    /* Count the entries first (a group's distinct columns), then fill them. */
-    int64_t nent = 0;
-    for (int64_t g = 0; g < ng; g++)
-        for (runion_group(a, g, r, cur, end); runion_next(a, r, cur, end, pos) != INT32_MAX;)
-            nent++;
-    if (nent * es > ((int64_t)1 << 28))
+    if (sim != 0 && sim != 1)
+        return dt_err_set(e,
+                          "runion: sim must be 0 (consecutive rows) or 1 (similar rows); got %lld",
+                          (long long)sim);
+    const int64_t es = (2 + r * (1 + sim) + 3) / 4 * 4;
+    /* Consecutive groups, and with sim the similar ones where they give
+     * fewer entries. */
+    int64_t ng = (a->rows + r - 1) / r;
+    int32_t *grows = malloc((size_t)(ng ? ng * r : 1) * sizeof *grows);
+    if (grows == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "out of host memory for runion (%lld groups)", (long long)ng);
+    }
+    for (int64_t k = 0; k < ng * r; k++)
+        grows[k] = k < a->rows ? (int32_t)k : -1;
+    int64_t nent = runion_count(a, grows, ng, r);
+    if (sim) {
+        int64_t sng = 0;
+        int32_t *sg = sp_row_groups_similar(a, (int32_t)r, &sng, e);
+        if (sg == NULL) {
+            free(grows);
+            if (e)
+                e->code = DEV_ENOMEM;
+            return -1;
+        }
+        const int64_t snent = runion_count(a, sg, sng, r);
+        if (snent < nent) {
+            free(grows);
+            grows = sg;
+            ng = sng;
+            nent = snent;
+        } else {
+            free(sg);
+        }
+    }
+    if (nent * es > ((int64_t)1 << 28)) {
+        free(grows);
         return dt_err_set(e, "runion: %lld entries of %lld bytes exceed 1 GiB", (long long)nent,
                           (long long)(es * 4));
+    }
     int32_t *ent = malloc((size_t)(nent ? nent * es : es) * sizeof *ent);
     if (ent == NULL) {
+        free(grows);
         if (e)
             e->code = DEV_ENOMEM;
         return dt_err_set(e, "out of host memory for runion (%lld entries)", (long long)nent);
     }
+    int64_t cur[8], end[8];
+    int32_t pos[8];
     int32_t *en = ent;
     for (int64_t g = 0; g < ng; g++) {
-        runion_group(a, g, r, cur, end);
+        const int32_t *gr = grows + g * r;
+        runion_group(a, gr, r, cur, end);
         for (int32_t c; (c = runion_next(a, r, cur, end, pos)) != INT32_MAX; en += es) {
             en[0] = c;
             en[1] = (int32_t)g;
             for (int64_t j = 2; j < es; j++)
-                en[j] = j - 2 < r ? pos[j - 2] : -1;
+                en[j] = j - 2 < r ? pos[j - 2] : sim && j - 2 < 2 * r ? gr[j - 2 - r] : -1;
         }
     }
+    free(grows);
     int rc = add_arr(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
     free(ent);
     if (rc != 0)
@@ -1631,6 +1680,7 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     gpu_vars_set(&f->vars, "nent", nent);
     gpu_vars_set(&f->vars, "ur", r);
     gpu_vars_set(&f->vars, "ues", es);
+    gpu_vars_set(&f->vars, "usim", sim);
     return 0;
 }
 

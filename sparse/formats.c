@@ -252,6 +252,150 @@ oom0:
     return NULL;
 }
 
+/* ---- groups of similar rows --------------------------------------------------- */
+
+static int cmp_i32(const void *x, const void *y)
+{
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The state of one group's growth in sp_row_groups_similar. */
+typedef struct grow_state {
+    const sp_csr *a;
+    const int64_t *tptr; /* the pattern's transpose: rows of column c */
+    const int32_t *trow;
+    unsigned char *used;
+    int32_t *cnt;     /* an unused row's columns in the group's union */
+    int32_t *touched; /* the rows with cnt > 0 */
+    int32_t *stamp;   /* column -> the last group whose union holds it, + 1 */
+    int64_t nt, budget;
+} grow_state;
+
+/* Row i joins group g's union: its columns not yet there are marked, and
+ * every unused row with an entry in one of them counts it, while the
+ * budget of column entries lasts (past it the counts are a lower bound). */
+static void grow_add(grow_state *s, int32_t i, int32_t g)
+{
+    for (int64_t k = s->a->rowptr[i]; k < s->a->rowptr[i + 1]; k++) {
+        const int32_t c = s->a->col[k];
+        if (s->stamp[c] == g + 1)
+            continue;
+        s->stamp[c] = g + 1;
+        for (int64_t q = s->tptr[c]; q < s->tptr[c + 1] && s->budget > 0; q++, s->budget--) {
+            const int32_t j = s->trow[q];
+            if (s->used[j])
+                continue;
+            if (s->cnt[j]++ == 0)
+                s->touched[s->nt++] = j;
+        }
+    }
+}
+
+/* The unused row that adds the fewest new columns to the union (its length
+ * less its count), ties to the one sharing more, then to the nearest to
+ * seed; -1 when no unused row shares a column. */
+static int32_t grow_pick(const grow_state *s, int32_t seed)
+{
+    int32_t best = -1;
+    int64_t bnew = 0, bcnt = 0, bdist = 0;
+    for (int64_t q = 0; q < s->nt; q++) {
+        const int32_t j = s->touched[q];
+        if (s->used[j])
+            continue;
+        const int64_t nw = row_len(s->a, j) - s->cnt[j], c = s->cnt[j];
+        const int64_t d = j > seed ? (int64_t)j - seed : (int64_t)seed - j;
+        if (best < 0 || nw < bnew || (nw == bnew && (c > bcnt || (c == bcnt && d < bdist)))) {
+            best = j;
+            bnew = nw;
+            bcnt = c;
+            bdist = d;
+        }
+    }
+    return best;
+}
+
+int32_t *sp_row_groups_similar(const sp_csr *a, int32_t r, int64_t *ngroups, dt_err *e)
+{
+    if (r < 1 || r > 64) {
+        dt_err_set(e, "row groups: r must be 1 to 64, got %d", r);
+        return NULL;
+    }
+    const int32_t n = a->rows;
+    int64_t nonempty = 0;
+    for (int32_t i = 0; i < n; i++)
+        nonempty += row_len(a, i) > 0;
+    const int64_t ng = (nonempty + r - 1) / r;
+    int32_t *out = alloc_n(ng * r, sizeof *out);
+    int64_t *tptr = alloc_n((int64_t)a->cols + 1, sizeof *tptr);
+    int32_t *trow = alloc_n(a->nnz, sizeof *trow);
+    grow_state s = {.a = a, .tptr = tptr, .trow = trow};
+    s.used = calloc((size_t)(n > 0 ? n : 1), 1);
+    s.cnt = calloc((size_t)(n > 0 ? n : 1), sizeof *s.cnt);
+    s.touched = alloc_n(n, sizeof *s.touched);
+    s.stamp = calloc((size_t)(a->cols > 0 ? a->cols : 1), sizeof *s.stamp);
+    if (out == NULL || tptr == NULL || trow == NULL || s.used == NULL || s.cnt == NULL ||
+        s.touched == NULL || s.stamp == NULL) {
+        free(out);
+        out = NULL;
+        dt_err_set(e, "row groups: out of memory for %d rows and %lld nonzeros", n,
+                   (long long)a->nnz);
+        goto done;
+    }
+    memset(tptr, 0, ((size_t)a->cols + 1) * sizeof *tptr);
+    for (int64_t k = 0; k < a->nnz; k++)
+        tptr[a->col[k] + 1]++;
+    for (int32_t c = 0; c < a->cols; c++)
+        tptr[c + 1] += tptr[c];
+    for (int32_t i = 0; i < n; i++)
+        for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++)
+            trow[tptr[a->col[k]]++] = i;
+    for (int32_t c = a->cols; c > 0; c--)
+        tptr[c] = tptr[c - 1];
+    tptr[0] = 0;
+    int64_t g = 0;
+    int32_t next = 0; /* the first row that may still be unused */
+    for (int32_t seed = 0; seed < n; seed++) {
+        if (s.used[seed] || row_len(a, seed) == 0)
+            continue;
+        int32_t *grp = out + g * r;
+        int32_t m = 0;
+        s.used[seed] = 1;
+        grp[m++] = seed;
+        s.nt = 0;
+        s.budget = 128 * row_len(a, seed) + 1024;
+        grow_add(&s, seed, (int32_t)g);
+        while (m < r) {
+            int32_t j = grow_pick(&s, seed);
+            if (j < 0) { /* nothing shares a column: the next unused row */
+                while (next < n && (s.used[next] || row_len(a, next) == 0))
+                    next++;
+                if (next == n)
+                    break;
+                j = next;
+            }
+            s.used[j] = 1;
+            grp[m++] = j;
+            grow_add(&s, j, (int32_t)g);
+        }
+        for (int64_t q = 0; q < s.nt; q++)
+            s.cnt[s.touched[q]] = 0;
+        qsort(grp, (size_t)m, sizeof *grp, cmp_i32);
+        while (m < r)
+            grp[m++] = -1;
+        g++;
+    }
+    *ngroups = g;
+done:
+    free(s.stamp);
+    free(s.touched);
+    free(s.cnt);
+    free(s.used);
+    free(trow);
+    free(tptr);
+    return out;
+}
+
 /* The windows [lo, hi) of sp_sell_perm_ordered, on one thread with its own
  * keys and counts: each window's rows keyed, sorted and written to perm. */
 typedef struct perm_job {

@@ -141,6 +141,19 @@ int32_t *sp_sell_perm_ordered(const sp_csr *a, int32_t C, int32_t sigma, int64_t
  * rows entries (free it), or NULL with e set when out of memory. */
 int32_t *sp_row_order_cm(const sp_csr *a, dt_err *e);
 
+/* Groups of r rows that share columns, for kernels that load a column's
+ * operand once for every row of a group that has it (row-union-sddmm): the
+ * empty rows are left out, and each group grows from the first row not yet
+ * taken by adding, r - 1 times, the row that brings the fewest columns the
+ * group does not have yet (ties to the row sharing more, then to the
+ * nearest; a row sharing none only when no row shares any). The counts
+ * behind that choice read at most 128 column entries for each nonzero of
+ * the group's first row, plus 1024 (enough for every count on the meshes
+ * and FEM matrices it is for), so the work is O(r * nnz + rows). *ngroups groups of r entries each,
+ * the group's rows ascending then -1 (only the last group can be short);
+ * free it. NULL with e set for r outside 1..64 or out of memory. */
+int32_t *sp_row_groups_similar(const sp_csr *a, int32_t r, int64_t *ngroups, dt_err *e);
+
 /* Block sparse row with square b x b blocks, each stored row-major, zeros
  * filled in. rows and cols are padded up to multiples of b. */
 typedef struct sp_bsr {

@@ -88,8 +88,9 @@ Test(export_gpu, dense_tile_sddmm_kernels_should_run_correct_from_their_exported
                  "{\"TM\": 32, \"TN\": 64, \"WM\": 1, \"WN\": 2}");
 }
 
-/* runion's entries (a column, a group, each row's position) travel through format/, on a
- * band, where rows of a group share most columns. */
+/* runion's entries (a column, a group, each row's position, with SIM the rows) travel
+ * through format/, on a band, where rows of a group share most columns, and on a mesh
+ * whose groups of similar rows are not consecutive. */
 Test(export_gpu, a_row_union_sddmm_kernel_should_run_correct_from_its_exported_format,
      .timeout = 600)
 {
@@ -97,6 +98,16 @@ Test(export_gpu, a_row_union_sddmm_kernel_should_run_correct_from_its_exported_f
                  "{\"op\": \"sddmm\", \"matrix\": \"gen:banded:rows=3001,bw=6,seed=2\", "
                  "\"dtype\": \"fp32\", \"n\": 32, \"alpha\": 1.5, \"beta\": 0.5}",
                  "{\"R\": 4, \"LANES\": 8, \"WARPS\": 4, \"UNROLL\": 2}");
+    /* With SIM the entries name their group's rows: dwt_992's groups of
+     * similar rows are not consecutive. */
+    char *m = tu_matrix("dwt_992.mtx");
+    char *spec = dt_xasprintf("{\"op\": \"sddmm\", \"matrix\": \"%s\", \"dtype\": \"fp32\", "
+                              "\"n\": 32}",
+                              m);
+    runs_correct("sddmm_union.cu", spec,
+                 "{\"R\": 4, \"LANES\": 8, \"WARPS\": 8, \"UNROLL\": 1, \"SIM\": 1}");
+    free(spec);
+    free(m);
 }
 
 Test(export_gpu, an_ell_spmm_kernel_should_run_correct_from_its_exported_format, .timeout = 600)

@@ -565,3 +565,57 @@ Test(formats, sell_windows_should_be_cut_from_the_given_row_order)
     free(cap);
     sp_csr_free(a);
 }
+
+/* sp_row_groups_similar on rows that repeat with period P, shuffled, with
+ * empty rows between: each group is r copies of one pattern, every
+ * nonempty row is in exactly one group, empty rows in none, each group's
+ * rows ascending, and -1 only at the end of the last group. */
+Test(formats, similar_row_groups_should_gather_rows_with_one_pattern)
+{
+    enum { P = 6, COPIES = 8, EMPTY = 5, ROWS = P * COPIES + EMPTY, W = 4 };
+    int32_t r[P * COPIES * W], c[P * COPIES * W], pat[ROWS];
+    int n = 0, k0 = 0;
+    for (int32_t i = 0; i < ROWS; i++) {
+        pat[i] = -1;
+        if (i % 11 == 3 && i / 11 < EMPTY)
+            continue;                       /* empty rows 3, 14, 25, 36, 47 */
+        pat[i] = (int32_t)((k0++ * 5) % P); /* neighbours differ; COPIES rows each */
+        for (int k = 0; k < W; k++) {
+            r[n] = i;
+            c[n++] = pat[i] * 3 + k * 5; /* patterns p and p + 5 share a column */
+        }
+    }
+    cr_assert_eq(n, P * COPIES * W);
+    sp_csr *a = fx_csr(ROWS, 100, n, r, c, NULL);
+    dt_err e = {0};
+    for (int32_t gsz = 2; gsz <= 8; gsz *= 2) {
+        int64_t ng = -1;
+        int32_t *g = sp_row_groups_similar(a, gsz, &ng, &e);
+        cr_assert_not_null(g, "%s", e.msg);
+        cr_assert_eq(ng, (P * COPIES + gsz - 1) / gsz, "r %d: %lld groups", gsz, (long long)ng);
+        int seen[ROWS] = {0};
+        for (int64_t q = 0; q < ng; q++)
+            for (int i = 0; i < gsz; i++) {
+                const int32_t row = g[q * gsz + i];
+                if (row < 0) {
+                    cr_assert_eq(q, ng - 1, "r %d: a hole in group %lld", gsz, (long long)q);
+                    continue;
+                }
+                cr_assert(row < ROWS && pat[row] >= 0 && !seen[row], "r %d: row %d", gsz, row);
+                seen[row] = 1;
+                if (i > 0)
+                    cr_assert_gt(row, g[q * gsz + i - 1], "r %d: group %lld not ascending", gsz,
+                                 (long long)q);
+                /* 8 copies of each pattern: groups of 2, 4 and 8 hold one. */
+                cr_assert_eq(pat[row], pat[g[q * gsz]], "r %d: group %lld mixes patterns", gsz,
+                             (long long)q);
+            }
+        for (int32_t i = 0; i < ROWS; i++)
+            cr_assert_eq(seen[i], pat[i] >= 0, "r %d: row %d", gsz, i);
+        free(g);
+    }
+    int64_t ng;
+    cr_assert_null(sp_row_groups_similar(a, 0, &ng, &e));
+    cr_assert(strstr(e.msg, "1 to 64") != NULL, "%s", e.msg);
+    sp_csr_free(a);
+}

@@ -1216,40 +1216,56 @@ Test(formats_dev, dtile_should_refuse_tiles_wider_than_a_mask_naming_the_limit)
 /* runion read back as sddmm_union.cu reads it: every entry's positions must
  * name nonzeros of its group's rows in its column, each nonzero exactly
  * once; entries come in (group, column) order, no entry is empty, and the
- * padding past 2 + r is -1. */
+ * padding is -1. With usim the entry names its slots' rows after the
+ * positions: the same rows in every entry of a group, each row in one
+ * group only. */
 static void runion_walk_should_match_csr(const sp_csr *a, const dev_fmt *f)
 {
-    const int64_t r = var(f, "ur"), es = var(f, "ues"), n = var(f, "nent");
-    cr_assert_eq(es, (2 + r + 3) / 4 * 4, "r %lld: entries of %lld ints", (long long)r,
-                 (long long)es);
+    const int64_t r = var(f, "ur"), es = var(f, "ues"), n = var(f, "nent"), sim = var(f, "usim");
+    cr_assert_eq(es, (2 + r * (1 + sim) + 3) / 4 * 4, "r %lld sim %lld: entries of %lld ints",
+                 (long long)r, (long long)sim, (long long)es);
     size_t len;
     const int32_t *en = arr(f, "un_ent", &len);
     cr_assert_eq(len, (size_t)(n ? n * es : es));
     int *seen = calloc((size_t)a->nnz + 1, sizeof *seen);
+    int32_t *group_of = malloc(((size_t)a->rows + 1) * sizeof *group_of);
+    for (int32_t i = 0; i < a->rows; i++)
+        group_of[i] = -1;
     for (int64_t k = 0; k < n; k++) {
         const int32_t *x = en + k * es;
+        const int same_group = k > 0 && x[1] == x[1 - es];
         if (k > 0)
-            cr_assert(x[1] > x[1 - es] || (x[1] == x[1 - es] && x[0] > x[-es]),
-                      "entry %lld out of order", (long long)k);
+            cr_assert(x[1] > x[1 - es] || (same_group && x[0] > x[-es]), "entry %lld out of order",
+                      (long long)k);
         int any = 0;
         for (int64_t i = 0; i < r; i++) {
+            const int64_t row = sim ? x[2 + r + i] : (int64_t)x[1] * r + i;
+            if (sim && same_group)
+                cr_assert_eq(x[2 + r + i], x[2 + r + i - es], "entry %lld: rows differ in a group",
+                             (long long)k);
+            if (sim && row >= 0 && !same_group) {
+                cr_assert(row < a->rows, "entry %lld: row %lld", (long long)k, (long long)row);
+                cr_assert_eq(group_of[row], -1, "row %lld in groups %d and %d", (long long)row,
+                             group_of[row], x[1]);
+                group_of[row] = x[1];
+            }
             const int32_t p = x[2 + i];
             if (p < 0)
                 continue;
             any = 1;
-            const int64_t row = (int64_t)x[1] * r + i;
-            cr_assert(row < a->rows && p >= a->rowptr[row] && p < a->rowptr[row + 1],
+            cr_assert(row >= 0 && row < a->rows && p >= a->rowptr[row] && p < a->rowptr[row + 1],
                       "entry %lld row %lld: position %d outside the row", (long long)k,
                       (long long)row, p);
             cr_assert_eq(a->col[p], x[0], "entry %lld row %lld", (long long)k, (long long)row);
             seen[p]++;
         }
-        for (int64_t j = 2 + r; j < es; j++)
+        for (int64_t j = 2 + r * (1 + sim); j < es; j++)
             cr_assert_eq(x[j], -1, "entry %lld padding", (long long)k);
         cr_assert(any, "entry %lld names no nonzero", (long long)k);
     }
     for (int64_t p = 0; p < a->nnz; p++)
         cr_assert_eq(seen[p], 1, "nonzero %lld reached %d times", (long long)p, seen[p]);
+    free(group_of);
     free(seen);
 }
 
@@ -1284,12 +1300,18 @@ Test(formats_dev, runion_should_list_each_groups_distinct_columns_with_every_row
     sp_csr_free(a);
 }
 
-Test(formats_dev, runion_should_cover_every_nonzero_of_generated_matrices_at_every_group_size)
+Test(formats_dev,
+     runion_should_cover_every_nonzero_of_generated_matrices_at_every_group_size_and_sim)
 {
     static const char *const specs[] = {"gen:uniform:rows=301,cols=500,nnz=20000,seed=3",
                                         "gen:banded:rows=999,cols=999,bw=7,seed=2",
                                         "gen:rmat:rows=1000,nnz=6000,seed=1"};
-    static const char *const shapes[] = {"{\"r\": 2}", "{\"r\": 4}", "{\"r\": 8}"};
+    static const char *const shapes[] = {"{\"r\": 2}",
+                                         "{\"r\": 4}",
+                                         "{\"r\": 8}",
+                                         "{\"r\": 2, \"sim\": 1}",
+                                         "{\"r\": 4, \"sim\": 1}",
+                                         "{\"r\": 8, \"sim\": 1}"};
     walk_generated("runion", specs, DT_ARRAY_LEN(specs), shapes, DT_ARRAY_LEN(shapes),
                    runion_walk_should_match_csr);
 }
@@ -1298,4 +1320,85 @@ Test(formats_dev, runion_should_refuse_a_group_size_other_than_2_4_8)
 {
     static const char *const bad[] = {"{\"r\": 3}", "{\"r\": 1}", "{\"r\": 16}"};
     expect_refused("runion", bad, DT_ARRAY_LEN(bad), "2, 4 or 8");
+}
+
+Test(formats_dev, runion_should_group_rows_that_share_columns_with_sim)
+{
+    /* Rows 0 and 2 hold columns 0..2, rows 1 and 3 columns 5..7: consecutive
+     * pairs share nothing (12 entries), the similar pairs {0, 2} and {1, 3}
+     * everything (6), and each entry names its pair after the positions. */
+    static const int lens[] = {3, 3, 3, 3};
+    static const int32_t first[] = {0, 5, 0, 5};
+    sp_csr *a = rows_of(4, 8, lens, first);
+    dev_fmt f;
+    build_host(a, "runion", "{\"r\": 2, \"sim\": 0}", SP_FP32, &f);
+    cr_assert_eq(var(&f, "nent"), 12);
+    dev_fmt_free(&f);
+    build_host(a, "runion", "{\"r\": 2, \"sim\": 1}", SP_FP32, &f);
+    cr_assert_eq(var(&f, "nent"), 6);
+    cr_assert_eq(var(&f, "ues"), 8);
+    cr_assert_eq(var(&f, "usim"), 1);
+    size_t n;
+    const int32_t *en = arr(&f, "un_ent", &n);
+    static const int32_t want[] = {
+        0, 0, 0, 6,  0, 2, -1, -1, /* group 0 = rows 0 and 2, column 0 */
+        1, 0, 1, 7,  0, 2, -1, -1, /* */
+        2, 0, 2, 8,  0, 2, -1, -1, /* */
+        5, 1, 3, 9,  1, 3, -1, -1, /* group 1 = rows 1 and 3 */
+        6, 1, 4, 10, 1, 3, -1, -1, /* */
+        7, 1, 5, 11, 1, 3, -1, -1, /* */
+    };
+    cr_assert_eq(n, DT_ARRAY_LEN(want));
+    for (size_t i = 0; i < DT_ARRAY_LEN(want); i++)
+        cr_expect_eq(en[i], want[i], "un_ent[%zu] = %d, want %d", i, en[i], want[i]);
+    runion_walk_should_match_csr(a, &f);
+    dev_fmt_free(&f);
+    sp_csr_free(a);
+}
+
+/* On the shared matrices sim never gives more entries than consecutive
+ * groups (it keeps those when they give fewer), finds n1024-l1's rows that
+ * repeat every 64 (a group of 8 identical rows: nnz / 8 entries, against
+ * 1.78 nonzeros an entry for consecutive rows) and the nodes of dwt_992
+ * and bcsstk10 that straddle consecutive groups. */
+Test(formats_dev, runion_sim_should_find_the_rows_that_share_columns_in_real_matrices)
+{
+    static const struct {
+        const char *name;
+        int r;
+        double gain; /* at least this many times fewer entries with sim */
+    } cases[] = {
+        {"n1024-l1.mtx", 8, 4.0}, {"n1024-l1.mtx", 2, 1.4}, {"dwt_992.mtx", 4, 1.3},
+        {"bcsstk10.mtx", 4, 1.3}, {"bcsstk21.mtx", 8, 1.2}, {"fidapex6.mtx", 4, 1.0},
+        {"nnc1374.mtx", 8, 1.0},  {"crack.mtx", 4, 1.2},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        char *path = tu_matrix(cases[i].name);
+        dt_err e = {0};
+        sp_csr *a = sp_load(path, &(sp_read_opts){0}, &e);
+        cr_assert_not_null(a, "%s", e.msg);
+        char p0[64], p1[64];
+        snprintf(p0, sizeof p0, "{\"r\": %d, \"sim\": 0}", cases[i].r);
+        snprintf(p1, sizeof p1, "{\"r\": %d, \"sim\": 1}", cases[i].r);
+        dev_fmt f0, f1;
+        build_host(a, "runion", p0, SP_FP32, &f0);
+        build_host(a, "runion", p1, SP_FP32, &f1);
+        const int64_t n0 = var(&f0, "nent"), n1 = var(&f1, "nent");
+        cr_expect_geq((double)n0 / (double)n1, cases[i].gain,
+                      "%s r %d: %lld entries, %lld with sim", cases[i].name, cases[i].r,
+                      (long long)n0, (long long)n1);
+        if (strcmp(cases[i].name, "n1024-l1.mtx") == 0 && cases[i].r == 8)
+            cr_expect_eq(n1, a->nnz / 8);
+        runion_walk_should_match_csr(a, &f1);
+        dev_fmt_free(&f0);
+        dev_fmt_free(&f1);
+        sp_csr_free(a);
+        free(path);
+    }
+}
+
+Test(formats_dev, runion_should_refuse_a_sim_other_than_0_or_1)
+{
+    static const char *const bad[] = {"{\"r\": 2, \"sim\": 2}", "{\"r\": 4, \"sim\": -1}"};
+    expect_refused("runion", bad, DT_ARRAY_LEN(bad), "sim must be 0");
 }
