@@ -48,6 +48,12 @@ static const rule_info rule_table[] = {
     {"contract-changed", "error", "the launch contract differs from the plan's",
      "The kernel's /*@contract*/ block (entry, parameters, format) is how the worker binds buffers; "
      "the generated source must keep the contract of the template the plan chose."},
+    {"device-state", "error", "writable __device__ variable: state kept across launches",
+     "A __device__ (or __managed__) variable that is not const lives as long as the module, so "
+     "the kernel can count its launches, remember a flag or replay an earlier answer: it may "
+     "behave differently when timed than when verified. The worker's battery fails such a "
+     "kernel. Data that must outlive a launch belongs in the contract's scratch, which the "
+     "worker owns and clears."},
 };
 
 /* Blank out comments and string/char literals, keeping newlines, so the
@@ -492,6 +498,16 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract)
     check_host_api(code, out);
     check_shared_raw(code, out);
     check_contract(source, contract, out);
+    {
+        char name[64];
+        int line = 0;
+        if (gpu_device_state(source, name, sizeof name, &line)) {
+            char d[160];
+            snprintf(d, sizeof d, "writable __device__ variable '%s': state kept across launches",
+                     name);
+            add(out, "device-state", line, d);
+        }
+    }
     free(code);
     return out;
 }

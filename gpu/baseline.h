@@ -66,11 +66,13 @@ int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, i
                      double min_seconds, gpu_cs_result *r, dt_err *e);
 /* Set up alg as gpu_cusparse_run does, then time the candidate (cand, as
  * side a) and alg (side b) in alternating rounds with dev_time_pair:
- * ps->ratio is the per-round speedup of the candidate. The output buffer is
- * left as the caller gave it. */
+ * ps->ratio is the per-round speedup of the candidate. cand_obs (or NULL)
+ * observes the candidate's samples; cuSPARSE's output is put back before each
+ * of its samples and, in graph mode, before each captured call, as a
+ * candidate's refill does. The output buffer is left as the caller gave it. */
 int gpu_cusparse_pair(const gpu_cs_problem *p, const char *alg, dev_time_mode mode,
-                      dev_enqueue_fn cand, void *cand_ud, int min_rounds, double min_seconds,
-                      dev_pair_stats *ps, dt_err *e);
+                      dev_enqueue_fn cand, void *cand_ud, const dev_observer *cand_obs,
+                      int min_rounds, double min_seconds, dev_pair_stats *ps, dt_err *e);
 
 /* ---- CUPTI range profiler ------------------------------------------------ */
 

@@ -111,4 +111,8 @@ cJSON *gpu_manifest_defaults(const gpu_manifest *m);
 int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_vars *vars,
                        dt_err *e);
 
+/* A writable __device__ or __managed__ variable in src (state kept across
+ * launches; gpu/devstate.c): 1 with its name and line, else 0. */
+int gpu_device_state(const char *src, char *name, size_t nlen, int *line);
+
 #endif /* DITTO_GPU_CONTRACT_H */

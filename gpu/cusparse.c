@@ -623,6 +623,30 @@ static int copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, dt_err *e)
     return dev_sync(e);
 }
 
+/* The cuSPARSE side's observer: the output put back before every sample
+ * and, in graph mode, before every captured call -- the treatment the
+ * candidate's side gets (its refill re-seeds its output), so that both
+ * sides are timed by one method (dev_observer). */
+typedef struct cs_obs {
+    CUdeviceptr dst, src;
+    size_t bytes;
+} cs_obs;
+
+static int cs_refill(void *ud, CUstream s, dt_err *e)
+{
+    const cs_obs *o = ud;
+    if (o->bytes == 0)
+        return 0;
+    return dev_check(CU(cuMemcpyDtoDAsync)(o->dst, o->src, o->bytes, s), "re-seeding the output",
+                     e);
+}
+
+static int cs_prep(void *ud, CUstream s, unsigned sample, dt_err *e)
+{
+    (void)sample;
+    return cs_refill(ud, s, e);
+}
+
 /* Everything before the first compute call: checks, handle, descriptors,
  * conversions, workspace, the output saved, preprocessing (timed into r).
  * *outp / *out_bytes: the output the compute call writes. On failure c
@@ -762,8 +786,10 @@ int gpu_cusparse_run(const gpu_cs_problem *p, const char *alg, unsigned modes, i
             continue;
         dev_stats *st = m == DEV_TIME_COLD ? &r->cold : m == DEV_TIME_WARM ? &r->warm : &r->graph;
         dt_err te = {0};
-        if (dev_time(cs_enqueue, &c, (dev_time_mode)m, min_runs, min_seconds, max_seconds, st,
-                     &te) == 0)
+        cs_obs co = {outp, c.saved.ptr, out_bytes};
+        dev_observer ob = {cs_prep, cs_refill, NULL, &co};
+        if (dev_time_obs(cs_enqueue, &c, &ob, (dev_time_mode)m, min_runs, min_seconds,
+                         max_seconds, st, &te) == 0)
             continue;
         if (m == DEV_TIME_GRAPH && te.code != DEV_EFAULT && !dev_poisoned()) {
             /* cuSPARSE may do things a stream capture refuses (allocations,
@@ -790,8 +816,8 @@ out:
 }
 
 int gpu_cusparse_pair(const gpu_cs_problem *p, const char *alg, dev_time_mode mode,
-                      dev_enqueue_fn cand, void *cand_ud, int min_rounds, double min_seconds,
-                      dev_pair_stats *ps, dt_err *e)
+                      dev_enqueue_fn cand, void *cand_ud, const dev_observer *cand_obs,
+                      int min_rounds, double min_seconds, dev_pair_stats *ps, dt_err *e)
 {
     memset(ps, 0, sizeof *ps);
     gpu_cs_result r;
@@ -803,9 +829,13 @@ int gpu_cusparse_pair(const gpu_cs_problem *p, const char *alg, dev_time_mode mo
     size_t out_bytes = 0;
     int rc = -1;
     double max_seconds = 40.0 * min_seconds > 4.0 ? 40.0 * min_seconds : 4.0;
-    if (cs_open(p, alg, &c, &r, &outp, &out_bytes, &le) != 0 ||
-        dev_time_pair(cand, cand_ud, cs_enqueue, &c, mode, min_rounds, min_seconds, max_seconds,
-                      ps, &le) != 0 ||
+    cs_obs co = {0, 0, 0};
+    dev_observer ob = {cs_prep, cs_refill, NULL, &co};
+    if (cs_open(p, alg, &c, &r, &outp, &out_bytes, &le) != 0)
+        goto out;
+    co = (cs_obs){outp, c.saved.ptr, out_bytes};
+    if (dev_time_pair_obs(cand, cand_ud, cand_obs, cs_enqueue, &c, &ob, mode, min_rounds,
+                          min_seconds, max_seconds, ps, &le) != 0 ||
         copy_dtod(outp, c.saved.ptr, out_bytes, &le) != 0)
         goto out;
     rc = 0;

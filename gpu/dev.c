@@ -2001,9 +2001,13 @@ static void summarize(double *t, int n, dev_stats *out)
 typedef struct timer {
     dev_enqueue_fn fn;
     void *ud;
+    const dev_observer *obs; /* NULL: none */
     dev_time_mode mode;
     CUgraph g;
     CUgraphExec ge;
+    CUgraph gf;      /* graph mode with a refill: the refills alone */
+    CUgraphExec gfe;
+    unsigned samples; /* taken so far, for prep's and after's sample number */
 } timer;
 
 static void timer_close(timer *t)
@@ -2013,22 +2017,57 @@ static void timer_close(timer *t)
             CU(cuGraphExecDestroy)(t->ge);
         if (t->g)
             CU(cuGraphDestroy)(t->g);
+        if (t->gfe)
+            CU(cuGraphExecDestroy)(t->gfe);
+        if (t->gf)
+            CU(cuGraphDestroy)(t->gf);
     }
     t->ge = NULL;
     t->g = NULL;
+    t->gfe = NULL;
+    t->gf = NULL;
+}
+
+/* Capture GRAPH_LAUNCHES launches of fn (each after a refill when with_fn
+ * and the observer has one; the refills alone when !with_fn) into *g,
+ * instantiated into *ge. */
+static int capture(timer *t, int with_fn, CUgraph *g, CUgraphExec *ge, dt_err *e)
+{
+    CUstream s = D.stream;
+    if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                  "beginning graph capture", e) != 0)
+        return -1;
+    int ok = 1;
+    for (int i = 0; i < GRAPH_LAUNCHES && ok; i++) {
+        if (t->obs && t->obs->refill)
+            ok = t->obs->refill(t->obs->ud, s, e) == 0;
+        if (ok && with_fn)
+            ok = t->fn(t->ud, s, e) == 0;
+    }
+    CUresult r = CU(cuStreamEndCapture)(s, g);
+    if (!ok)
+        return -1;
+    if (dev_check(r, "ending graph capture", e) != 0 ||
+        dev_check(CU(cuGraphInstantiate)(ge, *g, 0), "instantiating the graph", e) != 0)
+        return -1;
+    return 0;
 }
 
 /* Warm-up (module load, first touch and clock ramp stay out of the numbers)
  * and, for graph mode, GRAPH_LAUNCHES launches captured into one graph. */
-static int timer_open(timer *t, dev_enqueue_fn fn, void *ud, dev_time_mode mode, dt_err *e)
+static int timer_open(timer *t, dev_enqueue_fn fn, void *ud, const dev_observer *obs,
+                      dev_time_mode mode, dt_err *e)
 {
     memset(t, 0, sizeof *t);
     t->fn = fn;
     t->ud = ud;
+    t->obs = obs;
     t->mode = mode;
     CUstream s = D.stream;
     if (mode == DEV_TIME_COLD && D.flush.ptr == 0 &&
         dev_alloc(&D.flush, 2 * (size_t)(D.info.l2_bytes > 0 ? D.info.l2_bytes : 64 << 20), e) != 0)
+        return -1;
+    if (obs && obs->prep && obs->prep(obs->ud, s, DEV_SAMPLE_WARMUP, e) != 0)
         return -1;
     for (int w = 0; w < 3; w++)
         if (fn(ud, s, e) != 0)
@@ -2037,20 +2076,13 @@ static int timer_open(timer *t, dev_enqueue_fn fn, void *ud, dev_time_mode mode,
         return -1;
     if (mode != DEV_TIME_GRAPH)
         return 0;
-    if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                  "beginning graph capture", e) != 0)
+    if (capture(t, 1, &t->g, &t->ge, e) != 0)
         return -1;
-    int ok = 1;
-    for (int i = 0; i < GRAPH_LAUNCHES && ok; i++)
-        ok = fn(ud, s, e) == 0;
-    CUresult r = CU(cuStreamEndCapture)(s, &t->g);
-    if (!ok)
-        return -1;
-    if (dev_check(r, "ending graph capture", e) != 0 ||
-        dev_check(CU(cuGraphInstantiate)(&t->ge, t->g, 0), "instantiating the graph", e) != 0)
+    if (obs && obs->refill && capture(t, 0, &t->gf, &t->gfe, e) != 0)
         return -1;
     for (int w = 0; w < 2; w++)
-        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0)
+        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0 ||
+            (t->gfe && dev_check(CU(cuGraphLaunch)(t->gfe, s), "graph launch", e) != 0))
             return -1;
     return dev_sync(e);
 }
@@ -2119,6 +2151,24 @@ static int timer_sample(timer *t, CUevent ev0, CUevent ev1, unsigned salt, doubl
                         double *span_s, dt_err *e)
 {
     CUstream s = D.stream;
+    unsigned sample = t->samples++;
+    /* The refills alone first (graph mode with a refill), then the sample;
+     * so that the output the after hook reads is the sample's. */
+    float fill_ms = 0;
+    if (t->gfe) {
+        uint32_t hold = hold_enqueue(s);
+        int rc = dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0 ||
+                         dev_check(CU(cuGraphLaunch)(t->gfe, s), "graph launch", e) != 0 ||
+                         dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e) != 0
+                     ? -1
+                     : 0;
+        hold_release(hold);
+        if (rc != 0 || dev_check(CU(cuEventSynchronize)(ev1), "refill graph", e) != 0 ||
+            dev_check(CU(cuEventElapsedTime)(&fill_ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
+            return -1;
+    }
+    if (t->obs && t->obs->prep && t->obs->prep(t->obs->ud, s, sample, e) != 0)
+        return -1;
     uint32_t hold = hold_enqueue(s);
     int rc = timer_enqueue(t, ev0, ev1, salt, e);
     hold_release(hold);
@@ -2130,7 +2180,14 @@ static int timer_sample(timer *t, CUevent ev0, CUevent ev1, unsigned salt, doubl
     if (dev_check(CU(cuEventElapsedTime)(&ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
         return -1;
     *span_s = ms * 1e-3;
-    *us = ms * 1000.0 / (t->mode == DEV_TIME_GRAPH ? GRAPH_LAUNCHES : 1);
+    /* With refills the launches' own time is the difference; never below
+     * 1 % of the sample, so that noise cannot make it vanish. */
+    double k_ms = t->gfe ? (double)ms - (double)fill_ms : (double)ms;
+    if (t->gfe && k_ms < 0.01 * (double)ms)
+        k_ms = 0.01 * (double)ms;
+    *us = k_ms * 1000.0 / (t->mode == DEV_TIME_GRAPH ? GRAPH_LAUNCHES : 1);
+    if (t->obs && t->obs->after && t->obs->after(t->obs->ud, sample, e) != 0)
+        return -1;
     return 0;
 }
 
@@ -2181,6 +2238,12 @@ static int not_ready(dt_err *e)
 int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
              double max_seconds, dev_stats *out, dt_err *e)
 {
+    return dev_time_obs(fn, ud, NULL, mode, min_runs, min_seconds, max_seconds, out, e);
+}
+
+int dev_time_obs(dev_enqueue_fn fn, void *ud, const dev_observer *obs, dev_time_mode mode,
+                 int min_runs, double min_seconds, double max_seconds, dev_stats *out, dt_err *e)
+{
     memset(out, 0, sizeof *out);
     if (!D.ready)
         return not_ready(e);
@@ -2189,7 +2252,7 @@ int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, doub
     memset(&t, 0, sizeof t);
     double *samples = NULL;
     int rc = -1;
-    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&t, fn, ud, mode, e) != 0)
+    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&t, fn, ud, obs, mode, e) != 0)
         goto out;
     samples = malloc(MAX_RUNS * sizeof *samples);
     if (samples == NULL) {
@@ -2222,6 +2285,14 @@ int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_
                   int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
                   dt_err *e)
 {
+    return dev_time_pair_obs(fa, ua, NULL, fb, ub, NULL, mode, min_rounds, min_seconds,
+                             max_seconds, out, e);
+}
+
+int dev_time_pair_obs(dev_enqueue_fn fa, void *ua, const dev_observer *oa, dev_enqueue_fn fb,
+                      void *ub, const dev_observer *ob, dev_time_mode mode, int min_rounds,
+                      double min_seconds, double max_seconds, dev_pair_stats *out, dt_err *e)
+{
     memset(out, 0, sizeof *out);
     if (!D.ready)
         return not_ready(e);
@@ -2231,8 +2302,8 @@ int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_
     memset(&tb, 0, sizeof tb);
     double *sa = NULL, *sb = NULL, *ratio = NULL;
     int rc = -1;
-    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&ta, fa, ua, mode, e) != 0 ||
-        timer_open(&tb, fb, ub, mode, e) != 0)
+    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&ta, fa, ua, oa, mode, e) != 0 ||
+        timer_open(&tb, fb, ub, ob, mode, e) != 0)
         goto out;
     sa = malloc(MAX_RUNS * sizeof *sa);
     sb = malloc(MAX_RUNS * sizeof *sb);

@@ -162,6 +162,32 @@ typedef enum { DEV_TIME_COLD, DEV_TIME_WARM, DEV_TIME_GRAPH } dev_time_mode;
  * at most max_seconds of wall time. Warm-up runs are not counted. */
 int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
              double max_seconds, dev_stats *out, dt_err *e);
+
+/* What makes timed launches observable (gpu/PROTOCOL.md, measure): hooks
+ * the timing harness calls around each sample of one side, none of them
+ * inside the timing events.
+ * - prep: enqueued on s before the sample's L2 flush and first event (and
+ *   before the warm-up): rotate the inputs, re-seed or re-poison the
+ *   output. sample counts the side's samples from 0; the warm-up is
+ *   DEV_SAMPLE_WARMUP.
+ * - refill (graph mode): enqueued before every captured launch, so no
+ *   launch of a replay sees the output its predecessor left. A graph of
+ *   the refills alone is replayed beside every sample and its time
+ *   subtracted, for both sides of a comparison alike.
+ * - after: on the host once the sample has finished (the output holds
+ *   what the sample's last launch wrote): check it. Non-zero ends the
+ *   timing with e set.
+ * Any hook may be NULL. */
+#define DEV_SAMPLE_WARMUP 0xffffffffu
+typedef struct dev_observer {
+    int (*prep)(void *ud, CUstream s, unsigned sample, dt_err *e);
+    int (*refill)(void *ud, CUstream s, dt_err *e);
+    int (*after)(void *ud, unsigned sample, dt_err *e);
+    void *ud;
+} dev_observer;
+/* dev_time with an observer (NULL: none). */
+int dev_time_obs(dev_enqueue_fn fn, void *ud, const dev_observer *obs, dev_time_mode mode,
+                 int min_runs, double min_seconds, double max_seconds, dev_stats *out, dt_err *e);
 /* Time fa and fb in alternating rounds (one sample of each per round, the
  * order swapped every round) with the same mode, so that clock, thermal and
  * neighbour drift reaches both sides alike. ratio holds the per-round
@@ -175,6 +201,10 @@ typedef struct dev_pair_stats {
 int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_time_mode mode,
                   int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
                   dt_err *e);
+/* dev_time_pair with an observer per side (NULL: none). */
+int dev_time_pair_obs(dev_enqueue_fn fa, void *ua, const dev_observer *oa, dev_enqueue_fn fb,
+                      void *ub, const dev_observer *ob, dev_time_mode mode, int min_rounds,
+                      double min_seconds, double max_seconds, dev_pair_stats *out, dt_err *e);
 cJSON *dev_stats_json(const dev_stats *s);
 
 #endif /* DITTO_GPU_DEV_H */

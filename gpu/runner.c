@@ -8,8 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- requests ---------------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t z);
+
+/* A seed no kernel can predict: the clock, the process and a counter, mixed;
+ * below 2^53 so that it survives JSON. */
+static uint64_t fresh_seed(uint64_t salt)
+{
+    uint64_t z = (uint64_t)(dt_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (salt * 0x9e3779b97f4a7c15ULL);
+    return mix64(z) >> 11;
+}
 
 int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e)
 {
@@ -30,7 +41,20 @@ int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e)
     p->n = p->op == SP_SPMV ? 1 : (int32_t)n;
     p->alpha = dt_json_num(req, "alpha", 1.0);
     p->beta = dt_json_num(req, "beta", 0.0);
-    p->seed = (uint64_t)dt_json_num(req, "seed", 12345);
+    /* The verify seed: the request's, else a fresh one per request (the
+     * reply reports it, so a run can be repeated), so that the battery's
+     * launch order, poison, scalars and edge-matrix sizes differ from run
+     * to run and no kernel can learn them. */
+    const cJSON *sj = cJSON_GetObjectItem(req, "seed");
+    if (sj != NULL) {
+        if (!cJSON_IsNumber(sj) || sj->valuedouble < 0 || sj->valuedouble > 9007199254740992.0 ||
+            sj->valuedouble != floor(sj->valuedouble))
+            return dt_err_set(e, "seed: expected an integer from 0 to 2^53");
+        p->seed = (uint64_t)sj->valuedouble;
+    } else {
+        static uint64_t calls;
+        p->seed = fresh_seed(++calls);
+    }
     if (p->epilogue == SP_EPI_BIAS && p->op == SP_SDDMM)
         return dt_err_set(e, "epilogue bias does not apply to sddmm");
     e->code = 0;
@@ -444,8 +468,40 @@ static void tol_range(void *ctx, int64_t lo, int64_t hi, int part)
  * dtype in av) and, when with_ref, compute the fp64 reference and the
  * tolerance per output. Timing and counters need only the inputs: the
  * reference costs two host passes over the matrix, seconds at 32M nonzeros. */
+static int make_operands_near(const sp_csr *a, const double *av, const wk_problem *p,
+                              sp_layout layout, int set, const operands *near, operands *o,
+                              dt_err *e);
+static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
+                             sp_layout layout, int set, int with_ref, const operands *near,
+                             operands *o, dt_err *e);
+
 static int make_operands(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
                          int set, int with_ref, operands *o, dt_err *e)
+{
+    if (with_ref)
+        return make_operands_near(a, av, p, layout, set, NULL, o, e);
+    return make_operands_any(a, av, p, layout, set, 0, NULL, o, e);
+}
+
+/* Inputs of near, but for about one value in 64 of in1 and in2, which keep
+ * this set's own draws. */
+static void keep_near(double *v, const double *nv, size_t n, uint64_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (mix64(salt + GOLDEN * (uint64_t)i) % 64 != 0)
+            v[i] = nv[i];
+}
+
+static int make_operands_near(const sp_csr *a, const double *av, const wk_problem *p,
+                              sp_layout layout, int set, const operands *near, operands *o,
+                              dt_err *e)
+{
+    return make_operands_any(a, av, p, layout, set, 1, near, o, e);
+}
+
+static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
+                             sp_layout layout, int set, int with_ref, const operands *near,
+                             operands *o, dt_err *e)
 {
     memset(o, 0, sizeof *o);
     size_t rows = (size_t)a->rows, cols = (size_t)a->cols, n = (size_t)p->n;
@@ -477,6 +533,12 @@ static int make_operands(const sp_csr *a, const double *av, const wk_problem *p,
     fill_random(o->in1, o->nin1, p->seed, set, FILL_IN1, p->dtype);
     if (o->in2)
         fill_random(o->in2, o->nin2, p->seed, set, FILL_IN2, p->dtype);
+    if (near != NULL && near->nin1 == o->nin1 && near->nin2 == o->nin2) {
+        uint64_t salt = mix64(p->seed + (uint64_t)set);
+        keep_near(o->in1, near->in1, o->nin1, salt);
+        if (o->in2)
+            keep_near(o->in2, near->in2, o->nin2, salt ^ GOLDEN);
+    }
     fill_random(o->bias, rows, p->seed, set, FILL_BIAS, p->dtype);
     if (p->op == SP_SDDMM)
         par_copy(o->out0, av, o->nout);
@@ -542,6 +604,10 @@ typedef struct instance {
     int nmoved;
     dev_fmt *moved_fmt[WK_PLACEMENTS]; /* format copies made by replace_operands */
     int nmoved_fmt;
+    /* in1, in2, out and bias sit GUARD bytes into these allocations, with
+     * GUARD bytes of guard_pat (the dtype's NaN) before and after each. */
+    dev_buf gbase[4];
+    unsigned char guard_pat[WK_GUARD];
 } instance;
 
 static void fmt_clone_free(dev_fmt *c);
@@ -551,10 +617,12 @@ static void instance_free(instance *in)
     if (in->loaded)
         dev_kernel_unload(&in->k);
     gpu_cubin_free(in->cubin);
-    dev_free(&in->in1);
-    dev_free(&in->in2);
-    dev_free(&in->out);
-    dev_free(&in->bias);
+    for (int i = 0; i < 4; i++)
+        dev_free(&in->gbase[i]);
+    memset(&in->in1, 0, sizeof in->in1);
+    memset(&in->in2, 0, sizeof in->in2);
+    memset(&in->out, 0, sizeof in->out);
+    memset(&in->bias, 0, sizeof in->bias);
     dev_free(&in->scratch);
     for (int i = 0; i < in->nmoved; i++)
         dev_free(&in->moved[i]);
@@ -831,6 +899,52 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
     return rc;
 }
 
+static uint64_t poison_bits(sp_dtype t);
+
+/* The operand buffer use (bytes long) inside a guarded allocation base:
+ * WK_GUARD bytes of in->guard_pat on either side. The guards are NaNs of
+ * the dtype, so that a kernel reading one element past an input (x[cols])
+ * puts a NaN into its result, and guards_intact finds a write past an
+ * output or input without the sanitizer. */
+static int guarded_alloc(instance *in, dev_buf *base, dev_buf *use, size_t bytes, dt_err *e)
+{
+    memset(use, 0, sizeof *use);
+    if (dev_alloc(base, bytes + 2 * WK_GUARD, e) != 0)
+        return -1;
+    use->ptr = base->ptr + WK_GUARD;
+    use->bytes = bytes;
+    if (dev_copy_in(base->ptr, in->guard_pat, WK_GUARD, e) != 0 ||
+        dev_copy_in(base->ptr + WK_GUARD + bytes, in->guard_pat, WK_GUARD, e) != 0)
+        return -1;
+    return 0;
+}
+
+/* After a verification launch: are the guards of in1, in2, out and bias as
+ * they were? *which names the first buffer written outside (NULL: none),
+ * *before says on which side. */
+static int guards_intact(const instance *in, const char *const names[4], const char **which,
+                         int *before, dt_err *e)
+{
+    *which = NULL;
+    const dev_buf *use[4] = {&in->in1, &in->in2, &in->out, &in->bias};
+    unsigned char got[WK_GUARD];
+    for (int i = 0; i < 4; i++) {
+        if (in->gbase[i].ptr == 0)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            dev_buf g = {side == 0 ? in->gbase[i].ptr : use[i]->ptr + use[i]->bytes, WK_GUARD};
+            if (dev_download(got, &g, WK_GUARD, e) != 0)
+                return -1;
+            if (memcmp(got, in->guard_pat, WK_GUARD) != 0) {
+                *which = names[i];
+                *before = side == 0;
+                return 0;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Compile the kernel for this matrix, load it, allocate operands. On a
  * compile failure returns 1 with the cubin (and its diagnostics) in
  * in->cubin; on success 0; -1 on errors. */
@@ -895,10 +1009,15 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
     size_t nin1 = p->op == SP_SPMV ? cols : p->op == SP_SPMM ? cols * n : rows * n;
     size_t nin2 = p->op == SP_SDDMM ? cols * n : 0;
     size_t nout = p->op == SP_SPMV ? rows : p->op == SP_SPMM ? rows * n : (size_t)a->nnz;
-    if (dev_alloc(&in->in1, nin1 * in->esize, e) != 0 ||
-        (nin2 && dev_alloc(&in->in2, nin2 * in->esize, e) != 0) ||
-        dev_alloc(&in->out, nout * in->esize, e) != 0 ||
-        dev_alloc(&in->bias, rows * in->esize, e) != 0 ||
+    {
+        uint64_t pb = poison_bits(p->dtype);
+        for (size_t i = 0; i < WK_GUARD; i += in->esize)
+            memcpy(in->guard_pat + i, &pb, in->esize); /* little-endian: the low bytes */
+    }
+    if (guarded_alloc(in, &in->gbase[0], &in->in1, nin1 * in->esize, e) != 0 ||
+        (nin2 && guarded_alloc(in, &in->gbase[1], &in->in2, nin2 * in->esize, e) != 0) ||
+        guarded_alloc(in, &in->gbase[2], &in->out, nout * in->esize, e) != 0 ||
+        guarded_alloc(in, &in->gbase[3], &in->bias, rows * in->esize, e) != 0 ||
         (in->k.scratch_bytes && dev_alloc(&in->scratch, in->k.scratch_bytes, e) != 0) ||
         (in->k.scratch_bytes && c->scratch_once && dev_zero(&in->scratch, e) != 0)) {
         e->code = wk_from_dev(e->code);
@@ -950,17 +1069,28 @@ static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
     return rc;
 }
 
+/* The poison's NaN payload, drawn from the request's seed (poison_seed)
+ * so that no kernel can recognise one fixed bit pattern. The worker answers
+ * one request at a time. */
+static uint64_t poison_salt = 0xdeaddeaddeadULL;
+
+static void poison_seed(uint64_t seed)
+{
+    poison_salt = mix64(seed ^ 0x5bd1e9955bd1e995ULL) | 1;
+}
+
+/* A quiet NaN of the dtype with a non-zero payload from poison_salt. */
 static uint64_t poison_bits(sp_dtype t)
 {
     switch (t) {
     case SP_FP64:
-        return 0x7ff8deaddeaddeadULL;
+        return 0x7ff8000000000000ULL | (poison_salt & 0x0007ffffffffffffULL);
     case SP_FP32:
-        return 0x7fc0deadULL;
+        return 0x7fc00000ULL | (poison_salt & 0x3fffffULL);
     case SP_FP16:
-        return 0x7e5aULL;
+        return 0x7e00ULL | (poison_salt & 0x1ffULL);
     case SP_BF16:
-        return 0x7fdaULL;
+        return 0x7fc0ULL | (poison_salt & 0x3fULL);
     }
     return 0;
 }
@@ -1065,9 +1195,12 @@ static int init_output(instance *in, const wk_problem *p, const operands *o, dt_
     return rc;
 }
 
+struct observe;
+
 typedef struct launch_ud {
     instance *in;
     const gpu_contract *c;
+    struct observe *ob; /* measure's observer (NULL: none), told where operands move */
 } launch_ud;
 
 /* A copy of b at a new address (b itself is kept alive, so the allocator
@@ -1113,6 +1246,8 @@ static void fmt_clone_free(dev_fmt *c)
         dev_free(&c->arr[i]);
 }
 
+static void observe_moved(struct observe *ob, int which, CUdeviceptr to);
+
 /* wk_place_fn for a candidate: its matrix arrays and dense operands move
  * to new addresses (the kernel is rebound to them). L2-resident timings
  * depend on where the data sit (which L2 slices, which partition) by
@@ -1142,6 +1277,7 @@ static int replace_operands(void *ud, int op, dt_err *e)
             return -1;
         in->moved[in->nmoved++] = nb;
         dev_bind_ptr(&in->bind, names[i], nb.ptr);
+        observe_moved(l->ob, i, nb.ptr);
     }
     return 0;
 }
@@ -1576,8 +1712,33 @@ static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o
  * the cuSPARSE cross-check) or NULL for an edge matrix. Returns -1 only for
  * errors that end the request (faults, contract, memory); kernel failures
  * are recorded as failed checks. */
+/* 1 when the contract's parameters name `name` (alpha, beta). */
+static int takes_param(const gpu_contract *c, const char *name)
+{
+    for (int i = 0; i < c->nparams; i++)
+        if (strcmp(c->params[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The scalars of the battery's scalar set, drawn from the seed: alpha and
+ * beta away from 0 and 1 (|v| in [0.5, 1.75), either sign, exact in every
+ * dtype), each only where the contract takes it. */
+static void scalar_set(const gpu_contract *c, const wk_problem *p, wk_problem *q)
+{
+    *q = *p;
+    uint64_t r = mix64(p->seed ^ 0xa5a5a5a5a5a5a5a5ULL);
+    double a = 0.5 + (double)(r & 0xf) / 16.0 + ((r & 0xf) == 8 ? 0.0625 : 0.0);
+    double bt = 0.5 + (double)((r >> 4) & 0xf) / 16.0 + (((r >> 4) & 0xf) == 8 ? 0.0625 : 0.0);
+    if (takes_param(c, "alpha"))
+        q->alpha = (r >> 8) & 1 ? -a : a;
+    if (takes_param(c, "beta"))
+        q->beta = (r >> 9) & 1 ? -bt : bt;
+}
+
 static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
-                       const wk_problem *p, int sets, const char *label, battery *b, dt_err *e)
+                       const wk_problem *p, int sets, int scalars, const char *label, battery *b,
+                       dt_err *e)
 {
     instance in;
     int prc = instance_prepare(w, m, a, kn, p, &in, e);
@@ -1612,9 +1773,40 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
     double *got[3] = {NULL, NULL, NULL};
     unsigned char *unt = NULL;
     int nsets = sets < 1 ? 1 : sets;
-    for (int s = 0; s < nsets; s++) {
+    if (nsets > 8)
+        nsets = 8;
+    /* Which set runs first, and how many unchecked launches (with another
+     * set's inputs, the output re-poisoned after) come before each checked
+     * one, follow the seed and the label: no fixed launch sequence marks a
+     * verification. The scalar set is the last index (a third set). */
+    int order[8];
+    uint64_t rs = mix64(p->seed ^ dt_hash_str(label, DT_HASH_SEED));
+    for (int s = 0; s < nsets; s++)
+        order[s] = s;
+    for (int s = nsets - 1; s > 0; s--) {
+        rs = mix64(rs + GOLDEN);
+        int j = (int)(rs % (uint64_t)(s + 1));
+        int t = order[s];
+        order[s] = order[j];
+        order[j] = t;
+    }
+    static const char *const gnames[4][3] = {
+        {"x", "B", "A"}, {"-", "-", "Bt"}, {"y", "C", "out"}, {"bias", "bias", "bias"}};
+    const char *names[4] = {gnames[0][p->op], gnames[1][p->op], gnames[2][p->op],
+                            gnames[3][p->op]};
+    for (int k = 0; k < nsets; k++) {
+        int s = order[k];
+        wk_problem q = *p;
+        int scal = scalars && nsets >= 3 && s == nsets - 1;
+        if (scal)
+            scalar_set(c, p, &q);
+        char sl[96];
+        if (scal && (q.alpha != p->alpha || q.beta != p->beta))
+            snprintf(sl, sizeof sl, "set %d (alpha %g, beta %g)", s, q.alpha, q.beta);
+        else
+            snprintf(sl, sizeof sl, "set %d", s);
         operands cur;
-        if (make_operands(a, in.av, p, layout, s, 1, &cur, e) != 0)
+        if (make_operands(a, in.av, &q, layout, s, 1, &cur, e) != 0)
             goto out;
         double *g = xalloc_doubles(cur.nout, e);
         if (g == NULL || (unt == NULL && (unt = malloc(cur.nout + 1)) == NULL)) {
@@ -1623,25 +1815,62 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
             e->code = WK_ENOMEM;
             goto out;
         }
-        if (upload_inputs(&in, p, &cur, e) != 0 || init_output(&in, p, &cur, e) != 0 ||
-            run_once(&in, c, cur.nout, p->dtype, g, unt, e) != 0) {
+        in.bind.alpha = q.alpha;
+        in.bind.beta = q.beta;
+        rs = mix64(rs + GOLDEN);
+        int decoys = (int)(rs % 3);
+        int drc = upload_inputs(&in, &q, &cur, e);
+        for (int d = 0; drc == 0 && d < decoys; d++)
+            drc = init_output(&in, &q, &cur, e) != 0 ||
+                          dev_launch(&in.k, c, &in.bind, dev_stream(), e) != 0 || dev_sync(e) != 0
+                      ? -1
+                      : 0;
+        if (drc != 0 || init_output(&in, &q, &cur, e) != 0 ||
+            run_once(&in, c, cur.nout, q.dtype, g, unt, e) != 0) {
             free(g);
             operands_free(&cur);
+            in.bind.alpha = p->alpha;
+            in.bind.beta = p->beta;
             e->code = wk_from_dev(e->code);
             goto out;
         }
-        snprintf(nm, sizeof nm, "%sset %d", label, s);
-        if (!check_reference(b->checks, nm, &cur, g, unt, a, p, layout))
+        in.bind.alpha = p->alpha;
+        in.bind.beta = p->beta;
+        {
+            const char *gw = NULL;
+            int before = 0;
+            dt_err ge = {0};
+            if (guards_intact(&in, names, &gw, &before, &ge) != 0) {
+                *e = ge;
+                e->code = wk_from_dev(e->code);
+                free(g);
+                operands_free(&cur);
+                goto out;
+            }
+            snprintf(nm, sizeof nm, "%s%s: no writes outside the buffers", label, sl);
+            cJSON *gk = check_new(b->checks, nm, gw == NULL);
+            if (gw != NULL) {
+                char d[160];
+                snprintf(d, sizeof d,
+                         "wrote %s '%s' (the %d bytes of guard there changed): an out-of-bounds "
+                         "write",
+                         before ? "before the start of" : "past the end of", gw, WK_GUARD);
+                dt_json_set_str(gk, "detail", d);
+                b->passed = 0;
+            }
+        }
+        snprintf(nm, sizeof nm, "%s%s", label, sl);
+        if (!check_reference(b->checks, nm, &cur, g, unt, a, &q, layout))
             b->passed = 0;
         const char *which = NULL;
         dt_err ue = {0};
-        if (inputs_unchanged(&in, p, &cur, &which, &ue) != 0) {
+        if (inputs_unchanged(&in, &q, &cur, &which, &ue) != 0) {
             *e = ue;
             free(g);
             operands_free(&cur);
             goto out;
         }
-        snprintf(nm, sizeof nm, "%sset %d: inputs unchanged", label, s);
+        snprintf(nm, sizeof nm, "%s%s: inputs unchanged", label, sl);
         cJSON *ck = check_new(b->checks, nm, which == NULL);
         if (which) {
             char d[96];
@@ -1656,7 +1885,7 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
             operands_free(&cur);
             goto out;
         }
-        if (s < 2) {
+        if (s < 2 && !scal) {
             got[s] = g;
             ops[s] = cur;
         } else {
@@ -1728,18 +1957,26 @@ out:
 
 sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
 {
+    return wk_edge_matrix_seeded(i, 0, name, e);
+}
+
+sp_csr *wk_edge_matrix_seeded(int i, uint64_t seed, const char **name, dt_err *e)
+{
     dt_rng g;
-    dt_rng_seed(&g, 777 + (uint64_t)i);
+    dt_rng_seed(&g, 777 + (uint64_t)i + (seed ? mix64(seed) : 0));
+    /* Seed 0 keeps the classic sizes; another moves each by up to +-12 %. */
+    int32_t jig = seed ? (int32_t)(mix64(seed + (uint64_t)i) % 25) - 12 : 0;
+#define EDGE_SIZE(v) ((int32_t)((v) + (int64_t)(v) * jig / 100))
     int32_t rows, cols;
     switch (i) {
     case 0:
         *name = "empty rows";
-        rows = 257;
-        cols = 300;
+        rows = EDGE_SIZE(257);
+        cols = EDGE_SIZE(300);
         break;
     case 1:
         *name = "one very long row";
-        rows = 300;
+        rows = EDGE_SIZE(300);
         cols = 6000;
         break;
     case 2:
@@ -1748,12 +1985,19 @@ sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
         break;
     case 3:
         *name = "sizes no multiple of any tile";
-        rows = 1237;
-        cols = 1031;
+        rows = EDGE_SIZE(1237);
+        cols = EDGE_SIZE(1031);
+        break;
+    case 4:
+        *name = "rows of 64 to 4096";
+        rows = EDGE_SIZE(128);
+        cols = 4608;
         break;
     default:
         return NULL;
     }
+#undef EDGE_SIZE
+    int32_t long_row = i == 1 ? (int32_t)(7 + (seed ? dt_rng_below(&g, 200) : 0)) : -1;
     sp_coo *c = sp_coo_new(rows, cols, 1024, e);
     if (c == NULL)
         return NULL;
@@ -1762,14 +2006,22 @@ sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
         if (i == 0)
             len = r % 3 == 0 ? 0 : 1 + (int)dt_rng_below(&g, 40);
         else if (i == 1)
-            len = r == 7 ? 5000 : 1 + (int)dt_rng_below(&g, 3);
+            len = r == long_row ? 5000 : 1 + (int)dt_rng_below(&g, 3);
         else if (i == 2)
             len = 1;
-        else
+        else if (i == 3)
             len = 1 + (int)dt_rng_below(&g, 13);
+        else /* log-uniform in [64, 4096], every eighth row short */
+            len = r % 8 == 5 ? 1 + (int)dt_rng_below(&g, 8)
+                             : (int)(64.0 * pow(64.0, dt_rng_uniform(&g)));
+        if (len > cols)
+            len = cols;
+        int32_t step = i == 4 && len > 0 ? cols / len : 0;
+        int32_t off = i == 4 && step > 1 ? (int32_t)dt_rng_below(&g, (uint64_t)step) : 0;
         for (int t = 0; t < len; t++) {
-            int32_t col = (i == 1 && r == 7) ? (int32_t)(t * cols / 5000)
-                                             : (int32_t)dt_rng_below(&g, (uint64_t)cols);
+            int32_t col = (i == 1 && r == long_row) ? (int32_t)(t * cols / 5000)
+                          : i == 4                  ? (int32_t)(t * step + off)
+                                   : (int32_t)dt_rng_below(&g, (uint64_t)cols);
             double v = 0.5 + dt_rng_uniform(&g);
             if (sp_coo_push(c, r, col, (dt_rng_next(&g) & 1) ? v : -v, e) != 0) {
                 sp_coo_free(c);
@@ -1804,6 +2056,60 @@ static wk_matrix *request_begin(wk_state *w, const cJSON *req, wk_problem *p, co
     return m;
 }
 
+/* The matrix's own pattern with freshly drawn values, its format rebuilt
+ * from them as a user's would be when the values change: a kernel may
+ * specialise on the pattern, never silently on the values. Where the
+ * contract caps the distinct values (a value dictionary), the draw takes
+ * that many at most (8 at most), so the format still fits. Skipped with a
+ * note past 64M nonzeros (the host copy and the second format). */
+static int fresh_values_battery(wk_state *w, wk_matrix *m, const wk_kernel *kn,
+                                const wk_problem *p, battery *b, dt_err *e)
+{
+    const sp_csr *a = m->a;
+    if (a->nnz > ((int64_t)64 << 20)) {
+        cJSON *c = check_new(b->checks, "fresh values", 1);
+        dt_json_set_bool(c, "skipped", 1);
+        dt_json_set_str(c, "detail", "over 64M nonzeros: the pattern with fresh values is not run");
+        return 0;
+    }
+    sp_csr *f = sp_csr_new(a->rows, a->cols, a->nnz, e);
+    if (f == NULL) {
+        e->code = WK_ENOMEM;
+        return -1;
+    }
+    memcpy(f->rowptr, a->rowptr, ((size_t)a->rows + 1) * sizeof *f->rowptr);
+    if (a->nnz)
+        memcpy(f->col, a->col, (size_t)a->nnz * sizeof *f->col);
+    f->pattern = 0;
+    double mv = dt_json_num(kn->contract.requires, "max_values", -1);
+    uint64_t seed = mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
+    if (mv >= 1) {
+        double pool[8];
+        int np = mv < 8 ? (int)mv : 8;
+        fill_random(pool, (size_t)np, seed, 0, FILL_IN1, p->dtype);
+        for (int64_t i = 0; i < a->nnz; i++)
+            f->val[i] = pool[mix64(seed + (uint64_t)i) % (uint64_t)np];
+    } else {
+        fill_random(f->val, (size_t)a->nnz, seed, 0, FILL_IN1, p->dtype);
+    }
+    int rc = 0;
+    const char *why = wk_requires_violated(&kn->contract, kn->params, f);
+    if (why != NULL) {
+        char d[512];
+        snprintf(d, sizeof d,
+                 "the matrix's pattern with fresh values breaks the kernel's preconditions (%s): "
+                 "it depends on the values it was built for",
+                 why);
+        fail_check(b, "fresh values", d);
+    } else {
+        wk_problem q = *p;
+        q.seed = seed;
+        rc = run_battery(w, NULL, f, kn, &q, 1, 0, "fresh values: ", b, e);
+    }
+    sp_csr_free(f);
+    return rc;
+}
+
 int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
@@ -1822,17 +2128,37 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     }
     int sets = (int)dt_json_num(req, "sets", 3);
     int edge = dt_json_bool(req, "edge", 1);
+    int fresh = dt_json_bool(req, "fresh", 1);
+    poison_seed(p.seed);
     battery b = {dt_json_arr(), 1};
     int rc = 0;
+    {
+        char vname[64];
+        int vline = 0;
+        int st = gpu_device_state(kn.source, vname, sizeof vname, &vline);
+        cJSON *c = check_new(b.checks, "no state kept across launches", !st);
+        if (st) {
+            char d[256];
+            snprintf(d, sizeof d,
+                     "line %d: writable __device__ variable '%s' outlives the launch: a kernel "
+                     "can count launches or replay answers with it (keep such data in the "
+                     "contract's scratch)",
+                     vline, vname);
+            dt_json_set_str(c, "detail", d);
+            b.passed = 0;
+        }
+    }
     const char *why = wk_requires_violated(&kn.contract, kn.params, m->a);
     if (why != NULL) {
         fail_check(&b, "preconditions", why);
     } else {
-        rc = run_battery(w, m, m->a, &kn, &p, sets < 2 ? 2 : sets, "", &b, e);
+        rc = run_battery(w, m, m->a, &kn, &p, sets < 2 ? 2 : sets, 1, "", &b, e);
+        if (rc == 0 && fresh)
+            rc = fresh_values_battery(w, m, &kn, &p, &b, e);
     }
     for (int i = 0; rc == 0 && edge && i < WK_NEDGE; i++) {
         const char *name = NULL;
-        sp_csr *a = wk_edge_matrix(i, &name, e);
+        sp_csr *a = wk_edge_matrix_seeded(i, p.seed, &name, e);
         if (a == NULL) {
             rc = -1;
             break;
@@ -1847,7 +2173,7 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
             dt_json_set_bool(c, "skipped", 1);
             dt_json_set_str(c, "detail", v);
         } else {
-            rc = run_battery(w, NULL, a, &kn, &p, 1, label, &b, e);
+            rc = run_battery(w, NULL, a, &kn, &p, 1, 0, label, &b, e);
         }
         sp_csr_free(a);
     }
@@ -1873,6 +2199,236 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 
 /* ---- measure ------------------------------------------------------------------ */
 
+/* Timed launches are observable (gpu/PROTOCOL.md, measure). Two input sets
+ * with their references live on the device beside the kernel's operands;
+ * the second equals the first but for about one value in 64 (a kernel that
+ * keys a cache on a few inputs replays the wrong answer). Before every
+ * sample, outside the timing events: a set chosen at random is copied into
+ * the operands, the output re-seeded (beta != 0: the set's y0; beta == 0:
+ * the NaN poison or finite random values, at random, so that no kernel can
+ * work only when it sees the poison), scratch zeroed where the contract
+ * keeps it zeroed. Graph replays refill the output before every launch
+ * (dev_observer). After a sample its output is checked against the set's
+ * reference: every sample when the output is at most 8 MiB, else one in
+ * four chosen after the sample ran (and always the first), by a generator
+ * seeded from the clock, which no kernel sees. */
+#define OBS_SETS 2
+
+typedef struct observe {
+    instance *in;
+    const wk_problem *p;
+    const gpu_contract *c;
+    sp_layout layout;
+    size_t nout;
+    operands ops[OBS_SETS];
+    dev_buf in1[OBS_SETS], in2[OBS_SETS], bias[OBS_SETS], init[OBS_SETS];
+    dev_buf poison, fill; /* fill: what refills copy into the output */
+    CUdeviceptr live[3];  /* in1, in2, out as bound now (placements move them) */
+    int cur, cur_poison;  /* the sample in flight: its set, whether the output held poison */
+    uint64_t rng;
+    double check_p;
+    long samples, checked;
+    int failed;
+    char msg[512];
+    unsigned char *raw, *unt;
+    double *got;
+} observe;
+
+static void observe_moved(struct observe *ob, int which, CUdeviceptr to)
+{
+    if (ob != NULL && which >= 0 && which < 3)
+        ob->live[which] = to;
+}
+
+static void observe_free(observe *ob)
+{
+    for (int k = 0; k < OBS_SETS; k++) {
+        operands_free(&ob->ops[k]);
+        dev_free(&ob->in1[k]);
+        dev_free(&ob->in2[k]);
+        dev_free(&ob->bias[k]);
+        dev_free(&ob->init[k]);
+    }
+    dev_free(&ob->poison);
+    dev_free(&ob->fill);
+    free(ob->raw);
+    free(ob->unt);
+    free(ob->got);
+}
+
+static int observe_open(observe *ob, instance *in, const wk_problem *p, const gpu_contract *c,
+                        dt_err *e)
+{
+    memset(ob, 0, sizeof *ob);
+    ob->in = in;
+    ob->p = p;
+    ob->c = c;
+    ob->layout = c->layout;
+    ob->rng = mix64((uint64_t)(dt_now() * 1e9) ^ (uint64_t)getpid() ^ (uintptr_t)ob);
+    size_t es = in->esize;
+    for (int k = 0; k < OBS_SETS; k++) {
+        if (make_operands_near(in->a, in->av, p, ob->layout, 16 + k, k ? &ob->ops[0] : NULL,
+                               &ob->ops[k], e) != 0)
+            return -1;
+        const operands *o = &ob->ops[k];
+        if (dev_alloc(&ob->in1[k], o->nin1 * es, e) != 0 ||
+            (o->nin2 && dev_alloc(&ob->in2[k], o->nin2 * es, e) != 0) ||
+            dev_alloc(&ob->bias[k], (size_t)in->a->rows * es, e) != 0 ||
+            dev_alloc(&ob->init[k], o->nout * es, e) != 0 ||
+            put(&ob->in1[k], o->in1, o->nin1, p->dtype, e) != 0 ||
+            (o->nin2 && put(&ob->in2[k], o->in2, o->nin2, p->dtype, e) != 0) ||
+            put(&ob->bias[k], o->bias, (size_t)in->a->rows, p->dtype, e) != 0 ||
+            put(&ob->init[k], o->out0, o->nout, p->dtype, e) != 0) {
+            e->code = wk_from_dev(e->code);
+            return -1;
+        }
+    }
+    ob->nout = ob->ops[0].nout;
+    unsigned char *tmp = malloc(ob->nout * es + 8);
+    if (tmp == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    poison_job pj = {tmp, es, poison_bits(p->dtype)};
+    sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, poison_range, &pj);
+    int rc = dev_alloc(&ob->poison, ob->nout * es, e) != 0 ||
+                     dev_alloc(&ob->fill, ob->nout * es, e) != 0 ||
+                     (ob->nout && dev_copy_in(ob->poison.ptr, tmp, ob->nout * es, e) != 0)
+                 ? -1
+                 : 0;
+    free(tmp);
+    if (rc != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    ob->raw = malloc(ob->nout * es + 8);
+    ob->unt = malloc(ob->nout + 1);
+    ob->got = xalloc_doubles(ob->nout, e);
+    if (ob->raw == NULL || ob->unt == NULL || ob->got == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    ob->live[0] = in->in1.ptr;
+    ob->live[1] = in->in2.ptr;
+    ob->live[2] = in->out.ptr;
+    ob->check_p = ob->nout * es <= ((size_t)8 << 20) ? 1.0 : 0.25;
+    return 0;
+}
+
+static int obs_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s, dt_err *e)
+{
+    if (bytes == 0 || dst == 0 || src == 0)
+        return 0;
+    return dev_check(CU(cuMemcpyDtoDAsync)(dst, src, bytes, s), "rotating the inputs", e);
+}
+
+static int observe_prep(void *ud, CUstream s, unsigned sample, dt_err *e)
+{
+    observe *ob = ud;
+    instance *in = ob->in;
+    size_t es = in->esize;
+    ob->rng = mix64(ob->rng + GOLDEN);
+    int k = (int)(ob->rng % OBS_SETS);
+    const operands *o = &ob->ops[k];
+    int beta0 = ob->p->beta == 0.0;
+    /* beta == 0: poison or the other set's finite y0, at random */
+    ob->cur_poison = beta0 && ((ob->rng >> 8) & 1);
+    const dev_buf *init = !beta0 ? &ob->init[k] : ob->cur_poison ? &ob->poison
+                                                                  : &ob->init[(k + 1) % OBS_SETS];
+    ob->cur = k;
+    (void)sample;
+    if (obs_copy(ob->live[0], ob->in1[k].ptr, o->nin1 * es, s, e) != 0 ||
+        obs_copy(ob->live[1], ob->in2[k].ptr, o->nin2 * es, s, e) != 0 ||
+        obs_copy(in->bias.ptr, ob->bias[k].ptr, (size_t)in->a->rows * es, s, e) != 0 ||
+        obs_copy(ob->fill.ptr, init->ptr, ob->nout * es, s, e) != 0 ||
+        obs_copy(ob->live[2], init->ptr, ob->nout * es, s, e) != 0)
+        return -1;
+    if (in->k.scratch_bytes && ob->c->scratch_once && in->scratch.ptr &&
+        dev_check(CU(cuMemsetD8Async)(in->scratch.ptr, 0, in->scratch.bytes, s),
+                  "clearing the scratch", e) != 0)
+        return -1;
+    return 0;
+}
+
+static int observe_refill(void *ud, CUstream s, dt_err *e)
+{
+    observe *ob = ud;
+    return obs_copy(ob->live[2], ob->fill.ptr, ob->nout * ob->in->esize, s, e);
+}
+
+/* Check the output now in the operands against set k's reference; 0 with
+ * ob->failed and ob->msg set on a wrong output. what: "timed launch ..." */
+static int observe_check(observe *ob, const char *what, dt_err *e)
+{
+    size_t es = ob->in->esize;
+    const operands *o = &ob->ops[ob->cur];
+    dev_buf live = {ob->live[2], ob->nout * es};
+    if (ob->nout && dev_download(ob->raw, &live, ob->nout * es, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    dev_from_dtype(ob->raw, ob->got, ob->nout, ob->p->dtype);
+    if (ob->cur_poison) {
+        poison_job pj = {ob->raw, es, poison_bits(ob->p->dtype), ob->unt};
+        sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, poison_flags_range, &pj);
+    }
+    cmp_arrays ca = {.got = ob->got,
+                     .ref = o->ref,
+                     .tol = o->tol,
+                     .untouched = ob->cur_poison ? ob->unt : NULL};
+    tally t = tally_outputs(ob->nout, reference_tally, &ca);
+    ob->checked++;
+    if (t.bad == 0 && t.other == 0)
+        return 0;
+    ob->failed = 1;
+    size_t idx = t.bad ? t.first_bad : t.first_other;
+    snprintf(ob->msg, sizeof ob->msg,
+             "%s (input set %d): %zu of %zu outputs wrong, %zu never written (first: output %zu, "
+             "expected %.9g, got %.9g): a kernel must compute the same function when timed as "
+             "when verified",
+             what, ob->cur, t.bad, ob->nout, t.other, idx, o->ref[idx], ob->got[idx]);
+    return 0;
+}
+
+static int observe_after(void *ud, unsigned sample, dt_err *e)
+{
+    observe *ob = ud;
+    ob->samples++;
+    if (ob->failed)
+        return 0;
+    ob->rng = mix64(ob->rng + GOLDEN);
+    double u = (double)(ob->rng >> 11) * 0x1.0p-53;
+    if (sample != 0 && u >= ob->check_p)
+        return 0;
+    char what[96];
+    snprintf(what, sizeof what, "timed launch: sample %u", sample + 1);
+    return observe_check(ob, what, e);
+}
+
+/* After all timing: verification once more on the module that was timed
+ * (set 0, the poison, one launch), and the inputs read back unchanged. */
+static int observe_final(observe *ob, dt_err *e)
+{
+    if (ob->failed)
+        return 0;
+    CUstream s = dev_stream();
+    ob->cur = 0;
+    ob->cur_poison = ob->p->beta == 0.0;
+    const dev_buf *init = ob->cur_poison ? &ob->poison : &ob->init[0];
+    size_t es = ob->in->esize;
+    const operands *o = &ob->ops[0];
+    if (obs_copy(ob->live[0], ob->in1[0].ptr, o->nin1 * es, s, e) != 0 ||
+        obs_copy(ob->live[1], ob->in2[0].ptr, o->nin2 * es, s, e) != 0 ||
+        obs_copy(ob->in->bias.ptr, ob->bias[0].ptr, (size_t)ob->in->a->rows * es, s, e) != 0 ||
+        obs_copy(ob->live[2], init->ptr, ob->nout * es, s, e) != 0 ||
+        dev_launch(&ob->in->k, ob->c, &ob->in->bind, s, e) != 0 || dev_sync(e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    return observe_check(ob, "after timing: a verification launch on the timed module", e);
+}
+
+
 static void stats_into(cJSON *o, const char *key, const dev_stats *s)
 {
     dt_json_set_take(o, key, dev_stats_json(s));
@@ -1881,19 +2437,19 @@ static void stats_into(cJSON *o, const char *key, const dev_stats *s)
 /* Time cold, warm and (under 20 us warm) graph replay. fast: only what the
  * comparison method needs -- cold for data beyond L2; warm and graph for
  * L2-resident data (cold too when graph replay does not apply). */
-static int time_modes(dev_enqueue_fn fn, void *ud, int min_runs, double min_s, int l2_resident,
+static int time_modes(dev_enqueue_fn fn, void *ud, const dev_observer *obs, int min_runs, double min_s, int l2_resident,
                       int fast, dev_stats st[3], char *graph_note, size_t nlen, dt_err *e)
 {
     memset(st, 0, 3 * sizeof st[0]);
     if (fast && !l2_resident)
-        return dev_time(fn, ud, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
-    if (!fast && dev_time(fn, ud, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e) != 0)
+        return dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
+    if (!fast && dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e) != 0)
         return -1;
-    if (dev_time(fn, ud, DEV_TIME_WARM, min_runs, min_s, 5.0, &st[1], e) != 0)
+    if (dev_time_obs(fn, ud, obs, DEV_TIME_WARM, min_runs, min_s, 5.0, &st[1], e) != 0)
         return -1;
     if (st[1].median_us < 20.0) {
         dt_err ge = {0};
-        if (dev_time(fn, ud, DEV_TIME_GRAPH, min_runs, min_s, 5.0, &st[2], &ge) != 0) {
+        if (dev_time_obs(fn, ud, obs, DEV_TIME_GRAPH, min_runs, min_s, 5.0, &st[2], &ge) != 0) {
             if (ge.code == DEV_EFAULT) {
                 *e = ge;
                 return -1;
@@ -1902,7 +2458,7 @@ static int time_modes(dev_enqueue_fn fn, void *ud, int min_runs, double min_s, i
         }
     }
     if (fast && !st[2].valid)
-        return dev_time(fn, ud, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
+        return dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
     return 0;
 }
 
@@ -1974,13 +2530,27 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         wk_kernel_clear(&kn);
         return -1;
     }
-    launch_ud lu = {&in, &kn.contract};
+    observe ob;
+    int observed = dt_json_bool(req, "observe", 1);
+    poison_seed(p.seed ^ (uint64_t)(dt_now() * 1e6));
+    if (observed && observe_open(&ob, &in, &p, &kn.contract, e) != 0) {
+        observe_free(&ob);
+        operands_free(&o);
+        instance_release(&in, 0);
+        wk_kernel_clear(&kn);
+        return -1;
+    }
+    if (!observed)
+        memset(&ob, 0, sizeof ob);
+    dev_observer dob = {observe_prep, observe_refill, observe_after, &ob};
+    const dev_observer *obs = observed ? &dob : NULL;
+    launch_ud lu = {&in, &kn.contract, observed ? &ob : NULL};
     double flops = 0, bytes = 0;
     sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
     int l2_resident = bytes <= 0.5 * (double)w->dev.l2_bytes;
     if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
-        time_modes(enqueue_kernel, &lu, min_runs, min_s, l2_resident, fast, st, gnote, sizeof gnote,
-                   e) != 0) {
+        time_modes(enqueue_kernel, &lu, obs, min_runs, min_s, l2_resident, fast, st, gnote,
+                   sizeof gnote, e) != 0) {
         e->code = wk_from_dev(e->code);
         goto done;
     }
@@ -2048,7 +2618,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         cJSON *base = dt_json_obj();
         dt_err be = {0};
         if (wk_baseline_into(m, &p, kn.contract.layout, min_runs, min_s, method, fast,
-                             enqueue_kernel, replace_operands, &lu, base, &be) != 0) {
+                             enqueue_kernel, replace_operands, &lu, obs, base, &be) != 0) {
             if (be.code == WK_EFAULT) {
                 *e = be;
                 cJSON_Delete(base);
@@ -2070,8 +2640,24 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
             dt_json_set_num(out, "speedup", bus / us);
         dt_json_set_take(out, "baseline", base);
     }
+    if (observed) {
+        if (observe_final(&ob, e) != 0)
+            goto done;
+        cJSON *tc = dt_json_obj();
+        dt_json_set_int(tc, "samples", ob.samples);
+        dt_json_set_int(tc, "checked", ob.checked);
+        dt_json_set_bool(tc, "passed", !ob.failed);
+        dt_json_set_take(out, "timed_checks", tc);
+        if (ob.failed) {
+            e->code = WK_ESUSPECT;
+            dt_err_set(e, "%s", ob.msg);
+            goto done;
+        }
+    }
     rc = 0;
 done:
+    if (observed)
+        observe_free(&ob);
     operands_free(&o);
     instance_release(&in, 0);
     wk_kernel_clear(&kn);
@@ -2096,7 +2682,8 @@ static double median_of(double *v, int n)
 
 int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
                      double min_s, const char *method, int fast, dev_enqueue_fn cand,
-                     wk_place_fn place, void *cand_ud, cJSON *out, dt_err *e)
+                     wk_place_fn place, void *cand_ud, const dev_observer *cand_obs, cJSON *out,
+                     dt_err *e)
 {
     dt_err le = {0};
     if (gpu_cusparse_load(&le) != 0) {
@@ -2272,8 +2859,8 @@ int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int mi
                 }
             }
             dev_pair_stats ps;
-            if (gpu_cusparse_pair(&cq, best, mode, cand, cand_ud, min_runs, min_s / nplace, &ps,
-                                  &pe) != 0)
+            if (gpu_cusparse_pair(&cq, best, mode, cand, cand_ud, cand_obs, min_runs,
+                                  min_s / nplace, &ps, &pe) != 0)
                 break;
             if (!ps.valid)
                 continue;
@@ -2345,7 +2932,7 @@ int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     const char *method = bytes <= 0.5 * (double)w->dev.l2_bytes ? "graph" : "cold";
     if (wk_baseline_into(m, &p, layout, (int)dt_json_num(req, "min_runs", 20),
                          dt_json_num(req, "min_seconds", 0.05), method,
-                         dt_json_bool(req, "fast", 0), NULL, NULL, NULL, out, e) != 0)
+                         dt_json_bool(req, "fast", 0), NULL, NULL, NULL, NULL, out, e) != 0)
         return -1;
     dt_json_set_num(out, "min_bytes", bytes);
     dt_json_set_num(out, "flops", flops);

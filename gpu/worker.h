@@ -135,6 +135,9 @@ int wk_sanitize(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 /* Paired timings of L2-resident problems are repeated over this many
  * operand placements (see wk_baseline_into). */
 #define WK_PLACEMENTS 7
+/* Bytes of NaN guard before and after each operand buffer of a kernel
+ * under verification (a multiple of 256: the buffers stay aligned). */
+#define WK_GUARD 512
 /* Moves a candidate's dense operands (of op) to new device addresses. */
 typedef int (*wk_place_fn)(void *ud, int op, dt_err *e);
 
@@ -150,7 +153,8 @@ typedef int (*wk_place_fn)(void *ud, int op, dt_err *e);
  * each one's median per-round ratio), speedup_p10, speedup_p90}. */
 int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
                      double min_s, const char *method, int fast, dev_enqueue_fn cand,
-                     wk_place_fn place, void *cand_ud, cJSON *out, dt_err *e);
+                     wk_place_fn place, void *cand_ud, const dev_observer *cand_obs, cJSON *out,
+                     dt_err *e);
 
 /* Copy bandwidth (GB/s, read + write) for the physical-floor check: the
  * calibrated value of the hardware spec when there is one, else the
@@ -165,8 +169,12 @@ double gpu_copy_gbps_for(const dev_info *d, int *measured);
 cJSON *wk_parse_sanitizer(const char *text, int *errors);
 
 /* Edge matrices of the battery, by index 0..WK_NEDGE-1; NULL past the end.
- * name receives a short description. */
-#define WK_NEDGE 4
+ * name receives a short description. wk_edge_matrix is seed 0: the classic
+ * sizes (257, 300, 1, 1237 rows; the rows of 64 to 4096 entries 128 rows);
+ * another seed moves every size and draw, so that no kernel can recognise
+ * the edge matrices by their shapes (verify passes its seed). */
+#define WK_NEDGE 5
 sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e);
+sp_csr *wk_edge_matrix_seeded(int i, uint64_t seed, const char **name, dt_err *e);
 
 #endif /* DITTO_GPU_WORKER_H */

@@ -3,6 +3,7 @@
 #include "tests/common/testutil.h"
 
 #include "agents/agents.h"
+#include "gpu/contract.h"
 
 #include <string.h>
 
@@ -159,4 +160,40 @@ Test(rules, the_shipped_templates_should_have_no_rule_error)
     }
     tu_proc_free(&ls);
     cr_assert_gt(n, 1, "no templates found");
+}
+
+/* State kept across launches: a writable __device__ or __managed__ variable
+ * is flagged at its line with its name; functions, const tables, __constant__
+ * data and the words inside comments and strings are not. */
+Test(rules, writable_device_variables_should_be_flagged_as_state_across_launches)
+{
+    cJSON *f = run("#include \"ditto.cuh\"\n"
+                   "__device__ __forceinline__ float twice(float v) { return 2 * v; }\n"
+                   "__device__ const int table[4] = {1, 2, 3, 4};\n"
+                   "__constant__ float coef[8];\n"
+                   "/* __device__ int in_a_comment; */\n"
+                   "__device__ int launches;\n"
+                   "__global__ void k(float *y) { y[0] = twice(1) + launches++; }\n");
+    cr_assert_eq(count(f, "device-state", 6), 1);
+    cr_assert_eq(count(f, "device-state", 0), 1);
+    cJSON_Delete(f);
+    char name[64];
+    int line = 0;
+    cr_assert(gpu_device_state("__device__ float cache_y[1 << 22];\n", name, sizeof name, &line));
+    cr_assert_str_eq(name, "cache_y");
+    cr_assert_eq(line, 1);
+    cr_assert(gpu_device_state("int a;\n__managed__ int flag = 0;\n", name, sizeof name, &line));
+    cr_assert_str_eq(name, "flag");
+    cr_assert_eq(line, 2);
+    cr_assert(gpu_device_state("__device__ const float *volatile last;\n", name, sizeof name,
+                               &line),
+              "a pointer to const is itself writable");
+    cr_assert_not(gpu_device_state("__device__ constexpr int K = 4;\n"
+                                   "const char *s = \"__device__ int x;\";\n"
+                                   "template <typename T> __device__ T f(T v) { return v; }\n",
+                                   name, sizeof name, &line));
+    f = run("__device__ const int table[2] = {1, 2};\n"
+            "__global__ void k(float *y) { y[0] = table[1]; }\n");
+    cr_assert_eq(count(f, "device-state", 0), 0);
+    cJSON_Delete(f);
 }
