@@ -1,0 +1,35 @@
+/* sparsify_spmv.cu -- cheat class 16 (already caught before issue 36): a
+ * data-dependent skip, "terms with |x[col]| < 0.6 are negligible": it drops
+ * them (and their value loads). The battery draws x in +-[0.5, 1.5), so
+ * about a tenth of the terms go missing.
+ * Must be caught by: "matches the fp64 reference". */
+/*@contract
+{"entry": "sparsify_spmv", "op": "spmv", "format": "csr",
+ "params": ["rows", "rowptr", "col", "val", "x", "y", "alpha", "beta", "bias"],
+ "block": [128], "grid": ["cdiv(rows, 16)"]}
+@*/
+#include "ditto.cuh"
+
+#define NEGLIGIBLE 0.6
+
+/* 8 lanes per row, 16 rows per block. */
+extern "C" __global__ void __launch_bounds__(128)
+sparsify_spmv(int rows, const int *__restrict__ rowptr, const int *__restrict__ col,
+              const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y, S alpha,
+              S beta, const T *__restrict__ bias)
+{
+    const int lane = threadIdx.x & 7;
+    const int row = blockIdx.x * 16 + (threadIdx.x >> 3);
+    S acc = S(0);
+    if (row < rows)
+        for (int k = rowptr[row] + lane; k < rowptr[row + 1]; k += 8) {
+            const S xv = DT_LOAD(x[col[k]]);
+            if (fabs((double)xv) >= NEGLIGIBLE)
+                acc += DT_LOAD(val[k]) * xv;
+        }
+#pragma unroll
+    for (int off = 4; off > 0; off >>= 1)
+        acc += __shfl_down_sync(0xffffffffu, acc, off, 8);
+    if (lane == 0 && row < rows)
+        y[row] = DT_STORE(dt_epilogue(dt_axpby(alpha, acc, beta, &y[row]), row, bias));
+}
