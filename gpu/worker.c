@@ -78,6 +78,8 @@ static void matrix_free(wk_matrix *m)
     }
     for (int t = 0; t < 4; t++)
         free(m->rounded[t]);
+    if (m->obs_free)
+        m->obs_free(m->obs_sets);
     sp_csr_free(m->a);
     free(m->handle);
     free(m->source);

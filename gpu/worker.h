@@ -50,6 +50,12 @@ typedef struct wk_matrix {
     dev_fmt *fmts[WK_MAX_FMTS];
     int nfmts;
     double *rounded[4];        /* values as the device sees them, per dtype */
+    /* measure's observed input sets with their references (runner.c), kept
+     * for the next measure of the same problem (obs_key); freed with
+     * obs_free. */
+    void *obs_sets;
+    char obs_key[192];
+    void (*obs_free)(void *);
     struct wk_matrix *next;
 } wk_matrix;
 
