@@ -364,15 +364,21 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
 const char cli_check_usage[] =
     "usage: ditto check KERNEL.cu MATRIX [--op spmv|spmm|sddmm] [--dtype fp32|fp64|fp16|bf16]\n"
     "                   [--n N] [--alpha A] [--beta B] [--epilogue none|relu|gelu|bias]\n"
-    "                   [--param NAME=VALUE]... [--sets N] [--no-edge] [--no-measure]\n"
+    "                   [--param NAME=VALUE]... [--sets N] [--seed N] [--no-edge] [--no-measure]\n"
     "                   [--metrics] [--sanitize memcheck|racecheck|initcheck]\n"
     "                   [--deadline SECONDS] [--launcher CMD] [--json]\n"
     "\n"
     "Compile a hand-written kernel under its launch contract (a /*@contract {...} @*/\n"
     "block in the source; see gpu/PROTOCOL.md), run the verification battery on MATRIX\n"
-    "and on edge matrices, then time it next to every cuSPARSE algorithm with the same\n"
-    "method: CUDA-graph replay when the data fits half of L2 and the kernel takes under\n"
-    "20 us warm, else cold (L2 flushed before each run); a mode not timed prints \"-\".\n"
+    "(--sets input sets, default 3; from 3 on, the last has alpha and beta away from 1\n"
+    "and 0), on MATRIX's pattern with fresh values and on edge matrices, then time it\n"
+    "next to every cuSPARSE\n"
+    "algorithm with the same method: CUDA-graph replay when the data fits half of L2 and\n"
+    "the kernel takes under 20 us warm, else cold (L2 flushed before each run); a mode\n"
+    "not timed prints \"-\". Timed launches are checked too: inputs rotate between sets,\n"
+    "the output is re-seeded before each one and checked after, so a kernel that\n"
+    "behaves differently when timed fails. The battery's launch order, poison, scalars\n"
+    "and edge-matrix sizes follow a seed drawn per run and printed; --seed N repeats one.\n"
     "The speedup comes from timing the kernel and the best algorithm in alternating\n"
     "rounds (over 7 placements of the operands when they fit in L2). Without a GPU it\n"
     "stops after compiling. --deadline bounds each request (default 300 s): a kernel\n"
@@ -384,7 +390,8 @@ const char cli_check_usage[] =
     "kernel runs at its manifest's defaults.\n"
     "\n"
     "Exit status: 0 verified (and measured), 1 the kernel failed (compile error, a check,\n"
-    "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker.\n";
+    "a wrong output while timed, a time below the physical floor, a fault or a hang),\n"
+    "2 usage, 3 no GPU or worker.\n";
 
 int cli_check(int argc, char **argv)
 {
@@ -393,6 +400,7 @@ int cli_check(int argc, char **argv)
     prob_args pa = {"spmv", "fp32", "none", "row", 32, 1.0, 0.0};
     const char *kfile = NULL, *matrix = NULL, *launcher = NULL, *sanitize = NULL;
     int sets = 3, edge = 1, measure = 1, metrics = 0, json = 0;
+    double seed = -1; /* -1: the worker draws a fresh one */
     char *pargs[GPU_MAX_MPARAMS];
     int npargs = 0;
     double deadline = 0;
@@ -407,6 +415,13 @@ int cli_check(int argc, char **argv)
             sets = atoi(argv[++i]);
             if (sets < 2 || sets > 100)
                 return cli_usage_error("check", "--sets: expected 2 to 100");
+        } else if (strcmp(a, "--seed") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            const char *v = argv[++i];
+            unsigned long long sv = strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0' || sv > (1ULL << 53))
+                return cli_usage_error("check", "--seed: expected an integer from 0 to 2^53");
+            seed = (double)sv;
         } else if (strcmp(a, "--no-edge") == 0) {
             edge = 0;
         } else if (strcmp(a, "--no-measure") == 0) {
@@ -537,6 +552,8 @@ int cli_check(int argc, char **argv)
     prob_into(&pa, vr);
     dt_json_set_int(vr, "sets", sets);
     dt_json_set_bool(vr, "edge", edge);
+    if (seed >= 0)
+        dt_json_set_num(vr, "seed", seed);
     cJSON *vrep = gpu_pool_call(s.pool, vr, deadline);
     dt_json_set_take(all, "verify", vrep);
     if (!dt_json_bool(vrep, "ok", 0)) {

@@ -1772,14 +1772,12 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
     memset(ops, 0, sizeof ops);
     double *got[3] = {NULL, NULL, NULL};
     unsigned char *unt = NULL;
-    int nsets = sets < 1 ? 1 : sets;
-    if (nsets > 8)
-        nsets = 8;
+    int nsets = sets < 1 ? 1 : sets > 128 ? 128 : sets; /* check and verify take at most 100 */
     /* Which set runs first, and how many unchecked launches (with another
      * set's inputs, the output re-poisoned after) come before each checked
      * one, follow the seed and the label: no fixed launch sequence marks a
      * verification. The scalar set is the last index (a third set). */
-    int order[8];
+    int order[128];
     uint64_t rs = mix64(p->seed ^ dt_hash_str(label, DT_HASH_SEED));
     for (int s = 0; s < nsets; s++)
         order[s] = s;
