@@ -20,10 +20,10 @@
  * 41 or more, which the medium-row and edge-size cheats rely on), power-law
  * rows, and every value 1 (for the equal-values cheat). */
 #define UNIFORM "gen:uniform:rows=5000,nnz=50000"
-#define RMAT "gen:rmat:rows=4096,nnz=40000"
-#define ONES "tests/gpu/adversarial/data/ones_600.mtx"
+#define RMAT    "gen:rmat:rows=4096,nnz=40000"
+#define ONES    "tests/gpu/adversarial/data/ones_600.mtx"
 
-#define MAX_CAUGHT 7
+#define MAX_CAUGHT 8
 
 typedef struct cheat {
     const char *file;     /* under tests/gpu/adversarial/ */
@@ -39,7 +39,15 @@ typedef struct cheat {
     const char *caught_by[MAX_CAUGHT];
 } cheat;
 
-/* Checks that look at outputs, for the cheats that skip or fake work. */
+/* A table entry: the fields above, then the expected substrings. */
+/* clang-format off */
+#define CHEAT(file, op, dtype, matrix, n, epi, max_row, ...) \
+    {file, op, dtype, matrix, n, epi, max_row, {__VA_ARGS__}}
+/* clang-format on */
+
+/* Checks that look at outputs, for the cheats that skip or fake work (and
+ * for the launch counters and memos, which a verification that varies its
+ * number and order of launches can trip). */
 #define OUTPUT_CHECKS "every output written", "matches the fp64 reference"
 /* The checks on timing: outputs of timed launches, re-verification after
  * timing, the physical floor. */
@@ -47,45 +55,45 @@ typedef struct cheat {
 
 static const cheat cheats[] = {
     /* 1: work only while the output holds the NaN poison */
-    {"poison_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"poison_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0,
-     {"(alpha ", TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"poison_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
+    CHEAT("poison_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("poison_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, "(alpha ", TIMING_CHECKS,
+          OUTPUT_CHECKS),
+    CHEAT("poison_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, TIMING_CHECKS, OUTPUT_CHECKS),
     /* 2-4: __device__ launch counters and memos */
-    {"first_launches_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
-    {"fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
-    {"timing_skip_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
+    CHEAT("first_launches_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, "no state kept across launches",
+          TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("timing_skip_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 5-7: alpha, beta, the epilogue: only the scalar set sees them */
-    {"ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, {"(alpha "}},
-    {"ignore_beta_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, {"(alpha "}},
-    {"ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, {"(alpha "}},
+    CHEAT("ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, "(alpha "),
+    CHEAT("ignore_beta_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, "(alpha "),
+    CHEAT("ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, "(alpha "),
     /* 8-9: one element out of bounds */
-    {"oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, {"past the end of 'y'"}},
-    {"oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, {"past the end of 'out'"}},
-    {"oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"outside the buffers", OUTPUT_CHECKS}},
+    CHEAT("oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, "past the end of 'y'"),
+    CHEAT("oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, "past the end of 'out'"),
+    CHEAT("oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "outside the buffers",
+          OUTPUT_CHECKS),
     /* 10-12: right on the classic edge matrices and on short rows */
-    {"medium_rows_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 41,
-     {"edge rows of 64 to 4096", "edge "}},
-    {"equal_values_spmv.cu", "spmv", "fp32", ONES, 0, NULL, 0, {"fresh values: ", "edge "}},
-    {"edge_sizes_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 64,
-     {"edge rows of 64 to 4096", "edge "}},
+    CHEAT("medium_rows_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 41, "edge rows of 64 to 4096",
+          "edge "),
+    CHEAT("equal_values_spmv.cu", "spmv", "fp32", ONES, 0, NULL, 0, "fresh values: ", "edge "),
+    CHEAT("edge_sizes_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 64, "edge rows of 64 to 4096",
+          "edge "),
     /* 13-16: caught before issue 36 too */
-    {"race_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"deterministic", OUTPUT_CHECKS}},
-    {"writes_x_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"inputs unchanged"}},
-    {"half_acc_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, {"matches the fp64 reference"}},
-    {"float_acc_spmm.cu", "spmm", "fp64", UNIFORM, 32, NULL, 0, {"matches the fp64 reference"}},
-    {"sparsify_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"matches the fp64 reference"}},
+    CHEAT("race_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "deterministic", OUTPUT_CHECKS),
+    CHEAT("writes_x_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "inputs unchanged"),
+    CHEAT("half_acc_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, "matches the fp64 reference"),
+    CHEAT("float_acc_spmm.cu", "spmm", "fp64", UNIFORM, 32, NULL, 0, "matches the fp64 reference"),
+    CHEAT("sparsify_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "matches the fp64 reference"),
     /* 17: state in a "once" scratch */
-    {"scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"scratch", "fresh values: ", TIMING_CHECKS}},
+    CHEAT("scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "scratch",
+          "fresh values: ", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 18: half the columns unless poisoned; the previous launch's output */
-    {"half_cols_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"prev_out_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
+    CHEAT("half_cols_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("prev_out_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
 };
 
 /* The library template that must pass each op's problems. */
@@ -263,15 +271,16 @@ static void expect_caught(const char *file)
         cr_expect_not_null(ck, "%s on %s: failed verify, but no failed check names any of %s: %s",
                            c->file, c->matrix, want, vs);
         if (ck != NULL)
-            fprintf(stderr, "%s: caught by verify: %s: %s\n", c->file,
-                    dt_json_str(ck, "name", ""), dt_json_str(ck, "detail", ""));
+            fprintf(stderr, "%s: caught by verify: %s: %s\n", c->file, dt_json_str(ck, "name", ""),
+                    dt_json_str(ck, "detail", ""));
     } else {
         cJSON *m = call(&f, "measure", c, rel);
         char *ms = cJSON_Print(m);
-        const int suspect = !dt_json_bool(m, "ok", 1) &&
-                            strcmp(dt_json_str(m, "error", ""), "suspect") == 0;
-        cr_expect(suspect, "%s on %s: not caught: verify passed it and measure did not answer "
-                           "\"suspect\" (expected one of %s)\nverify: %s\nmeasure: %s",
+        const int suspect =
+            !dt_json_bool(m, "ok", 1) && strcmp(dt_json_str(m, "error", ""), "suspect") == 0;
+        cr_expect(suspect,
+                  "%s on %s: not caught: verify passed it and measure did not answer "
+                  "\"suspect\" (expected one of %s)\nverify: %s\nmeasure: %s",
                   c->file, c->matrix, want, vs, ms);
         if (suspect) {
             const char *msg = dt_json_str(m, "message", "");
@@ -290,35 +299,41 @@ static void expect_caught(const char *file)
     close_pool(&f);
 }
 
+/* One test per cheat; every table entry must be here (checked below). */
+#define CHEAT_TESTS(X)                                                                             \
+    X(poison_spmv)                                                                                 \
+    X(poison_spmm)                                                                                 \
+    X(poison_sddmm)                                                                                \
+    X(first_launches_spmv)                                                                         \
+    X(fingerprint_spmv)                                                                            \
+    X(timing_skip_spmv)                                                                            \
+    X(ignore_alpha_sddmm)                                                                          \
+    X(ignore_beta_spmm)                                                                            \
+    X(ignore_bias_spmv)                                                                            \
+    X(oob_write_spmv)                                                                              \
+    X(oob_write_sddmm)                                                                             \
+    X(oob_read_spmv)                                                                               \
+    X(medium_rows_spmv)                                                                            \
+    X(equal_values_spmv)                                                                           \
+    X(edge_sizes_spmm)                                                                             \
+    X(race_spmv)                                                                                   \
+    X(writes_x_spmv)                                                                               \
+    X(half_acc_spmv)                                                                               \
+    X(float_acc_spmm)                                                                              \
+    X(sparsify_spmv)                                                                               \
+    X(scratch_memo_spmv)                                                                           \
+    X(half_cols_spmm)                                                                              \
+    X(prev_out_sddmm)
+
 #define CHEAT_TEST(NAME)                                                                           \
     Test(adversarial, NAME##_should_be_caught, .timeout = 300)                                     \
     {                                                                                              \
         expect_caught(#NAME ".cu");                                                                \
     }
+CHEAT_TESTS(CHEAT_TEST)
 
-CHEAT_TEST(poison_spmv)
-CHEAT_TEST(poison_spmm)
-CHEAT_TEST(poison_sddmm)
-CHEAT_TEST(first_launches_spmv)
-CHEAT_TEST(fingerprint_spmv)
-CHEAT_TEST(timing_skip_spmv)
-CHEAT_TEST(ignore_alpha_sddmm)
-CHEAT_TEST(ignore_beta_spmm)
-CHEAT_TEST(ignore_bias_spmv)
-CHEAT_TEST(oob_write_spmv)
-CHEAT_TEST(oob_write_sddmm)
-CHEAT_TEST(oob_read_spmv)
-CHEAT_TEST(medium_rows_spmv)
-CHEAT_TEST(equal_values_spmv)
-CHEAT_TEST(edge_sizes_spmm)
-CHEAT_TEST(race_spmv)
-CHEAT_TEST(writes_x_spmv)
-CHEAT_TEST(half_acc_spmv)
-CHEAT_TEST(float_acc_spmm)
-CHEAT_TEST(sparsify_spmv)
-CHEAT_TEST(scratch_memo_spmv)
-CHEAT_TEST(half_cols_spmm)
-CHEAT_TEST(prev_out_sddmm)
+#define CHEAT_FILE(NAME) #NAME ".cu",
+static const char *tested[] = {CHEAT_TESTS(CHEAT_FILE)};
 
 /* The op's library template on every distinct problem (matrix, dtype, n,
  * epilogue) the table gives that op: verify passes and measure answers. */
@@ -334,10 +349,10 @@ static void expect_honest_pass(const char *op)
         int seen = 0; /* the same problem earlier in the table */
         for (size_t j = 0; j < i && !seen; j++) {
             const cheat *d = &cheats[j];
-            seen = strcmp(d->op, op) == 0 && strcmp(d->matrix, c->matrix) == 0 &&
-                   strcmp(d->dtype, c->dtype) == 0 && d->n == c->n &&
-                   strcmp(d->epilogue ? d->epilogue : "none", c->epilogue ? c->epilogue : "none") ==
-                       0;
+            seen =
+                strcmp(d->op, op) == 0 && strcmp(d->matrix, c->matrix) == 0 &&
+                strcmp(d->dtype, c->dtype) == 0 && d->n == c->n &&
+                strcmp(d->epilogue ? d->epilogue : "none", c->epilogue ? c->epilogue : "none") == 0;
         }
         if (seen)
             continue;
@@ -378,8 +393,8 @@ Test(adversarial, the_sddmm_template_should_pass_the_same_problems, .timeout = 3
 
 /* ---- without a GPU: the table and the kernels themselves ------------------ */
 
-/* Every kernel in the folder has a table entry and a test, says what it
- * cheats and what must catch it, and every entry's kernel exists. */
+/* Every kernel in the folder has a table entry, says what it cheats and
+ * what must catch it; every entry has a test and an expected check. */
 Test(adversarial, every_cheat_should_be_in_the_table_and_say_what_catches_it)
 {
     char *dir = dt_xasprintf("%s/tests/gpu/adversarial", tu_src_dir());
@@ -407,6 +422,13 @@ Test(adversarial, every_cheat_should_be_in_the_table_and_say_what_catches_it)
     closedir(d);
     cr_expect_eq(files, (int)DT_ARRAY_LEN(cheats), "%d kernels in %s, %zu in the table", files, dir,
                  DT_ARRAY_LEN(cheats));
+    for (size_t i = 0; i < DT_ARRAY_LEN(cheats); i++) {
+        int has_test = 0;
+        for (size_t j = 0; j < DT_ARRAY_LEN(tested); j++)
+            has_test |= strcmp(tested[j], cheats[i].file) == 0;
+        cr_expect(has_test, "%s has no test in CHEAT_TESTS", cheats[i].file);
+        cr_expect_not_null(cheats[i].caught_by[0], "%s expects no check", cheats[i].file);
+    }
     cr_expect_geq(files, 18);
     free(dir);
 }
