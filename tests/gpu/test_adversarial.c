@@ -72,6 +72,7 @@ static const cheat cheats[] = {
     CHEAT("ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, "(alpha "),
     /* 8-9: one element out of bounds */
     CHEAT("oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, "past the end of 'y'"),
+    CHEAT("oob_before_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, "before the start of 'y'"),
     CHEAT("oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, "past the end of 'out'"),
     CHEAT("oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, "outside the buffers",
           OUTPUT_CHECKS),
@@ -311,6 +312,7 @@ static void expect_caught(const char *file)
     X(ignore_beta_spmm)                                                                            \
     X(ignore_bias_spmv)                                                                            \
     X(oob_write_spmv)                                                                              \
+    X(oob_before_spmv)                                                                             \
     X(oob_write_sddmm)                                                                             \
     X(oob_read_spmv)                                                                               \
     X(medium_rows_spmv)                                                                            \
