@@ -37,8 +37,9 @@ typedef struct cheat {
     int plain;            /* 1: right on a plain input set of the defaults by design,
                              so "set 0: matches the fp64 reference", when the
                              answer has it, must pass (the cheat is not just wrong) */
-    /* Substrings, any one of which in a failed check's name or detail, or
-     * in measure's "suspect" message, is the expected catch. */
+    /* Substrings, any one of which in a failed check's name or detail, in
+     * measure's "suspect" message, or in verify's error ("kernel_fault: ...")
+     * is the expected catch. */
     const char *caught_by[MAX_CAUGHT];
 } cheat;
 
@@ -75,9 +76,12 @@ static const cheat cheats[] = {
     CHEAT("ignore_beta_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, 1, "(alpha "),
     CHEAT("ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, 1, "(alpha "),
     /* 8-9: one element out of bounds */
-    CHEAT("oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 1, "past the end of 'y'"),
-    CHEAT("oob_before_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 1, "before the start of 'y'"),
-    CHEAT("oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, 1, "past the end of 'out'"),
+    CHEAT("oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 1, "past the end of 'y'",
+          "kernel_fault"),
+    CHEAT("oob_before_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 1, "before the start of 'y'",
+          "kernel_fault"),
+    CHEAT("oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, 1, "past the end of 'out'",
+          "kernel_fault"),
     CHEAT("oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "outside the buffers",
           OUTPUT_CHECKS),
     /* 10-12: right on the classic edge matrices and on short rows */
@@ -260,8 +264,77 @@ static char *expected_list(const cheat *c)
     return dt_buf_take(&b);
 }
 
+/* What an answer says of a cheat. */
+typedef enum verdict {
+    V_CAUGHT,      /* by a check or an error the cheat's entry expects */
+    V_PASSED,      /* verify passed it: measure must catch it */
+    V_NOT_CAUGHT,  /* measure answered without "suspect" */
+    V_WRONG_CATCH, /* caught, but by nothing the entry names */
+    V_NO_VERDICT,  /* verify answered an error the entry does not expect */
+    V_BROKEN,      /* wrong where the cheat is meant to be right: its own bug */
+} verdict;
+
+/* Judges cheat c's verify answer v; *by gets the check, or error, that
+ * caught it (borrowed from v, or from buf). */
+static verdict judge_verify(const cheat *c, const cJSON *v, const char **by, char *buf, size_t len)
+{
+    *by = NULL;
+    if (!dt_json_bool(v, "ok", 0)) {
+        /* No verdict: a catch only where c expects the error (an
+         * out-of-bounds store that faults). */
+        const char *err = gpu_reply_error(v, buf, len);
+        *by = err;
+        return expected_in(c, err) ? V_CAUGHT : V_NO_VERDICT;
+    }
+    const cJSON *ck;
+    cJSON_ArrayForEach(ck, cJSON_GetObjectItem(v, "checks"))
+    {
+        if (c->plain && !dt_json_bool(ck, "passed", 1) &&
+            strcmp(dt_json_str(ck, "name", ""), "set 0: matches the fp64 reference") == 0)
+            return V_BROKEN;
+    }
+    if (dt_json_bool(v, "passed", 1))
+        return V_PASSED;
+    ck = expected_failure(c, v);
+    if (ck == NULL)
+        return V_WRONG_CATCH;
+    *by = dt_json_str(ck, "name", "");
+    return V_CAUGHT;
+}
+
+/* Judges the measure answer m of a cheat that verify passed. */
+static verdict judge_measure(const cheat *c, const cJSON *m, const char **by)
+{
+    *by = NULL;
+    if (dt_json_bool(m, "ok", 1) || strcmp(dt_json_str(m, "error", ""), "suspect") != 0)
+        return V_NOT_CAUGHT;
+    *by = dt_json_str(m, "message", "");
+    return expected_in(c, *by) ? V_CAUGHT : V_WRONG_CATCH;
+}
+
+static const char *verdict_text(verdict v)
+{
+    switch (v) {
+    case V_CAUGHT:
+        return "caught";
+    case V_PASSED:
+        return "verify passed it";
+    case V_NOT_CAUGHT:
+        return "not caught: verify passed it and measure did not answer \"suspect\"";
+    case V_WRONG_CATCH:
+        return "caught, but by nothing its entry expects";
+    case V_NO_VERDICT:
+        return "verify answered no verdict";
+    case V_BROKEN:
+        return "the cheat itself is broken: meant to be right on a plain set of the defaults "
+               "(\"set 0: matches the fp64 reference\"), it is not";
+    }
+    return "?";
+}
+
 /* Verify the cheat; when the battery passes it, measure it. It must be
- * caught, by a check c names; the whole answer is printed when it is not. */
+ * caught, by a check or an error its entry names; the whole answer is
+ * printed when it is not. */
 static void expect_caught(const char *file)
 {
     const cheat *c = find_cheat(file);
@@ -271,44 +344,24 @@ static void expect_caught(const char *file)
     char *want = expected_list(c);
     cJSON *v = call(&f, "verify", c, rel);
     char *vs = cJSON_Print(v);
-    cr_assert(dt_json_bool(v, "ok", 0), "%s on %s: verify answered no verdict: %s", c->file,
-              c->matrix, vs);
-    if (c->plain) {
-        const cJSON *ck;
-        cJSON_ArrayForEach(ck, cJSON_GetObjectItem(v, "checks"))
-        {
-            if (strcmp(dt_json_str(ck, "name", ""), "set 0: matches the fp64 reference") == 0)
-                cr_expect(dt_json_bool(ck, "passed", 0),
-                          "%s on %s is meant to be right on a plain set of the defaults, and is "
-                          "not: the cheat itself is broken: %s",
-                          c->file, c->matrix, vs);
-        }
-    }
-    if (!dt_json_bool(v, "passed", 1)) {
-        const cJSON *ck = expected_failure(c, v);
-        cr_expect_not_null(ck, "%s on %s: failed verify, but no failed check names any of %s: %s",
-                           c->file, c->matrix, want, vs);
-        if (ck != NULL)
-            fprintf(stderr, "%s: caught by verify: %s: %s\n", c->file, dt_json_str(ck, "name", ""),
-                    dt_json_str(ck, "detail", ""));
-    } else {
+    char buf[512];
+    const char *by = NULL;
+    verdict d = judge_verify(c, v, &by, buf, sizeof buf);
+    if (d == V_PASSED) {
         cJSON *m = call(&f, "measure", c, rel);
         char *ms = cJSON_Print(m);
-        const int suspect =
-            !dt_json_bool(m, "ok", 1) && strcmp(dt_json_str(m, "error", ""), "suspect") == 0;
-        cr_expect(suspect,
-                  "%s on %s: not caught: verify passed it and measure did not answer "
-                  "\"suspect\" (expected one of %s)\nverify: %s\nmeasure: %s",
-                  c->file, c->matrix, want, vs, ms);
-        if (suspect) {
-            const char *msg = dt_json_str(m, "message", "");
-            cr_expect_not_null(expected_in(c, msg),
-                               "%s on %s: measure's \"suspect\" names none of %s: %s", c->file,
-                               c->matrix, want, ms);
-            fprintf(stderr, "%s: caught by measure: %s\n", c->file, msg);
-        }
+        d = judge_measure(c, m, &by);
+        cr_expect_eq(d, V_CAUGHT, "%s on %s: %s (expected one of %s)\nverify: %s\nmeasure: %s",
+                     c->file, c->matrix, verdict_text(d), want, vs, ms);
+        if (d == V_CAUGHT)
+            fprintf(stderr, "%s: caught by measure: %s\n", c->file, by);
         free(ms);
         cJSON_Delete(m);
+    } else {
+        cr_expect_eq(d, V_CAUGHT, "%s on %s: %s (expected one of %s): %s", c->file, c->matrix,
+                     verdict_text(d), want, vs);
+        if (d == V_CAUGHT)
+            fprintf(stderr, "%s: caught by verify: %s\n", c->file, by);
     }
     free(vs);
     cJSON_Delete(v);
@@ -519,4 +572,99 @@ Test(adversarial, every_cheat_should_compile_for_its_problem, .timeout = 300)
         free(src_path);
     }
     gpu_nvrtc_free(w.nvrtc);
+}
+
+/* The judging on answers shaped like the hardened battery's: the expected
+ * check anywhere among the failed ones is a catch, in a name or a detail;
+ * a failure the entry does not name is not; a plain-set failure of a cheat
+ * meant to be right there is its own bug; measure catches only with
+ * "suspect" and a message the entry names. */
+Test(adversarial, the_judge_should_accept_only_the_expected_catch)
+{
+    static const struct {
+        const char *file;
+        const char *answer;
+        verdict want;
+    } cases[] = {
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": true},"
+         "{\"name\": \"set 2 (alpha 0.8125, beta -1.375): matches the fp64 reference\","
+         " \"passed\": false, \"detail\": \"5000 of 50000 written outputs outside tolerance\"}]}",
+         V_CAUGHT},
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": false}]}",
+         V_BROKEN},
+        {"ignore_beta_spmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": true},"
+         "{\"name\": \"deterministic\", \"passed\": false}]}",
+         V_WRONG_CATCH},
+        {"oob_write_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 1: no writes outside the buffers\", \"passed\": false,"
+         " \"detail\": \"wrote past the end of 'y'\"}]}",
+         V_CAUGHT},
+        {"oob_write_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 1: no writes outside the buffers\", \"passed\": false,"
+         " \"detail\": \"wrote before the start of 'y'\"}]}",
+         V_WRONG_CATCH},
+        {"medium_rows_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"edge rows of 64 to 4096: set 0: matches the fp64 reference\","
+         " \"passed\": false}]}",
+         V_CAUGHT},
+        {"equal_values_spmv.cu",
+         "{\"ok\": true, \"passed\": true, \"checks\": ["
+         "{\"name\": \"fresh values: set 0: matches the fp64 reference\", \"passed\": true}]}",
+         V_PASSED},
+        {"oob_before_spmv.cu",
+         "{\"ok\": false, \"error\": \"kernel_fault\","
+         " \"message\": \"illegal address\"}",
+         V_CAUGHT},
+        {"race_spmv.cu", "{\"ok\": false, \"error\": \"timeout\", \"message\": \"timeout\"}",
+         V_NO_VERDICT},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        cJSON *v = cJSON_Parse(cases[i].answer);
+        cr_assert_not_null(v, "case %zu: bad JSON", i);
+        char buf[512];
+        const char *by = NULL;
+        verdict d = judge_verify(find_cheat(cases[i].file), v, &by, buf, sizeof buf);
+        cr_expect_eq(d, cases[i].want, "case %zu (%s): %s, expected %s", i, cases[i].file,
+                     verdict_text(d), verdict_text(cases[i].want));
+        cJSON_Delete(v);
+    }
+    static const struct {
+        const char *file;
+        const char *answer;
+        verdict want;
+    } measures[] = {
+        {"first_launches_spmv.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"timed launch 37 of 120: 2500 of 5000 outputs wrong\"}",
+         V_CAUGHT},
+        {"timing_skip_spmv.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"after timing: set 0: matches the fp64 reference failed\"}",
+         V_CAUGHT},
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"suspect: 1.00 us is below the physical floor of 2.00 us\"}",
+         V_WRONG_CATCH},
+        {"first_launches_spmv.cu", "{\"ok\": true, \"us\": 3.2}", V_NOT_CAUGHT},
+        {"first_launches_spmv.cu",
+         "{\"ok\": false, \"error\": \"contract\", \"message\": \"timed launch\"}", V_NOT_CAUGHT},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(measures); i++) {
+        cJSON *m = cJSON_Parse(measures[i].answer);
+        cr_assert_not_null(m, "measure case %zu: bad JSON", i);
+        const char *by = NULL;
+        verdict d = judge_measure(find_cheat(measures[i].file), m, &by);
+        cr_expect_eq(d, measures[i].want, "measure case %zu (%s): %s, expected %s", i,
+                     measures[i].file, verdict_text(d), verdict_text(measures[i].want));
+        cJSON_Delete(m);
+    }
 }
