@@ -69,7 +69,7 @@ static const cheat cheats[] = {
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     CHEAT("fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
-    CHEAT("timing_skip_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
+    CHEAT("timing_skip_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 5-7: alpha, beta, the epilogue: only the scalar set sees them */
     CHEAT("ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, 1, "(alpha "),
