@@ -1,12 +1,13 @@
 /* test_adversarial.c -- the project's own adversarial suite (issue 36): cheating
- * kernels under tests/gpu/adversarial/, each right in a single verification
- * launch of the problem's defaults, each cheating another way (output
- * poison, launch counters, memos, alpha/beta/epilogue, one element out of
- * bounds, medium rows, equal values, edge sizes, races, input writes, low
- * precision, data-dependent skips, scratch state). Each must be caught --
- * verify fails, or measure answers error "suspect" -- by the check its
- * table entry expects; the library templates must pass the same problems.
- * Without a GPU only the table and the kernels' compilation are tested. */
+ * kernels under tests/gpu/adversarial/, most of them right in a single
+ * verification launch of the problem's defaults and cheating another way
+ * (output poison, launch counters, memos, alpha/beta/epilogue, one element
+ * out of bounds, medium rows, equal values, edge sizes, scratch state), the
+ * rest plainly wrong in ways caught before (races, input writes, low
+ * precision, data-dependent skips). Each must be caught -- verify fails, or
+ * measure answers error "suspect" -- by a check its table entry names; the
+ * library templates must pass the same problems. Without a GPU the table,
+ * the judging and the kernels' compilation are tested. */
 #include "tests/common/testutil.h"
 
 #include "gpu/gpu.h"
