@@ -65,12 +65,14 @@ static const cheat cheats[] = {
           OUTPUT_CHECKS),
     CHEAT("poison_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, 0, TIMING_CHECKS,
           OUTPUT_CHECKS),
-    /* 2-4: __device__ launch counters and memos */
+    /* 2-4: __device__ launch counters, memos and clocks */
     CHEAT("first_launches_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     CHEAT("fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     CHEAT("timing_skip_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("back_to_back_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 5-7: alpha, beta, the epilogue: only the scalar set sees them */
     CHEAT("ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, 1, "(alpha "),
@@ -379,6 +381,7 @@ static void expect_caught(const char *file)
     X(first_launches_spmv)                                                                         \
     X(fingerprint_spmv)                                                                            \
     X(timing_skip_spmv)                                                                            \
+    X(back_to_back_spmv)                                                                           \
     X(ignore_alpha_sddmm)                                                                          \
     X(ignore_beta_spmm)                                                                            \
     X(ignore_bias_spmv)                                                                            \
