@@ -1,12 +1,13 @@
 /* test_adversarial.c -- the project's own adversarial suite (issue 36): cheating
- * kernels under tests/gpu/adversarial/, each right in a single verification
- * launch of the problem's defaults, each cheating another way (output
- * poison, launch counters, memos, alpha/beta/epilogue, one element out of
- * bounds, medium rows, equal values, edge sizes, races, input writes, low
- * precision, data-dependent skips, scratch state). Each must be caught --
- * verify fails, or measure answers error "suspect" -- by the check its
- * table entry expects; the library templates must pass the same problems.
- * Without a GPU only the table and the kernels' compilation are tested. */
+ * kernels under tests/gpu/adversarial/, most of them right in a single
+ * verification launch of the problem's defaults and cheating another way
+ * (output poison, launch counters, memos, alpha/beta/epilogue, one element
+ * out of bounds, medium rows, equal values, edge sizes, scratch state), the
+ * rest plainly wrong in ways caught before (races, input writes, low
+ * precision, data-dependent skips). Each must be caught -- verify fails, or
+ * measure answers error "suspect" -- by a check its table entry names; the
+ * library templates must pass the same problems. Without a GPU the table,
+ * the judging and the kernels' compilation are tested. */
 #include "tests/common/testutil.h"
 
 #include "gpu/gpu.h"
@@ -20,10 +21,10 @@
  * 41 or more, which the medium-row and edge-size cheats rely on), power-law
  * rows, and every value 1 (for the equal-values cheat). */
 #define UNIFORM "gen:uniform:rows=5000,nnz=50000"
-#define RMAT "gen:rmat:rows=4096,nnz=40000"
-#define ONES "tests/gpu/adversarial/data/ones_600.mtx"
+#define RMAT    "gen:rmat:rows=4096,nnz=40000"
+#define ONES    "tests/gpu/adversarial/data/ones_600.mtx"
 
-#define MAX_CAUGHT 7
+#define MAX_CAUGHT 8
 
 typedef struct cheat {
     const char *file;     /* under tests/gpu/adversarial/ */
@@ -34,12 +35,24 @@ typedef struct cheat {
     const char *epilogue; /* NULL: the problem's default (none) */
     int max_row;          /* > 0: the matrix must have no row this long (the cheat
                              is right on it by design) */
-    /* Substrings, any one of which in a failed check's name or detail, or
-     * in measure's "suspect" message, is the expected catch. */
+    int plain;            /* 1: right on a plain input set of the defaults by design,
+                             so "set 0: matches the fp64 reference", when the
+                             answer has it, must pass (the cheat is not just wrong) */
+    /* Substrings, any one of which in a failed check's name or detail, in
+     * measure's "suspect" message, or in verify's error ("kernel_fault: ...")
+     * is the expected catch. */
     const char *caught_by[MAX_CAUGHT];
 } cheat;
 
-/* Checks that look at outputs, for the cheats that skip or fake work. */
+/* A table entry: the fields above, then the expected substrings. */
+/* clang-format off */
+#define CHEAT(file, op, dtype, matrix, n, epi, max_row, plain, ...) \
+    {file, op, dtype, matrix, n, epi, max_row, plain, {__VA_ARGS__}}
+/* clang-format on */
+
+/* Checks that look at outputs, for the cheats that skip or fake work (and
+ * for the launch counters and memos, which a verification that varies its
+ * number and order of launches can trip). */
 #define OUTPUT_CHECKS "every output written", "matches the fp64 reference"
 /* The checks on timing: outputs of timed launches, re-verification after
  * timing, the physical floor. */
@@ -47,45 +60,54 @@ typedef struct cheat {
 
 static const cheat cheats[] = {
     /* 1: work only while the output holds the NaN poison */
-    {"poison_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"poison_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0,
-     {"(alpha ", TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"poison_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
-    /* 2-4: __device__ launch counters and memos */
-    {"first_launches_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
-    {"fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
-    {"timing_skip_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
+    CHEAT("poison_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 0, TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("poison_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, 0, "(alpha ", TIMING_CHECKS,
+          OUTPUT_CHECKS),
+    CHEAT("poison_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, 0, TIMING_CHECKS,
+          OUTPUT_CHECKS),
+    /* 2-4: __device__ launch counters, memos and clocks */
+    CHEAT("first_launches_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("fingerprint_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("timing_skip_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    CHEAT("back_to_back_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 5-7: alpha, beta, the epilogue: only the scalar set sees them */
-    {"ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, {"(alpha "}},
-    {"ignore_beta_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, {"(alpha "}},
-    {"ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, {"(alpha "}},
+    CHEAT("ignore_alpha_sddmm.cu", "sddmm", "fp64", UNIFORM, 32, NULL, 0, 1, "(alpha "),
+    CHEAT("ignore_beta_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, 1, "(alpha "),
+    CHEAT("ignore_bias_spmv.cu", "spmv", "fp32", UNIFORM, 0, "bias", 0, 1, "(alpha "),
     /* 8-9: one element out of bounds */
-    {"oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, {"past the end of 'y'"}},
-    {"oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, {"past the end of 'out'"}},
-    {"oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"outside the buffers", OUTPUT_CHECKS}},
+    CHEAT("oob_write_spmv.cu", "spmv", "fp64", UNIFORM, 0, NULL, 0, 1, "past the end of 'y'",
+          "kernel_fault"),
+    CHEAT("oob_before_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 1, "before the start of 'y'",
+          "kernel_fault"),
+    CHEAT("oob_write_sddmm.cu", "sddmm", "fp32", RMAT, 32, NULL, 0, 1, "past the end of 'out'",
+          "kernel_fault"),
+    CHEAT("oob_read_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "outside the buffers",
+          OUTPUT_CHECKS),
     /* 10-12: right on the classic edge matrices and on short rows */
-    {"medium_rows_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 41,
-     {"edge rows of 64 to 4096", "edge "}},
-    {"equal_values_spmv.cu", "spmv", "fp32", ONES, 0, NULL, 0, {"fresh values: ", "edge "}},
-    {"edge_sizes_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 64,
-     {"edge rows of 64 to 4096", "edge "}},
+    CHEAT("medium_rows_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 41, 1, "edge rows of 64 to 4096",
+          "edge "),
+    CHEAT("equal_values_spmv.cu", "spmv", "fp32", ONES, 0, NULL, 0, 1, "fresh values: ", "edge "),
+    CHEAT("edge_sizes_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 64, 1, "edge rows of 64 to 4096",
+          "edge "),
     /* 13-16: caught before issue 36 too */
-    {"race_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"deterministic", OUTPUT_CHECKS}},
-    {"writes_x_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"inputs unchanged"}},
-    {"half_acc_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, {"matches the fp64 reference"}},
-    {"float_acc_spmm.cu", "spmm", "fp64", UNIFORM, 32, NULL, 0, {"matches the fp64 reference"}},
-    {"sparsify_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, {"matches the fp64 reference"}},
+    CHEAT("race_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "deterministic", OUTPUT_CHECKS),
+    CHEAT("writes_x_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 1, "inputs unchanged"),
+    CHEAT("half_acc_spmv.cu", "spmv", "fp32", RMAT, 0, NULL, 0, 0, "matches the fp64 reference"),
+    CHEAT("float_acc_spmm.cu", "spmm", "fp64", UNIFORM, 32, NULL, 0, 0,
+          "matches the fp64 reference"),
+    CHEAT("sparsify_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "matches the fp64 reference"),
     /* 17: state in a "once" scratch */
-    {"scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0,
-     {"scratch", "fresh values: ", TIMING_CHECKS}},
+    CHEAT("scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "scratch",
+          "fresh values: ", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 18: half the columns unless poisoned; the previous launch's output */
-    {"half_cols_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, {TIMING_CHECKS, OUTPUT_CHECKS}},
-    {"prev_out_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0,
-     {"no state kept across launches", TIMING_CHECKS}},
+    CHEAT("half_cols_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, 0, TIMING_CHECKS,
+          OUTPUT_CHECKS),
+    CHEAT("prev_out_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, 0,
+          "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
 };
 
 /* The library template that must pass each op's problems. */
@@ -245,8 +267,77 @@ static char *expected_list(const cheat *c)
     return dt_buf_take(&b);
 }
 
+/* What an answer says of a cheat. */
+typedef enum verdict {
+    V_CAUGHT,      /* by a check or an error the cheat's entry expects */
+    V_PASSED,      /* verify passed it: measure must catch it */
+    V_NOT_CAUGHT,  /* measure answered without "suspect" */
+    V_WRONG_CATCH, /* caught, but by nothing the entry names */
+    V_NO_VERDICT,  /* verify answered an error the entry does not expect */
+    V_BROKEN,      /* wrong where the cheat is meant to be right: its own bug */
+} verdict;
+
+/* Judges cheat c's verify answer v; *by gets the check, or error, that
+ * caught it (borrowed from v, or from buf). */
+static verdict judge_verify(const cheat *c, const cJSON *v, const char **by, char *buf, size_t len)
+{
+    *by = NULL;
+    if (!dt_json_bool(v, "ok", 0)) {
+        /* No verdict: a catch only where c expects the error (an
+         * out-of-bounds store that faults). */
+        const char *err = gpu_reply_error(v, buf, len);
+        *by = err;
+        return expected_in(c, err) ? V_CAUGHT : V_NO_VERDICT;
+    }
+    const cJSON *ck;
+    cJSON_ArrayForEach(ck, cJSON_GetObjectItem(v, "checks"))
+    {
+        if (c->plain && !dt_json_bool(ck, "passed", 1) &&
+            strcmp(dt_json_str(ck, "name", ""), "set 0: matches the fp64 reference") == 0)
+            return V_BROKEN;
+    }
+    if (dt_json_bool(v, "passed", 1))
+        return V_PASSED;
+    ck = expected_failure(c, v);
+    if (ck == NULL)
+        return V_WRONG_CATCH;
+    *by = dt_json_str(ck, "name", "");
+    return V_CAUGHT;
+}
+
+/* Judges the measure answer m of a cheat that verify passed. */
+static verdict judge_measure(const cheat *c, const cJSON *m, const char **by)
+{
+    *by = NULL;
+    if (dt_json_bool(m, "ok", 1) || strcmp(dt_json_str(m, "error", ""), "suspect") != 0)
+        return V_NOT_CAUGHT;
+    *by = dt_json_str(m, "message", "");
+    return expected_in(c, *by) ? V_CAUGHT : V_WRONG_CATCH;
+}
+
+static const char *verdict_text(verdict v)
+{
+    switch (v) {
+    case V_CAUGHT:
+        return "caught";
+    case V_PASSED:
+        return "verify passed it";
+    case V_NOT_CAUGHT:
+        return "not caught: verify passed it and measure did not answer \"suspect\"";
+    case V_WRONG_CATCH:
+        return "caught, but by nothing its entry expects";
+    case V_NO_VERDICT:
+        return "verify answered no verdict";
+    case V_BROKEN:
+        return "the cheat itself is broken: meant to be right on a plain set of the defaults "
+               "(\"set 0: matches the fp64 reference\"), it is not";
+    }
+    return "?";
+}
+
 /* Verify the cheat; when the battery passes it, measure it. It must be
- * caught, by a check c names; the whole answer is printed when it is not. */
+ * caught, by a check or an error its entry names; the whole answer is
+ * printed when it is not. */
 static void expect_caught(const char *file)
 {
     const cheat *c = find_cheat(file);
@@ -256,32 +347,24 @@ static void expect_caught(const char *file)
     char *want = expected_list(c);
     cJSON *v = call(&f, "verify", c, rel);
     char *vs = cJSON_Print(v);
-    cr_assert(dt_json_bool(v, "ok", 0), "%s on %s: verify answered no verdict: %s", c->file,
-              c->matrix, vs);
-    if (!dt_json_bool(v, "passed", 1)) {
-        const cJSON *ck = expected_failure(c, v);
-        cr_expect_not_null(ck, "%s on %s: failed verify, but no failed check names any of %s: %s",
-                           c->file, c->matrix, want, vs);
-        if (ck != NULL)
-            fprintf(stderr, "%s: caught by verify: %s: %s\n", c->file,
-                    dt_json_str(ck, "name", ""), dt_json_str(ck, "detail", ""));
-    } else {
+    char buf[512];
+    const char *by = NULL;
+    verdict d = judge_verify(c, v, &by, buf, sizeof buf);
+    if (d == V_PASSED) {
         cJSON *m = call(&f, "measure", c, rel);
         char *ms = cJSON_Print(m);
-        const int suspect = !dt_json_bool(m, "ok", 1) &&
-                            strcmp(dt_json_str(m, "error", ""), "suspect") == 0;
-        cr_expect(suspect, "%s on %s: not caught: verify passed it and measure did not answer "
-                           "\"suspect\" (expected one of %s)\nverify: %s\nmeasure: %s",
-                  c->file, c->matrix, want, vs, ms);
-        if (suspect) {
-            const char *msg = dt_json_str(m, "message", "");
-            cr_expect_not_null(expected_in(c, msg),
-                               "%s on %s: measure's \"suspect\" names none of %s: %s", c->file,
-                               c->matrix, want, ms);
-            fprintf(stderr, "%s: caught by measure: %s\n", c->file, msg);
-        }
+        d = judge_measure(c, m, &by);
+        cr_expect_eq(d, V_CAUGHT, "%s on %s: %s (expected one of %s)\nverify: %s\nmeasure: %s",
+                     c->file, c->matrix, verdict_text(d), want, vs, ms);
+        if (d == V_CAUGHT)
+            fprintf(stderr, "%s: caught by measure: %s\n", c->file, by);
         free(ms);
         cJSON_Delete(m);
+    } else {
+        cr_expect_eq(d, V_CAUGHT, "%s on %s: %s (expected one of %s): %s", c->file, c->matrix,
+                     verdict_text(d), want, vs);
+        if (d == V_CAUGHT)
+            fprintf(stderr, "%s: caught by verify: %s\n", c->file, by);
     }
     free(vs);
     cJSON_Delete(v);
@@ -290,35 +373,43 @@ static void expect_caught(const char *file)
     close_pool(&f);
 }
 
+/* One test per cheat; every table entry must be here (checked below). */
+#define CHEAT_TESTS(X)                                                                             \
+    X(poison_spmv)                                                                                 \
+    X(poison_spmm)                                                                                 \
+    X(poison_sddmm)                                                                                \
+    X(first_launches_spmv)                                                                         \
+    X(fingerprint_spmv)                                                                            \
+    X(timing_skip_spmv)                                                                            \
+    X(back_to_back_spmv)                                                                           \
+    X(ignore_alpha_sddmm)                                                                          \
+    X(ignore_beta_spmm)                                                                            \
+    X(ignore_bias_spmv)                                                                            \
+    X(oob_write_spmv)                                                                              \
+    X(oob_before_spmv)                                                                             \
+    X(oob_write_sddmm)                                                                             \
+    X(oob_read_spmv)                                                                               \
+    X(medium_rows_spmv)                                                                            \
+    X(equal_values_spmv)                                                                           \
+    X(edge_sizes_spmm)                                                                             \
+    X(race_spmv)                                                                                   \
+    X(writes_x_spmv)                                                                               \
+    X(half_acc_spmv)                                                                               \
+    X(float_acc_spmm)                                                                              \
+    X(sparsify_spmv)                                                                               \
+    X(scratch_memo_spmv)                                                                           \
+    X(half_cols_spmm)                                                                              \
+    X(prev_out_sddmm)
+
 #define CHEAT_TEST(NAME)                                                                           \
     Test(adversarial, NAME##_should_be_caught, .timeout = 300)                                     \
     {                                                                                              \
         expect_caught(#NAME ".cu");                                                                \
     }
+CHEAT_TESTS(CHEAT_TEST)
 
-CHEAT_TEST(poison_spmv)
-CHEAT_TEST(poison_spmm)
-CHEAT_TEST(poison_sddmm)
-CHEAT_TEST(first_launches_spmv)
-CHEAT_TEST(fingerprint_spmv)
-CHEAT_TEST(timing_skip_spmv)
-CHEAT_TEST(ignore_alpha_sddmm)
-CHEAT_TEST(ignore_beta_spmm)
-CHEAT_TEST(ignore_bias_spmv)
-CHEAT_TEST(oob_write_spmv)
-CHEAT_TEST(oob_write_sddmm)
-CHEAT_TEST(oob_read_spmv)
-CHEAT_TEST(medium_rows_spmv)
-CHEAT_TEST(equal_values_spmv)
-CHEAT_TEST(edge_sizes_spmm)
-CHEAT_TEST(race_spmv)
-CHEAT_TEST(writes_x_spmv)
-CHEAT_TEST(half_acc_spmv)
-CHEAT_TEST(float_acc_spmm)
-CHEAT_TEST(sparsify_spmv)
-CHEAT_TEST(scratch_memo_spmv)
-CHEAT_TEST(half_cols_spmm)
-CHEAT_TEST(prev_out_sddmm)
+#define CHEAT_FILE(NAME) #NAME ".cu",
+static const char *tested[] = {CHEAT_TESTS(CHEAT_FILE)};
 
 /* The op's library template on every distinct problem (matrix, dtype, n,
  * epilogue) the table gives that op: verify passes and measure answers. */
@@ -334,10 +425,10 @@ static void expect_honest_pass(const char *op)
         int seen = 0; /* the same problem earlier in the table */
         for (size_t j = 0; j < i && !seen; j++) {
             const cheat *d = &cheats[j];
-            seen = strcmp(d->op, op) == 0 && strcmp(d->matrix, c->matrix) == 0 &&
-                   strcmp(d->dtype, c->dtype) == 0 && d->n == c->n &&
-                   strcmp(d->epilogue ? d->epilogue : "none", c->epilogue ? c->epilogue : "none") ==
-                       0;
+            seen =
+                strcmp(d->op, op) == 0 && strcmp(d->matrix, c->matrix) == 0 &&
+                strcmp(d->dtype, c->dtype) == 0 && d->n == c->n &&
+                strcmp(d->epilogue ? d->epilogue : "none", c->epilogue ? c->epilogue : "none") == 0;
         }
         if (seen)
             continue;
@@ -378,8 +469,8 @@ Test(adversarial, the_sddmm_template_should_pass_the_same_problems, .timeout = 3
 
 /* ---- without a GPU: the table and the kernels themselves ------------------ */
 
-/* Every kernel in the folder has a table entry and a test, says what it
- * cheats and what must catch it, and every entry's kernel exists. */
+/* Every kernel in the folder has a table entry, says what it cheats and
+ * what must catch it; every entry has a test and an expected check. */
 Test(adversarial, every_cheat_should_be_in_the_table_and_say_what_catches_it)
 {
     char *dir = dt_xasprintf("%s/tests/gpu/adversarial", tu_src_dir());
@@ -407,6 +498,13 @@ Test(adversarial, every_cheat_should_be_in_the_table_and_say_what_catches_it)
     closedir(d);
     cr_expect_eq(files, (int)DT_ARRAY_LEN(cheats), "%d kernels in %s, %zu in the table", files, dir,
                  DT_ARRAY_LEN(cheats));
+    for (size_t i = 0; i < DT_ARRAY_LEN(cheats); i++) {
+        int has_test = 0;
+        for (size_t j = 0; j < DT_ARRAY_LEN(tested); j++)
+            has_test |= strcmp(tested[j], cheats[i].file) == 0;
+        cr_expect(has_test, "%s has no test in CHEAT_TESTS", cheats[i].file);
+        cr_expect_not_null(cheats[i].caught_by[0], "%s expects no check", cheats[i].file);
+    }
     cr_expect_geq(files, 18);
     free(dir);
 }
@@ -478,4 +576,99 @@ Test(adversarial, every_cheat_should_compile_for_its_problem, .timeout = 300)
         free(src_path);
     }
     gpu_nvrtc_free(w.nvrtc);
+}
+
+/* The judging on answers shaped like the hardened battery's: the expected
+ * check anywhere among the failed ones is a catch, in a name or a detail;
+ * a failure the entry does not name is not; a plain-set failure of a cheat
+ * meant to be right there is its own bug; measure catches only with
+ * "suspect" and a message the entry names. */
+Test(adversarial, the_judge_should_accept_only_the_expected_catch)
+{
+    static const struct {
+        const char *file;
+        const char *answer;
+        verdict want;
+    } cases[] = {
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": true},"
+         "{\"name\": \"set 2 (alpha 0.8125, beta -1.375): matches the fp64 reference\","
+         " \"passed\": false, \"detail\": \"5000 of 50000 written outputs outside tolerance\"}]}",
+         V_CAUGHT},
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": false}]}",
+         V_BROKEN},
+        {"ignore_beta_spmm.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 0: matches the fp64 reference\", \"passed\": true},"
+         "{\"name\": \"deterministic\", \"passed\": false}]}",
+         V_WRONG_CATCH},
+        {"oob_write_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 1: no writes outside the buffers\", \"passed\": false,"
+         " \"detail\": \"wrote past the end of 'y'\"}]}",
+         V_CAUGHT},
+        {"oob_write_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"set 1: no writes outside the buffers\", \"passed\": false,"
+         " \"detail\": \"wrote before the start of 'y'\"}]}",
+         V_WRONG_CATCH},
+        {"medium_rows_spmv.cu",
+         "{\"ok\": true, \"passed\": false, \"checks\": ["
+         "{\"name\": \"edge rows of 64 to 4096: set 0: matches the fp64 reference\","
+         " \"passed\": false}]}",
+         V_CAUGHT},
+        {"equal_values_spmv.cu",
+         "{\"ok\": true, \"passed\": true, \"checks\": ["
+         "{\"name\": \"fresh values: set 0: matches the fp64 reference\", \"passed\": true}]}",
+         V_PASSED},
+        {"oob_before_spmv.cu",
+         "{\"ok\": false, \"error\": \"kernel_fault\","
+         " \"message\": \"illegal address\"}",
+         V_CAUGHT},
+        {"race_spmv.cu", "{\"ok\": false, \"error\": \"timeout\", \"message\": \"timeout\"}",
+         V_NO_VERDICT},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        cJSON *v = cJSON_Parse(cases[i].answer);
+        cr_assert_not_null(v, "case %zu: bad JSON", i);
+        char buf[512];
+        const char *by = NULL;
+        verdict d = judge_verify(find_cheat(cases[i].file), v, &by, buf, sizeof buf);
+        cr_expect_eq(d, cases[i].want, "case %zu (%s): %s, expected %s", i, cases[i].file,
+                     verdict_text(d), verdict_text(cases[i].want));
+        cJSON_Delete(v);
+    }
+    static const struct {
+        const char *file;
+        const char *answer;
+        verdict want;
+    } measures[] = {
+        {"first_launches_spmv.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"timed launch 37 of 120: 2500 of 5000 outputs wrong\"}",
+         V_CAUGHT},
+        {"timing_skip_spmv.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"after timing: set 0: matches the fp64 reference failed\"}",
+         V_CAUGHT},
+        {"ignore_alpha_sddmm.cu",
+         "{\"ok\": false, \"error\": \"suspect\","
+         " \"message\": \"suspect: 1.00 us is below the physical floor of 2.00 us\"}",
+         V_WRONG_CATCH},
+        {"first_launches_spmv.cu", "{\"ok\": true, \"us\": 3.2}", V_NOT_CAUGHT},
+        {"first_launches_spmv.cu",
+         "{\"ok\": false, \"error\": \"contract\", \"message\": \"timed launch\"}", V_NOT_CAUGHT},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(measures); i++) {
+        cJSON *m = cJSON_Parse(measures[i].answer);
+        cr_assert_not_null(m, "measure case %zu: bad JSON", i);
+        const char *by = NULL;
+        verdict d = judge_measure(find_cheat(measures[i].file), m, &by);
+        cr_expect_eq(d, measures[i].want, "measure case %zu (%s): %s, expected %s", i,
+                     measures[i].file, verdict_text(d), verdict_text(measures[i].want));
+        cJSON_Delete(m);
+    }
 }
