@@ -473,14 +473,22 @@ static int make_operands_near(const sp_csr *a, const double *av, const wk_proble
                               dt_err *e);
 static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
                              sp_layout layout, int set, int with_ref, const operands *near,
-                             operands *o, dt_err *e);
+                             int wide, operands *o, dt_err *e);
 
 static int make_operands(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
                          int set, int with_ref, operands *o, dt_err *e)
 {
     if (with_ref)
-        return make_operands_near(a, av, p, layout, set, NULL, o, e);
-    return make_operands_any(a, av, p, layout, set, 0, NULL, o, e);
+        return make_operands_any(a, av, p, layout, set, 1, NULL, 0, o, e);
+    return make_operands_any(a, av, p, layout, set, 0, NULL, 0, o, e);
+}
+
+/* Scale each value by 2^-k, k in 0..7 drawn per index: exact in every
+ * dtype (no value falls below fp16's normal range). */
+static void widen(double *v, size_t n, uint64_t salt)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = ldexp(v[i], -(int)(mix64(salt + GOLDEN * (uint64_t)i) % 8));
 }
 
 /* Inputs of near, but for about one value in 64 of in1 and in2, which keep
@@ -496,12 +504,12 @@ static int make_operands_near(const sp_csr *a, const double *av, const wk_proble
                               sp_layout layout, int set, const operands *near, operands *o,
                               dt_err *e)
 {
-    return make_operands_any(a, av, p, layout, set, 1, near, o, e);
+    return make_operands_any(a, av, p, layout, set, 1, near, 0, o, e);
 }
 
 static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
                              sp_layout layout, int set, int with_ref, const operands *near,
-                             operands *o, dt_err *e)
+                             int wide, operands *o, dt_err *e)
 {
     memset(o, 0, sizeof *o);
     size_t rows = (size_t)a->rows, cols = (size_t)a->cols, n = (size_t)p->n;
@@ -533,6 +541,12 @@ static int make_operands_any(const sp_csr *a, const double *av, const wk_problem
     fill_random(o->in1, o->nin1, p->seed, set, FILL_IN1, p->dtype);
     if (o->in2)
         fill_random(o->in2, o->nin2, p->seed, set, FILL_IN2, p->dtype);
+    if (wide) { /* magnitudes over 2^-7 .. 1.5: no threshold on |x| goes unseen */
+        uint64_t salt = mix64(p->seed ^ (uint64_t)set ^ 0x77ULL);
+        widen(o->in1, o->nin1, salt);
+        if (o->in2)
+            widen(o->in2, o->nin2, salt ^ GOLDEN);
+    }
     if (near != NULL && near->nin1 == o->nin1 && near->nin2 == o->nin2) {
         uint64_t salt = mix64(p->seed + (uint64_t)set);
         keep_near(o->in1, near->in1, o->nin1, salt);
@@ -1804,7 +1818,7 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
         else
             snprintf(sl, sizeof sl, "set %d", s);
         operands cur;
-        if (make_operands(a, in.av, &q, layout, s, 1, &cur, e) != 0)
+        if (make_operands_any(a, in.av, &q, layout, s, 1, NULL, scal, &cur, e) != 0)
             goto out;
         double *g = xalloc_doubles(cur.nout, e);
         if (g == NULL || (unt == NULL && (unt = malloc(cur.nout + 1)) == NULL)) {
@@ -1854,6 +1868,40 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
                          "write",
                          before ? "before the start of" : "past the end of", gw, WK_GUARD);
                 dt_json_set_str(gk, "detail", d);
+                b->passed = 0;
+            }
+        }
+        if (in.k.scratch_bytes && c->scratch_once && in.scratch.ptr) {
+            /* "once": zeroed when allocated, and the kernel promises to
+             * leave it so; state left in it outlives the launch. */
+            size_t nb = in.scratch.bytes, nz = 0;
+            unsigned char *sb = malloc(nb ? nb : 1);
+            dt_err se = {0};
+            if (sb == NULL || dev_download(sb, &in.scratch, nb, &se) != 0) {
+                free(sb);
+                free(g);
+                operands_free(&cur);
+                if (sb == NULL) {
+                    e->code = WK_ENOMEM;
+                    dt_err_set(e, "out of host memory");
+                } else {
+                    *e = se;
+                    e->code = wk_from_dev(e->code);
+                }
+                goto out;
+            }
+            for (size_t i = 0; i < nb; i++)
+                nz += sb[i] != 0;
+            free(sb);
+            snprintf(nm, sizeof nm, "%s%s: scratch left zeroed", label, sl);
+            cJSON *sk = check_new(b->checks, nm, nz == 0);
+            if (nz) {
+                char d[200];
+                snprintf(d, sizeof d,
+                         "%zu of %zu scratch bytes non-zero after the launch: the contract says "
+                         "scratch_init \"once\", so the kernel must leave its scratch zeroed",
+                         nz, nb);
+                dt_json_set_str(sk, "detail", d);
                 b->passed = 0;
             }
         }

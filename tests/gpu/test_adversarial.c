@@ -100,6 +100,7 @@ static const cheat cheats[] = {
     CHEAT("float_acc_spmm.cu", "spmm", "fp64", UNIFORM, 32, NULL, 0, 0,
           "matches the fp64 reference"),
     CHEAT("sparsify_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "matches the fp64 reference"),
+    CHEAT("threshold_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 1, "(alpha "),
     /* 17: state in a "once" scratch */
     CHEAT("scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "scratch",
           "fresh values: ", TIMING_CHECKS, OUTPUT_CHECKS),
@@ -397,6 +398,7 @@ static void expect_caught(const char *file)
     X(half_acc_spmv)                                                                               \
     X(float_acc_spmm)                                                                              \
     X(sparsify_spmv)                                                                               \
+    X(threshold_spmv)                                                                              \
     X(scratch_memo_spmv)                                                                           \
     X(half_cols_spmm)                                                                              \
     X(prev_out_sddmm)
