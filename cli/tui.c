@@ -93,7 +93,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     gpu_pool_opts po = {.workers = a->workers ? a->workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = a->launcher ? a->launcher : dt_json_str(wj, "launcher", NULL),
                         .deadline_s =
-                            a->deadline > 0 ? a->deadline : dt_json_num(wj, "deadline_s", 600)};
+                            a->deadline > 0 ? a->deadline : dt_json_num(wj, "deadline_s", 600),
+                        .max_deadline_s = a->deadline};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
     if (pool == NULL) {
         fprintf(stderr, "ditto tui: %s\n", e.msg);

@@ -32,7 +32,10 @@ static void artifact_files(cli_session_sink *ss, const cJSON *ev)
     if (strcmp(name, "kernel") == 0) {
         snprintf(file, sizeof file, "kernel_v%d.cu", v);
         const char *src = dt_json_str(ev, "content", "");
-        sess_write_artifact(ss->s, file, src, strlen(src), &e);
+        if (sess_write_artifact(ss->s, file, src, strlen(src), &e) != 0) {
+            sink_problem(ss, 0, "session", e.msg, "", "");
+            ss->incomplete = 1;
+        }
         return;
     }
     if (strcmp(name, "compile") == 0) {
@@ -47,8 +50,10 @@ static void artifact_files(cli_session_sink *ss, const cJSON *ev)
     char *text = dt_json_print(j, 1);
     sess_write_artifact(ss->s, file, text, strlen(text), &e);
     free(text);
-    if (e.msg[0])
+    if (e.msg[0]) {
         sink_problem(ss, 0, "session", e.msg, "", "");
+        ss->incomplete = 1;
+    }
 }
 
 void cli_session_event(ag_run *r, const cJSON *ev, void *ud)

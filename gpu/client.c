@@ -309,7 +309,8 @@ static void protocol_error(gpu_pool *p, wproc *w, const char *what)
 {
     char m[600];
     snprintf(m, sizeof m, "protocol error: %s (the worker was killed and restarted)", what);
-    p->o.log(w->index, m, p->o.log_ud);
+    if (w->cur == NULL || w->cur->internal || w->cur->retried)
+        p->o.log(w->index, m, p->o.log_ud); /* else the retry's own line says it */
     if (w->pid > 0)
         kill(-w->pid, SIGKILL);
     worker_died(p, w, "protocol", m);
@@ -380,8 +381,8 @@ static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
     if (rep == NULL || !cJSON_IsObject(rep)) {
         /* stdout is the protocol channel: anything else on it is a broken
          * worker, not a log line (those go to stderr). */
-        snprintf(what, sizeof what, "a line that is no JSON object: %.120s%s", line,
-                 len > 120 ? "..." : "");
+        snprintf(what, sizeof what, "a line that is no JSON object: %.80s%s", line,
+                 len > 80 ? "..." : "");
         cJSON_Delete(rep);
         protocol_error(p, w, what);
         return;
