@@ -416,38 +416,6 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 
 /* ---- flags recorded with the session ---------------------------------------------------- */
 
-/* The run's flags as given, as JSON (only those given). Caller frees. */
-static cJSON *flags_json(const cli_run_args *a)
-{
-    cJSON *f = dt_json_obj();
-    const struct {
-        const char *key, *v;
-    } strs[] = {{"review", a->review},       {"backend", a->backend},
-                {"api", a->llm.api},         {"endpoint", a->llm.endpoint},
-                {"model", a->llm.model},     {"api_key_env", a->llm.key_env},
-                {"launcher", a->launcher},   {"out", a->out}};
-    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++)
-        if (strs[i].v)
-            dt_json_set_str(f, strs[i].key, strs[i].v);
-    if (a->nhooks > 0) {
-        cJSON *h = dt_json_arr();
-        for (int i = 0; i < a->nhooks; i++)
-            cJSON_AddItemToArray(h, cJSON_CreateString(a->hooks[i]));
-        dt_json_set_take(f, "hooks", h);
-    }
-    if (a->lua_unsafe)
-        dt_json_set_bool(f, "lua_unsafe", 1);
-    if (a->workers)
-        dt_json_set_int(f, "workers", a->workers);
-    if (a->tune_variants)
-        dt_json_set_int(f, "tune_variants", a->tune_variants);
-    if (a->deadline > 0)
-        dt_json_set_num(f, "deadline", a->deadline);
-    if (a->goal > 0)
-        dt_json_set_num(f, "goal", a->goal);
-    return f;
-}
-
 /* The flags in force when the session was last run: those of its last
  * session_resumed, else of session_started. Borrowed from events. */
 static const cJSON *recorded_flags(const cJSON *events)
@@ -520,6 +488,9 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
 
 static int run_common(const char *cmd, int argc, char **argv, int resume)
 {
+    /* A file size limit (ulimit -f) must fail a write with EFBIG, which the
+     * session reports, not kill ditto (or its workers) mid-event. */
+    signal(SIGXFSZ, SIG_IGN);
     cli_run_args a;
     int rc = cli_run_args_parse(
         cmd, argc, argv, 1,
@@ -610,14 +581,12 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                          : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
                  .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
     cli_review_policy(&o, &spec, a.review);
-    /* A file size limit (ulimit -f) must fail a write with EFBIG, which
-     * the session reports, not kill ditto mid-event. */
-    signal(SIGXFSZ, SIG_IGN);
     cli_lua_attach(&o, &lua);
     cli_session_sink ss = {.root = root};
-    cJSON *flags = flags_json(&a);
+    cJSON *flags = cli_run_flags_json(&a);
     o.flags = flags;
     ag_run *run = NULL;
+    int have_run = 0;
     printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
     if (resume && !a.no_session) {
         ss.s = sess_open(root, a.spec, &e);
@@ -648,6 +617,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     if (run == NULL) {
         fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
     } else {
+        have_run = 1;
         pr.run = run;
         ag_add_sink(run, print_event, &pr);
         if (!a.no_session)
@@ -678,7 +648,7 @@ done:
                 cmd, sess_id(ss.s), sess_dir(ss.s), status, sess_id(ss.s));
         printf("recording stopped: session %s is incomplete (see stderr)\n", sess_id(ss.s));
         status = AG_EXIT_UNRECORDED;
-    } else if (ss.s && run != NULL) {
+    } else if (ss.s && have_run) {
         if (status == AG_EXIT_NO_GPU)
             printf("the kernel and its predicted occupancy are in the session\n");
         printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));

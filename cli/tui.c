@@ -119,6 +119,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
                  .tune_budget_s = dt_json_num(tj, "seconds", 120)};
     cli_review_policy(&o, spec, a->review);
     cli_lua_attach(&o, &lua);
+    cJSON *flags = cli_run_flags_json(a); /* recorded: `ditto resume` restores them */
+    o.flags = flags;
     char problem[600] = ""; /* shown after the workbench closes: it cannot print while open */
     cli_session_sink ss = {.root = root, .problem = problem, .problem_size = sizeof problem};
     ag_run *run = ag_run_new(loop, &o, &e);
@@ -143,6 +145,7 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
             fprintf(stderr, "ditto tui: %s\n", problem);
     }
     ag_run_free(run);
+    cJSON_Delete(flags);
     if (ss.s) {
         sess_sync(ss.s, &e);
         sess_close(ss.s);

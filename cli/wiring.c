@@ -149,6 +149,39 @@ void cli_lua_attach(ag_opts *o, cli_lua *lua)
     o->hook_ud = lua;
 }
 
+/* ---- flags recorded with a session ----------------------------------------------------------- */
+
+cJSON *cli_run_flags_json(const cli_run_args *a)
+{
+    cJSON *f = dt_json_obj();
+    const struct {
+        const char *key, *v;
+    } strs[] = {{"review", a->review},       {"backend", a->backend},
+                {"api", a->llm.api},         {"endpoint", a->llm.endpoint},
+                {"model", a->llm.model},     {"api_key_env", a->llm.key_env},
+                {"launcher", a->launcher},   {"out", a->out}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++)
+        if (strs[i].v)
+            dt_json_set_str(f, strs[i].key, strs[i].v);
+    if (a->nhooks > 0) {
+        cJSON *h = dt_json_arr();
+        for (int i = 0; i < a->nhooks; i++)
+            cJSON_AddItemToArray(h, cJSON_CreateString(a->hooks[i]));
+        dt_json_set_take(f, "hooks", h);
+    }
+    if (a->lua_unsafe)
+        dt_json_set_bool(f, "lua_unsafe", 1);
+    if (a->workers)
+        dt_json_set_int(f, "workers", a->workers);
+    if (a->tune_variants)
+        dt_json_set_int(f, "tune_variants", a->tune_variants);
+    if (a->deadline > 0)
+        dt_json_set_num(f, "deadline", a->deadline);
+    if (a->goal > 0)
+        dt_json_set_num(f, "goal", a->goal);
+    return f;
+}
+
 /* ---- settings -------------------------------------------------------------------------------- */
 
 int cli_llm_settings(const char *cmd, const cJSON *cfg, const cli_llm_flags *f, llm_config *lc)

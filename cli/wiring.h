@@ -79,6 +79,12 @@ typedef struct cli_run_args {
 int cli_run_args_parse(const char *cmd, int argc, char **argv, int headless, const char *missing,
                        cli_run_args *a);
 
+/* The flags of a that were given, as JSON for the session (ag_opts.flags):
+ * review, backend, api, endpoint, model, api_key_env, launcher, out, hooks,
+ * lua_unsafe, workers, tune_variants, deadline, goal. Caller frees. This
+ * function can't fail. */
+cJSON *cli_run_flags_json(const cli_run_args *a);
+
 /* ---- settings -------------------------------------------------------------------------------- */
 
 /* The LLM settings into lc (initialised by the caller): config.json's "llm"

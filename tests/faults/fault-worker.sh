@@ -14,6 +14,8 @@
 #                  garble  answer half of the real reply (not JSON)
 #                  misid   answer the real reply with another request's id
 #                  noid    answer the real reply without its id
+#                  kfault  answer kernel_fault and exit 3, as the real worker
+#                          does after a kernel fault
 #                  burn    exec a busy loop in this process (a worker
 #                          burning CPU: it must die with ditto); its pid is
 #                          written to FAULT_DIR/burn.pid first
@@ -35,8 +37,12 @@ while IFS= read -r line; do
       echo "FAULT $FAULT $req" >> "$FAULT_DIR/log"
       case "$FAULT" in
         kill) kill -9 $$ ;;
-        hang) sleep 100000 ;;
+        hang) exec sleep 100000 ;;
         burn) echo $$ > "$FAULT_DIR/burn.pid"; exec bash -c 'while :; do :; done' ;;
+        kfault)
+          id=$(printf '%s' "$line" | sed -n 's/.*[^\\]"id":\([0-9]*\).*/\1/p')
+          printf '{"id":%s,"ok":false,"error":"kernel_fault","message":"illegal address"}\n' "$id"
+          exit 3 ;;
       esac
       IFS= read -r reply <&"${WK[0]}" || exit 1
       case "$FAULT" in
