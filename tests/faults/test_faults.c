@@ -745,7 +745,9 @@ Test(session_faults, the_runs_flags_should_be_restored_on_resume_and_overridable
      .timeout = 120)
 {
     fx f = fx_new("ask"); /* the spec asks; the person said --review auto */
-    char *hook = tu_write(f.dir, "hook.lua", "-- a hook file\n");
+    char *hook = tu_write(f.dir, "hook.lua",
+                          "ditto.on('compile', 'before', function(data)\n"
+                          "  ditto.log('hook-ran-before-compile')\nend)\n");
     char *extra = dt_xasprintf("--review auto --backend expert --hook '%s'", hook);
     char *sd = killed_in_compile(&f, extra);
     cJSON *ev = events_of(sd);
@@ -763,6 +765,16 @@ Test(session_faults, the_runs_flags_should_be_restored_on_resume_and_overridable
     fl = cJSON_GetObjectItem(last_of(ev, "session_resumed"), "flags");
     cr_assert_str_eq(dt_json_str(fl, "review", ""), "auto");
     cr_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(fl, "hooks"), 0)->valuestring, hook);
+    /* the restored hook ran in the resumed run's compile */
+    int after_resume = 0, hooked = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        after_resume |= dt_streq(dt_json_str(e, "type", ""), "session_resumed");
+        hooked += after_resume && dt_streq(dt_json_str(e, "type", ""), "text") &&
+                  strstr(dt_json_str(e, "text", ""), "hook-ran-before-compile") != NULL;
+    }
+    cr_assert_eq(hooked, 1, "the recorded hook did not run after the resume");
     cJSON_Delete(ev);
     free(sd);
     free(extra);
