@@ -316,12 +316,13 @@ static void protocol_error(gpu_pool *p, wproc *w, const char *what)
     worker_died(p, w, "protocol", m);
 }
 
-/* Remember what a successful request left on the worker (a loaded matrix),
- * so that a restarted worker gets it again before any other request. */
 static void start_done(gpu_pool *p, const cJSON *reply, void *ud);
 static request *new_request(gpu_pool *p, cJSON *req, int worker, double deadline_s,
                             gpu_reply_fn *fn, void *ud, int internal);
 
+/* Remember what a successful request left on the worker (a loaded matrix),
+ * so that a restarted worker gets it again before any other request; an
+ * unload forgets it. This function can't fail. */
 static void remember(gpu_pool *p, const wproc *w, const request *r, const cJSON *rep)
 {
     const char *name = dt_json_str(r->req, "req", "");
