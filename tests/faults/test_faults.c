@@ -304,6 +304,23 @@ Test(worker_faults, a_hung_compile_should_time_out_at_the_deadline_given_to_run,
     fx_free(&f);
 }
 
+Test(worker_faults, a_hung_compile_should_time_out_at_the_deadline_given_to_check,
+     .timeout = 100)
+{
+    fx f = fx_new("auto");
+    double t0 = dt_now();
+    tu_proc p = tu_run(ENV "FAULT_REQ=compile FAULT=hang '%s' check '%s/kernels/spmv_csr_vector.cu' "
+                           "gen:uniform:rows=3000,nnz=30000,seed=2 --deadline 2 --launcher '%s' "
+                           "< /dev/null",
+                       ENVARGS(&f), tu_ditto_bin(), tu_src_dir(), f.launcher);
+    double took = dt_now() - t0;
+    cr_assert_eq(p.status, 1, SHOW(p));
+    cr_assert(strstr(p.err, "timeout after 2 s"), SHOW(p));
+    cr_assert(took < 30, "took %.1f s: the deadline was not honoured", took);
+    tu_proc_free(&p);
+    fx_free(&f);
+}
+
 /* A reply the client must refuse: the worker is killed, restarted, and the
  * request retried on the fresh one. */
 static void protocol_case(const char *fault, const char *says)
