@@ -36,7 +36,8 @@ const char cli_tui_usage[] =
     "\n"
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
-    "session can be resumed), 5 an error before the workbench opened.\n";
+    "session can be resumed), 5 an error before the workbench opened, 6 the session's\n"
+    "recording stopped (disk full, folder not writable: the message says which).\n";
 
 const char cli_replay_usage[] =
     "usage: ditto replay SESSION [--session-dir DIR]\n"
@@ -138,8 +139,14 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
             status = rc;
             if (ag_run_done(run))
                 printf("ditto tui: the run finished with exit status %d\n", ag_run_exit_code(run));
-            if (ss.s)
+            if (ss.s && (ss.failed || ss.incomplete)) {
+                /* never let the person believe the results are recorded */
+                printf("recording stopped: session %s (%s) is incomplete\n", sess_id(ss.s),
+                       sess_dir(ss.s));
+                status = AG_EXIT_UNRECORDED;
+            } else if (ss.s) {
                 printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
+            }
         }
         if (problem[0])
             fprintf(stderr, "ditto tui: %s\n", problem);
