@@ -290,3 +290,43 @@ Test(client, a_max_deadline_should_cap_a_longer_deadline_asked_for)
     dt_loop_free(l);
     free(la);
 }
+
+typedef struct ref_slot {
+    int done, ok;
+} ref_slot;
+
+static void ref_done(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    (void)p;
+    ref_slot *s = ud;
+    s->done = 1;
+    s->ok = dt_json_bool(reply, "ok", 0);
+}
+
+Test(client, a_matrix_loaded_on_one_worker_should_reach_every_worker, .timeout = 120)
+{
+    dt_loop *l = dt_loop_new();
+    char *la = real_launcher();
+    gpu_pool *p = pool(l, la, 2);
+    cr_assert_eq(gpu_pool_wait_ready(p, 30), 2);
+    cJSON *lr = req("load_matrix");
+    dt_json_set_str(lr, "matrix", "gen:banded:rows=1200,bw=2");
+    dt_json_set_str(lr, "handle", "m");
+    cJSON *rep = gpu_pool_call(p, lr, 30);
+    expect_ok(rep);
+    cJSON_Delete(rep);
+    /* one request pinned on each worker: both must know "m" */
+    ref_slot s[2] = {{0, 0}, {0, 0}};
+    for (int i = 0; i < 2; i++) {
+        cJSON *rr = req("reference");
+        dt_json_set_str(rr, "matrix", "m");
+        gpu_pool_submit(p, rr, i, 30, ref_done, &s[i]);
+    }
+    while (!(s[0].done && s[1].done))
+        dt_loop_run_once(l, 100);
+    cr_assert(s[0].ok && s[1].ok, "worker 0 %s, worker 1 %s", s[0].ok ? "ok" : "failed",
+              s[1].ok ? "ok" : "failed");
+    gpu_pool_free(p);
+    dt_loop_free(l);
+    free(la);
+}
