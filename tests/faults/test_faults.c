@@ -53,7 +53,8 @@ static void fx_free(fx *f)
 }
 
 /* The environment of every ditto command of a test (FAULT_* come after). */
-#define ENV "XDG_DATA_HOME='%s' XDG_CACHE_HOME='%s/cache' XDG_CONFIG_HOME='%s/config' FAULT_DIR='%s' "
+#define ENV                                                                              \
+    "XDG_DATA_HOME='%s' XDG_CACHE_HOME='%s/cache' XDG_CONFIG_HOME='%s/config' FAULT_DIR='%s' "
 #define ENVARGS(f) (f)->dir, (f)->dir, (f)->dir, (f)->fault
 
 /* `ditto run SPEC` with the fault wrapper; extra: more arguments, faults:
@@ -309,9 +310,9 @@ Test(worker_faults, a_hung_compile_should_time_out_at_the_deadline_given_to_chec
 {
     fx f = fx_new("auto");
     double t0 = dt_now();
-    tu_proc p = tu_run(ENV "FAULT_REQ=compile FAULT=hang '%s' check '%s/kernels/spmv_csr_vector.cu' "
-                           "gen:uniform:rows=3000,nnz=30000,seed=2 --deadline 2 --launcher '%s' "
-                           "< /dev/null",
+    tu_proc p = tu_run(ENV "FAULT_REQ=compile FAULT=hang '%s' check "
+                           "'%s/kernels/spmv_csr_vector.cu' gen:uniform:rows=3000,nnz=30000,seed=2 "
+                           "--deadline 2 --launcher '%s' < /dev/null",
                        ENVARGS(&f), tu_ditto_bin(), tu_src_dir(), f.launcher);
     double took = dt_now() - t0;
     cr_assert_eq(p.status, 1, SHOW(p));
