@@ -58,8 +58,10 @@ enum {
     AG_EXIT_NOT_VERIFIED = 1, /* the pipeline ran but no kernel passed verification */
     AG_EXIT_USAGE = 2,
     AG_EXIT_NO_GPU = 3,      /* stopped where a GPU was needed (compile-only machine) */
-    AG_EXIT_STOPPED = 4,     /* a person stopped the run */
+    AG_EXIT_STOPPED = 4,     /* a person stopped the run, or a review nobody can answer */
     AG_EXIT_ERROR = 5,       /* matrix, worker, LLM or internal error */
+    AG_EXIT_UNRECORDED = 6,  /* the session could not be recorded (cli: before any step
+                              * runs, or recording stopped mid-run) */
 };
 
 typedef struct ag_step ag_step;
@@ -101,6 +103,9 @@ typedef struct ag_opts {
     ag_hook_fn *hook;
     void *hook_ud;
     int verbose;
+    const cJSON *flags;       /* the front end's settings as given (review, backend, model,
+                               * endpoint, hooks, ...), borrowed: recorded in session_started,
+                               * and in session_resumed on a resume, for the next resume */
 } ag_opts;
 
 /* The hardware/software fingerprint of a run on this pool (for the session's
@@ -130,6 +135,11 @@ void ag_approve_rest(ag_run *r);
 void ag_request_tune(ag_run *r);
 /* Stop: the current step ends, the run finishes with AG_EXIT_STOPPED. */
 void ag_stop(ag_run *r);
+/* Stop because nobody can answer the pending review (why: "stdin is
+ * closed"): finishes with AG_EXIT_STOPPED like ag_stop, but the decision is
+ * recorded as by "unattended", not by a person, and the session stays
+ * resumable (the step is asked again on resume). */
+void ag_stop_unattended(ag_run *r, const char *why);
 
 /* Read access for front ends. */
 int ag_step_count(const ag_run *r);

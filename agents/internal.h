@@ -72,6 +72,9 @@ struct ag_run {
     int awaiting;
     int approve_rest;
     int stop_requested;
+    const char *stop_why;  /* ag_stop_unattended's reason (static or the caller's) */
+    int person_stopped;    /* the run ended by a person's decision: not resumable */
+    int resume_failed;     /* resuming a run that ended on a failure: re-run its last step */
     int tune_requested;
     int done;
     int exit_code;

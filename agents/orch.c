@@ -264,6 +264,12 @@ static void on_reply(gpu_pool *p, const cJSON *reply, void *ud)
     free(c);
     if (r->freeing || s == NULL)
         return;
+    if (dt_json_bool(reply, "retried", 0)) {
+        ag_text(r, s, "The worker died during this step; the step was sent once more to a "
+                      "fresh worker (its matrix reloaded first).\n");
+        ag_diagnostic(r, s, "warning", "worker", "retried", 0,
+                      "the worker died during this step and it was retried once", NULL);
+    }
     cb(r, s, reply);
 }
 
@@ -445,9 +451,8 @@ static void run_profile(ag_run *r, ag_step *s)
     dt_json_set_str(req, "matrix", r->spec.matrix);
     dt_json_set_int(req, "n", r->spec.n);
     dt_json_set_int(req, "k", r->spec.n);
-    /* Through the pool's load so that a restarted worker reloads it; the
-     * load is blocking in the pool API, so go through the async path with
-     * the same request and register it for reloads afterwards. */
+    /* The pool remembers a load_matrix that succeeded and replays it on a
+     * restarted worker before the next request. */
     dt_json_set_str(req, "handle", "m");
     ag_text(r, s, "Loading %s in the worker and computing its PatternReport.\n", r->spec.matrix);
     ag_worker_call(r, s, req, 900, profile_done);
@@ -1077,9 +1082,10 @@ static void advance(ag_run *r, ag_step *s)
             return;
         }
         if (!r->have_gpu) {
-            finish(r, AG_EXIT_NO_GPU,
-                   "compiled without a GPU: verification and measurement need one (the kernel "
-                   "and its predicted occupancy are in the session)");
+            /* Where the kernel is recorded is the front end's to say: it
+             * knows whether recording held. */
+            finish(r, AG_EXIT_NO_GPU, "compiled without a GPU: verification and measurement "
+                                      "need one");
             return;
         }
         transition(r, AG_COMPILE, AG_VERIFY, -1, "compiled cleanly");
@@ -1239,6 +1245,12 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
     ag_emit(r, f);
     r->cur = NULL;
     if (d == AG_STOP) {
+        if (r->stop_why) {
+            finish(r, AG_EXIT_STOPPED, "stopped at %s: a review is pending and %s (the session "
+                   "stays open: resume it to answer)", ag_kind_name(s->kind), r->stop_why);
+            return;
+        }
+        r->person_stopped = 1;
         finish(r, AG_EXIT_STOPPED, "stopped by %s at %s", by, ag_kind_name(s->kind));
         return;
     }
@@ -1324,6 +1336,14 @@ void ag_stop(ag_run *r)
         apply_decision(r, AG_STOP, "person", NULL, NULL);
 }
 
+void ag_stop_unattended(ag_run *r, const char *why)
+{
+    if (r->done || !r->awaiting)
+        return;
+    r->stop_why = why;
+    apply_decision(r, AG_STOP, "unattended", NULL, why);
+}
+
 /* ---- finishing ------------------------------------------------------------------------------------- */
 
 static char *write_best(ag_run *r)
@@ -1368,6 +1388,8 @@ static void finish(ag_run *r, int code, const char *fmt, ...)
     }
     dt_json_set_int(res, "exit", code);
     dt_json_set_str(res, "reason", r->finish_reason);
+    /* Only a success or a person's decision closes a session for good. */
+    dt_json_set_bool(res, "resumable", code != AG_EXIT_OK && !r->person_stopped);
     dt_json_set_take(e, "result", res);
     ag_emit(r, e);
     free(path);
@@ -1423,6 +1445,7 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             if (ag_kind_parse(dt_json_str(ev, "kind", ""), &k) != 0)
                 continue;
             ag_step *s = new_step(r, k);
+            r->resume_failed = 0; /* a later resume went on past the failure */
             s->id = sid;
             s->version = (int)dt_json_num(ev, "version", s->version);
             s->inputs = cJSON_Duplicate(cJSON_GetObjectItem(ev, "inputs"), 1);
@@ -1478,7 +1501,12 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                 if (strcmp(edge, edge_names[i]) == 0)
                     r->edge_count[i] = (int)dt_json_num(ev, "iteration", r->edge_count[i]);
         } else if (strcmp(type, "session_finished") == 0) {
-            r->done = 1;
+            /* A run that ended on a failure (a crashed worker, no GPU, an
+             * unanswerable review) goes on; one without the field is from
+             * before it existed and stays closed. */
+            const cJSON *res = cJSON_GetObjectItem(ev, "result");
+            r->done = !dt_json_bool(res, "resumable", 0);
+            r->resume_failed = !r->done && (int)dt_json_num(res, "exit", 0) != AG_EXIT_NO_GPU;
         }
     }
     /* A step that started but never finished is dropped: it re-runs. */
@@ -1523,6 +1551,11 @@ static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
         start_step(r, AG_PROFILE);
     } else if (last->status == AG_REJECTED) {
         transition(r, last->kind, last->kind, -1, "resumed: re-running the rejected step");
+    } else if (r->resume_failed && !last->ok) {
+        /* The run ended on this step's failure (a worker that died twice,
+         * an LLM that did not answer): try it again rather than take the
+         * same way out. */
+        transition(r, last->kind, last->kind, -1, "resumed: re-running the step that failed");
     } else {
         ag_log(r, "info", "resumed after step %d (%s v%d)", last->id, ag_kind_name(last->kind),
                last->version);
@@ -1558,6 +1591,11 @@ int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
             }
         }
         ag_log(r, "info", "resuming: %d steps restored from the session log", r->nsteps);
+        cJSON *rv = event("session_resumed", NULL);
+        dt_json_set_str(rv, "backend", r->o.backend);
+        if (r->o.flags)
+            dt_json_set_take(rv, "flags", cJSON_Duplicate(r->o.flags, 1));
+        ag_emit(r, rv);
         /* Reload the matrix in the worker before anything else. */
         ag_step *s = new_step(r, AG_PROFILE);
         s->id = 1000000 + r->nsteps;
@@ -1576,6 +1614,8 @@ int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
     dt_json_set_take(ev, "spec", sp_spec_json(&r->spec));
     dt_json_set_take(ev, "fingerprint", ag_fingerprint(r->o.pool));
     dt_json_set_str(ev, "backend", r->o.backend);
+    if (r->o.flags)
+        dt_json_set_take(ev, "flags", cJSON_Duplicate(r->o.flags, 1));
     ag_emit(r, ev);
     if (!r->have_gpu)
         ag_log(r, "warning", "no GPU (%s): compile-only; verification and measurement need one",

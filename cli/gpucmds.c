@@ -23,11 +23,13 @@ typedef struct gpu_session {
     int has_gpu;
 } gpu_session;
 
-static int session_open(gpu_session *s, const char *cmd, const char *launcher, int quiet)
+/* deadline > 0: a person's --deadline, a cap on every request (0: none). */
+static int session_open(gpu_session *s, const char *cmd, const char *launcher, int quiet,
+                        double deadline)
 {
     memset(s, 0, sizeof *s);
     s->loop = dt_loop_new();
-    gpu_pool_opts o = {.workers = 1, .launcher = launcher};
+    gpu_pool_opts o = {.workers = 1, .launcher = launcher, .max_deadline_s = deadline};
     dt_err e = {0};
     s->pool = gpu_pool_new(s->loop, &o, &e);
     if (s->pool == NULL) {
@@ -468,7 +470,7 @@ int cli_check(int argc, char **argv)
         return CLI_USAGE;
     }
     gpu_session s;
-    if (session_open(&s, "check", launcher, json) != 0) {
+    if (session_open(&s, "check", launcher, json, deadline) != 0) {
         cJSON_Delete(params);
         free(source);
         return 3;
@@ -683,7 +685,7 @@ int cli_baseline(int argc, char **argv)
         return cli_usage_error("baseline", "give at least one matrix");
     }
     gpu_session s;
-    if (session_open(&s, "baseline", launcher, json) != 0) {
+    if (session_open(&s, "baseline", launcher, json, 0) != 0) {
         free(mats);
         return 3;
     }
@@ -759,7 +761,7 @@ int cli_calibrate(int argc, char **argv)
             return cli_usage_error("calibrate", "unknown option '%s'", argv[i]);
     }
     gpu_session s;
-    if (session_open(&s, "calibrate", launcher, json) != 0)
+    if (session_open(&s, "calibrate", launcher, json, 0) != 0)
         return 3;
     cJSON *rep = gpu_pool_call(s.pool, request("calibrate"), 120);
     int status = CLI_OK;

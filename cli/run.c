@@ -145,8 +145,10 @@ static void prompt_review(printer *p)
     if (drain(p))
         return;
     if (p->eof) {
-        printf("stdin is closed and a review is pending: stopping\n");
-        ag_stop(p->run);
+        /* Nobody can answer: not a person's stop, the session stays open. */
+        printf("stdin is closed and a review is pending: stopping (resume the session to "
+               "answer it)\n");
+        ag_stop_unattended(p->run, "stdin is closed");
         return;
     }
     if (p->tty_in) {
@@ -363,8 +365,9 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
         /* stdin closed with a gate open and nothing typed ahead: nobody can
          * answer it. */
         if (ag_awaiting(p->run) && p->queue.len == 0) {
-            printf("\nstdin closed while a review was pending: stopping\n");
-            ag_stop(p->run);
+            printf("\nstdin closed while a review was pending: stopping (resume the session "
+                   "to answer it)\n");
+            ag_stop_unattended(p->run, "stdin is closed");
         }
         return;
     }
@@ -390,9 +393,19 @@ const char cli_run_usage[] =
     "The session is recorded under $XDG_DATA_HOME/ditto/sessions (or --session-dir);\n"
     "`ditto resume ID` continues one after a crash from its last finished step.\n"
     "\n"
+    "The flags given (--review, --backend, --api, --endpoint, --model, --api-key-env,\n"
+    "--hook, --lua-unsafe, --launcher, --workers, --deadline, --goal, --tune-variants,\n"
+    "--out) are recorded with the session; resume restores them, and flags given to\n"
+    "resume replace the recorded ones (and are recorded in turn). A session that cannot\n"
+    "be recorded stops the run before any step (exit 6) unless --no-session is given.\n"
+    "--deadline S bounds every worker request (a hung compile is killed after S s).\n"
+    "A run that ends on a failure that was not a person's decision (a crashed worker,\n"
+    "no GPU, a review pending with stdin closed) can be resumed.\n"
+    "\n"
     "Exit status: 0 a verified kernel was produced, 1 none passed verification, 2 usage,\n"
-    "3 no GPU (stopped after compiling), 4 stopped by a person, 5 an error (matrix,\n"
-    "worker, LLM).\n";
+    "3 no GPU (stopped after compiling), 4 stopped (by a person, or a review pending\n"
+    "with stdin closed), 5 an error (matrix, worker, LLM), 6 the session could not be\n"
+    "recorded (nothing ran) or recording stopped mid-run (the message says where).\n";
 
 static void quiet_worker_log(int w, const char *line, void *ud)
 {
@@ -401,8 +414,83 @@ static void quiet_worker_log(int w, const char *line, void *ud)
     fprintf(stderr, "worker %d: %s\n", w, line);
 }
 
+/* ---- flags recorded with the session ---------------------------------------------------- */
+
+/* The flags in force when the session was last run: those of its last
+ * session_resumed, else of session_started. Borrowed from events. */
+static const cJSON *recorded_flags(const cJSON *events)
+{
+    const cJSON *flags = NULL, *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        if (dt_streq(type, "session_started") || dt_streq(type, "session_resumed"))
+            if (cJSON_IsObject(cJSON_GetObjectItem(ev, "flags")))
+                flags = cJSON_GetObjectItem(ev, "flags");
+    }
+    return flags;
+}
+
+/* Fill the flags not given on resume's command line from the recorded
+ * ones (rec, borrowed: it must outlive a). A recorded value of the wrong
+ * type is skipped and named in probs. */
+static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
+{
+    if (rec == NULL)
+        return;
+    const struct {
+        const char *key;
+        const char **field;
+    } strs[] = {{"review", &a->review},       {"backend", &a->backend},
+                {"api", &a->llm.api},         {"endpoint", &a->llm.endpoint},
+                {"model", &a->llm.model},     {"api_key_env", &a->llm.key_env},
+                {"launcher", &a->launcher},   {"out", &a->out}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++) {
+        const cJSON *v = cJSON_GetObjectItem(rec, strs[i].key);
+        if (v == NULL || *strs[i].field != NULL)
+            continue;
+        if (cJSON_IsString(v))
+            *strs[i].field = v->valuestring;
+        else
+            dt_buf_printf(probs, "recorded flag %s is not a string: ignored\n", strs[i].key);
+    }
+    if (a->review && !dt_streq(a->review, "ask") && !dt_streq(a->review, "auto")) {
+        dt_buf_printf(probs, "recorded flag review '%s' is not ask or auto: ignored\n", a->review);
+        a->review = NULL;
+    }
+    if (a->backend && !dt_streq(a->backend, "expert") && !dt_streq(a->backend, "llm")) {
+        dt_buf_printf(probs, "recorded flag backend '%s' is not expert or llm: ignored\n",
+                      a->backend);
+        a->backend = NULL;
+    }
+    const cJSON *h = cJSON_GetObjectItem(rec, "hooks");
+    if (a->nhooks == 0 && cJSON_IsArray(h)) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, h)
+            if (cJSON_IsString(x) && a->nhooks < (int)DT_ARRAY_LEN(a->hooks))
+                a->hooks[a->nhooks++] = x->valuestring;
+    }
+    if (!a->lua_unsafe && dt_json_bool(rec, "lua_unsafe", 0))
+        a->lua_unsafe = 1;
+    double x = dt_json_num(rec, "workers", 0);
+    if (!a->workers && x >= 1 && x <= 64)
+        a->workers = (int)x;
+    x = dt_json_num(rec, "tune_variants", 0);
+    if (!a->tune_variants && x >= 1 && x <= 1e6)
+        a->tune_variants = (int)x;
+    x = dt_json_num(rec, "deadline", 0);
+    if (a->deadline <= 0 && x > 0)
+        a->deadline = x;
+    x = dt_json_num(rec, "goal", 0);
+    if (a->goal <= 0 && x > 0)
+        a->goal = x;
+}
+
 static int run_common(const char *cmd, int argc, char **argv, int resume)
 {
+    /* A file size limit (ulimit -f) must fail a write with EFBIG, which the
+     * session reports, not kill ditto (or its workers) mid-event. */
+    signal(SIGXFSZ, SIG_IGN);
     cli_run_args a;
     int rc = cli_run_args_parse(
         cmd, argc, argv, 1,
@@ -436,6 +524,11 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                     dt_buf_str(&probs));
             goto out;
         }
+        /* The run's own flags, under those given now. */
+        restore_flags(&a, recorded_flags(log->events), &probs);
+        if (probs.len)
+            fprintf(stderr, "ditto resume: %s", probs.data);
+        dt_buf_reset(&probs);
     } else if (sp_spec_load(&spec, a.spec, &probs) != 0) {
         fputs(dt_buf_str(&probs), stderr);
         status = AG_EXIT_USAGE;
@@ -459,6 +552,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                         .launcher = a.launcher ? a.launcher : dt_json_str(wj, "launcher", NULL),
                         .deadline_s =
                             a.deadline > 0 ? a.deadline : dt_json_num(wj, "deadline_s", 600),
+                        .max_deadline_s = a.deadline,
                         .log = quiet_worker_log};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
     if (pool == NULL) {
@@ -489,12 +583,13 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     cli_review_policy(&o, &spec, a.review);
     cli_lua_attach(&o, &lua);
     cli_session_sink ss = {.root = root};
-    if (resume) {
+    cJSON *flags = cli_run_flags_json(&a);
+    o.flags = flags;
+    ag_run *run = NULL;
+    int have_run = 0;
+    printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
+    if (resume && !a.no_session) {
         ss.s = sess_open(root, a.spec, &e);
-        if (ss.s == NULL) {
-            fprintf(stderr, "ditto resume: %s\n", e.msg);
-            ss.failed = 1;
-        }
     } else if (!a.no_session) {
         /* Created before the run, so that its id is known to the run (the
          * knowledge base's evidence names it). */
@@ -504,18 +599,25 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         ss.s = sess_create(root, sj, fp, &e);
         cJSON_Delete(sj);
         cJSON_Delete(fp);
-        if (ss.s == NULL) {
-            fprintf(stderr, "ditto: cannot record the session: %s (the run goes on)\n", e.msg);
-            ss.failed = 1;
-        }
+    }
+    if (!a.no_session && ss.s == NULL) {
+        /* Results nobody can find again are worse than no run: say so
+         * before any step, and let the person choose. */
+        fprintf(stderr,
+                "ditto %s: cannot record the session: %s\nnothing was run: make the session "
+                "folder writable (or give --session-dir DIR), or pass --no-session to run "
+                "without recording\n",
+                cmd, e.msg);
+        status = AG_EXIT_UNRECORDED;
+        goto done;
     }
     o.session_dir = ss.s ? sess_dir(ss.s) : NULL;
     o.session_id = ss.s ? sess_id(ss.s) : NULL;
-    ag_run *run = ag_run_new(loop, &o, &e);
-    printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
+    run = ag_run_new(loop, &o, &e);
     if (run == NULL) {
         fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
     } else {
+        have_run = 1;
         pr.run = run;
         ag_add_sink(run, print_event, &pr);
         if (!a.no_session)
@@ -528,16 +630,32 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                 if (dt_loop_run_once(loop, 500) < 0)
                     break;
             status = ag_run_exit_code(run);
-            if (ss.s)
-                printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
         }
     }
     dt_loop_del_fd(loop, 0, 0);
     ag_run_free(run);
-    if (ss.s) {
-        sess_sync(ss.s, &e);
-        sess_close(ss.s);
+done:
+    if (ss.s && !ss.failed && sess_sync(ss.s, &e) != 0) {
+        fprintf(stderr, "ditto: session: %s\n", e.msg);
+        ss.failed = 1;
     }
+    if (ss.s && (ss.failed || ss.incomplete)) {
+        /* Never let the person believe the results are in the session. */
+        fprintf(stderr,
+                "ditto %s: recording stopped: session %s (%s) is incomplete; the run itself "
+                "ended with status %d. Free space or make the folder writable, then `ditto "
+                "resume %s` re-runs what is missing.\n",
+                cmd, sess_id(ss.s), sess_dir(ss.s), status, sess_id(ss.s));
+        printf("recording stopped: session %s is incomplete (see stderr)\n", sess_id(ss.s));
+        status = AG_EXIT_UNRECORDED;
+    } else if (ss.s && have_run) {
+        if (status == AG_EXIT_NO_GPU)
+            printf("the kernel and its predicted occupancy are in the session\n");
+        printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
+    }
+    if (ss.s)
+        sess_close(ss.s);
+    cJSON_Delete(flags);
     dt_buf_free(&pr.queue);
     lx_free(lua.L);
     kb_close(k);

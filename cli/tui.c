@@ -36,7 +36,8 @@ const char cli_tui_usage[] =
     "\n"
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
-    "session can be resumed), 5 an error before the workbench opened.\n";
+    "session can be resumed), 5 an error before the workbench opened, 6 the session's\n"
+    "recording stopped (disk full, folder not writable: the message says which).\n";
 
 const char cli_replay_usage[] =
     "usage: ditto replay SESSION [--session-dir DIR]\n"
@@ -93,7 +94,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     gpu_pool_opts po = {.workers = a->workers ? a->workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = a->launcher ? a->launcher : dt_json_str(wj, "launcher", NULL),
                         .deadline_s =
-                            a->deadline > 0 ? a->deadline : dt_json_num(wj, "deadline_s", 600)};
+                            a->deadline > 0 ? a->deadline : dt_json_num(wj, "deadline_s", 600),
+                        .max_deadline_s = a->deadline};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
     if (pool == NULL) {
         fprintf(stderr, "ditto tui: %s\n", e.msg);
@@ -118,6 +120,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
                  .tune_budget_s = dt_json_num(tj, "seconds", 120)};
     cli_review_policy(&o, spec, a->review);
     cli_lua_attach(&o, &lua);
+    cJSON *flags = cli_run_flags_json(a); /* recorded: `ditto resume` restores them */
+    o.flags = flags;
     char problem[600] = ""; /* shown after the workbench closes: it cannot print while open */
     cli_session_sink ss = {.root = root, .problem = problem, .problem_size = sizeof problem};
     ag_run *run = ag_run_new(loop, &o, &e);
@@ -135,13 +139,20 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
             status = rc;
             if (ag_run_done(run))
                 printf("ditto tui: the run finished with exit status %d\n", ag_run_exit_code(run));
-            if (ss.s)
+            if (ss.s && (ss.failed || ss.incomplete)) {
+                /* never let the person believe the results are recorded */
+                printf("recording stopped: session %s (%s) is incomplete\n", sess_id(ss.s),
+                       sess_dir(ss.s));
+                status = AG_EXIT_UNRECORDED;
+            } else if (ss.s) {
                 printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
+            }
         }
         if (problem[0])
             fprintf(stderr, "ditto tui: %s\n", problem);
     }
     ag_run_free(run);
+    cJSON_Delete(flags);
     if (ss.s) {
         sess_sync(ss.s, &e);
         sess_close(ss.s);

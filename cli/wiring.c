@@ -32,7 +32,10 @@ static void artifact_files(cli_session_sink *ss, const cJSON *ev)
     if (strcmp(name, "kernel") == 0) {
         snprintf(file, sizeof file, "kernel_v%d.cu", v);
         const char *src = dt_json_str(ev, "content", "");
-        sess_write_artifact(ss->s, file, src, strlen(src), &e);
+        if (sess_write_artifact(ss->s, file, src, strlen(src), &e) != 0) {
+            sink_problem(ss, 0, "session", e.msg, "", "");
+            ss->incomplete = 1;
+        }
         return;
     }
     if (strcmp(name, "compile") == 0) {
@@ -47,8 +50,10 @@ static void artifact_files(cli_session_sink *ss, const cJSON *ev)
     char *text = dt_json_print(j, 1);
     sess_write_artifact(ss->s, file, text, strlen(text), &e);
     free(text);
-    if (e.msg[0])
+    if (e.msg[0]) {
         sink_problem(ss, 0, "session", e.msg, "", "");
+        ss->incomplete = 1;
+    }
 }
 
 void cli_session_event(ag_run *r, const cJSON *ev, void *ud)
@@ -142,6 +147,39 @@ void cli_lua_attach(ag_opts *o, cli_lua *lua)
     o->reviewer_ud = lua;
     o->hook = lua_hook;
     o->hook_ud = lua;
+}
+
+/* ---- flags recorded with a session ----------------------------------------------------------- */
+
+cJSON *cli_run_flags_json(const cli_run_args *a)
+{
+    cJSON *f = dt_json_obj();
+    const struct {
+        const char *key, *v;
+    } strs[] = {{"review", a->review},       {"backend", a->backend},
+                {"api", a->llm.api},         {"endpoint", a->llm.endpoint},
+                {"model", a->llm.model},     {"api_key_env", a->llm.key_env},
+                {"launcher", a->launcher},   {"out", a->out}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++)
+        if (strs[i].v)
+            dt_json_set_str(f, strs[i].key, strs[i].v);
+    if (a->nhooks > 0) {
+        cJSON *h = dt_json_arr();
+        for (int i = 0; i < a->nhooks; i++)
+            cJSON_AddItemToArray(h, cJSON_CreateString(a->hooks[i]));
+        dt_json_set_take(f, "hooks", h);
+    }
+    if (a->lua_unsafe)
+        dt_json_set_bool(f, "lua_unsafe", 1);
+    if (a->workers)
+        dt_json_set_int(f, "workers", a->workers);
+    if (a->tune_variants)
+        dt_json_set_int(f, "tune_variants", a->tune_variants);
+    if (a->deadline > 0)
+        dt_json_set_num(f, "deadline", a->deadline);
+    if (a->goal > 0)
+        dt_json_set_num(f, "goal", a->goal);
+    return f;
 }
 
 /* ---- settings -------------------------------------------------------------------------------- */

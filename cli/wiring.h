@@ -21,6 +21,7 @@ typedef struct cli_session_sink {
     sess *s;             /* the session; NULL: created on the run's session_started event */
     const char *root;    /* the session store the session is created in (borrowed) */
     int failed;          /* recording stopped, or never began: events are dropped */
+    int incomplete;      /* an artifact file could not be written (its event still was) */
     char *problem;       /* NULL: problems print on stderr as they happen ("ditto: ...");
                           * else they are kept here to show later (the workbench owns stderr
                           * while it is open): the first, or the one that stopped recording */
@@ -28,9 +29,10 @@ typedef struct cli_session_sink {
 } cli_session_sink;
 
 /* The sink (ud is the cli_session_sink). A problem writing an artifact is
- * reported and recording goes on; one creating the session or appending to
- * its log is reported and stops recording; the run goes on either way. This
- * function can't fail. */
+ * reported, sets incomplete, and recording goes on; one creating the session
+ * or appending to its log is reported and stops recording (failed); the run
+ * goes on either way, and the front end says at the end that the session is
+ * incomplete. This function can't fail. */
 void cli_session_event(ag_run *r, const cJSON *ev, void *ud);
 
 /* ---- Lua ------------------------------------------------------------------------------------- */
@@ -76,6 +78,12 @@ typedef struct cli_run_args {
  * CLI_USAGE with the problem printed (cli_usage_error). */
 int cli_run_args_parse(const char *cmd, int argc, char **argv, int headless, const char *missing,
                        cli_run_args *a);
+
+/* The flags of a that were given, as JSON for the session (ag_opts.flags):
+ * review, backend, api, endpoint, model, api_key_env, launcher, out, hooks,
+ * lua_unsafe, workers, tune_variants, deadline, goal. Caller frees. This
+ * function can't fail. */
+cJSON *cli_run_flags_json(const cli_run_args *a);
 
 /* ---- settings -------------------------------------------------------------------------------- */
 

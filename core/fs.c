@@ -37,7 +37,7 @@ char *dt_read_file(const char *path, size_t *len, dt_err *e)
 int dt_write_file_atomic(const char *path, const void *data, size_t len, dt_err *e)
 {
     char *tmp = dt_xasprintf("%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         dt_err_set(e, "%s: %s", tmp, strerror(errno));
         free(tmp);

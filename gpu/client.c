@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ typedef struct request {
     gpu_reply_fn *fn;
     void *ud;
     int internal;       /* hello / reload sent by the pool itself */
+    int retried;        /* already re-sent once after a worker died under it */
+    int targeted;       /* the caller named the worker */
     struct request *next;
 } request;
 
@@ -43,6 +46,7 @@ typedef struct wproc {
     char last_error[512];
     int pending_exit;   /* EOF seen, waiting to reap */
     cJSON *fault;       /* a kernel_fault reply already delivered */
+    unsigned gen;       /* bumped at each death: a reader of the old pipes stops */
 } wproc;
 
 typedef struct loaded {
@@ -168,6 +172,26 @@ static void fail_unservable(gpu_pool *p)
         p->queue_tail = q;
 }
 
+/* Remove the queued requests the pool made for worker `index` (the hello
+ * and matrix replays of a start that did not finish). */
+static void drop_internal(gpu_pool *p, int index)
+{
+    request **pp = &p->queue;
+    while (*pp) {
+        request *q = *pp;
+        if (q->internal && q->worker == index) {
+            *pp = q->next;
+            cJSON_Delete(q->req);
+            free(q);
+        } else {
+            pp = &q->next;
+        }
+    }
+    p->queue_tail = NULL;
+    for (request *q = p->queue; q; q = q->next)
+        p->queue_tail = q;
+}
+
 /* ---- deaths --------------------------------------------------------------------- */
 
 static void describe_status(int st, char *buf, size_t len)
@@ -210,6 +234,7 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
     }
     int was_starting = w->state == W_STARTING;
     w->state = W_DOWN;
+    w->gen++;
     dt_buf_reset(&w->out);
     dt_buf_reset(&w->err);
     request *r = w->cur;
@@ -226,14 +251,34 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
     } else {
         w->failures = 0;
     }
+    /* Replays queued for this worker and not sent yet: its next start
+     * queues them afresh. */
+    drop_internal(p, w->index);
     if (r != NULL) {
         if (w->fault != NULL) {
             /* The worker answered kernel_fault and exited as it must: that
              * answer was delivered already. */
             cJSON_Delete(r->req);
             free(r);
+        } else if (!r->internal && !r->retried && !p->closing &&
+                   w->failures < MAX_START_FAILURES &&
+                   (dt_streq(code, "worker_exited") || dt_streq(code, "protocol"))) {
+            /* The worker died under the request (a crash, not a deadline or
+             * a cancel): once more on a fresh worker, after its replays. */
+            char m[800];
+            snprintf(m, sizeof m, "%s during request %ld ('%s'): retrying it once on a fresh "
+                     "worker", why, r->id, dt_json_str(r->req, "req", "?"));
+            p->o.log(w->index, m, p->o.log_ud);
+            r->retried = 1;
+            r->worker = w->index;
+            r->next = p->queue;
+            p->queue = r;
+            if (p->queue_tail == NULL)
+                p->queue_tail = r;
         } else {
             cJSON *rep = make_error(r->id, code, why);
+            if (r->retried)
+                dt_json_set_bool(rep, "retried", 1);
             finish(p, r, rep);
             cJSON_Delete(rep);
         }
@@ -256,17 +301,108 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
 
 /* ---- I/O ------------------------------------------------------------------------- */
 
+/* The worker broke the protocol (a line that is no JSON object, a reply
+ * with the wrong id or none, a reply nobody asked for): it cannot be
+ * trusted with the request any more. Kill it; its request is retried once
+ * on a fresh worker, and fails with error "protocol" after that. */
+static void protocol_error(gpu_pool *p, wproc *w, const char *what)
+{
+    char m[600];
+    snprintf(m, sizeof m, "protocol error: %s (the worker was killed and restarted)", what);
+    if (w->cur == NULL || w->cur->internal || w->cur->retried)
+        p->o.log(w->index, m, p->o.log_ud); /* else the retry's own line says it */
+    if (w->pid > 0)
+        kill(-w->pid, SIGKILL);
+    worker_died(p, w, "protocol", m);
+}
+
+static void start_done(gpu_pool *p, const cJSON *reply, void *ud);
+static request *new_request(gpu_pool *p, cJSON *req, int worker, double deadline_s,
+                            gpu_reply_fn *fn, void *ud, int internal);
+
+/* Remember what a successful request left on the worker (a loaded matrix),
+ * so that a restarted worker gets it again before any other request; an
+ * unload forgets it. This function can't fail. */
+static void remember(gpu_pool *p, const wproc *w, const request *r, const cJSON *rep)
+{
+    const char *name = dt_json_str(r->req, "req", "");
+    const char *handle = dt_json_str(r->req, "handle", NULL);
+    if (handle == NULL || !dt_json_bool(rep, "ok", 0))
+        return;
+    if (dt_streq(name, "unload")) {
+        for (loaded **pp = &p->loads; *pp; pp = &(*pp)->next) {
+            if (strcmp((*pp)->handle, handle) == 0) {
+                loaded *l = *pp;
+                *pp = l->next;
+                free(l->handle);
+                cJSON_Delete(l->req);
+                free(l);
+                return;
+            }
+        }
+        return;
+    }
+    if (!dt_streq(name, "load_matrix"))
+        return;
+    loaded **pp = &p->loads;
+    while (*pp && strcmp((*pp)->handle, handle) != 0)
+        pp = &(*pp)->next;
+    if (*pp == NULL) {
+        *pp = dt_xcalloc(1, sizeof **pp);
+        (*pp)->handle = dt_xstrdup(handle);
+    } else {
+        cJSON_Delete((*pp)->req);
+    }
+    (*pp)->req = cJSON_Duplicate(r->req, 1);
+    cJSON_DeleteItemFromObject((*pp)->req, "id");
+    if (r->targeted)
+        return; /* the caller loads it on each worker itself (gpu_pool_load) */
+    /* Any worker may take the next request: every live one gets the
+     * matrix, ahead of other work. */
+    for (int i = 0; i < p->nw; i++) {
+        wproc *o = &p->w[i];
+        if (o == w || o->state == W_DOWN)
+            continue;
+        request *lr = new_request(p, cJSON_Duplicate((*pp)->req, 1), i, p->o.deadline_s,
+                                  start_done, o, 1);
+        o->reloads_left++;
+        lr->next = p->queue;
+        p->queue = lr;
+        if (p->queue_tail == NULL)
+            p->queue_tail = lr;
+    }
+}
+
 static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
 {
     dt_err e = {0};
     cJSON *rep = dt_json_parse(line, len, "worker reply", &e);
-    if (rep == NULL) {
-        p->o.log(w->index, line, p->o.log_ud); /* not protocol: show it */
+    request *r = w->cur;
+    char what[400];
+    if (rep == NULL || !cJSON_IsObject(rep)) {
+        /* stdout is the protocol channel: anything else on it is a broken
+         * worker, not a log line (those go to stderr). */
+        snprintf(what, sizeof what, "a line that is no JSON object: %.80s%s", line,
+                 len > 80 ? "..." : "");
+        cJSON_Delete(rep);
+        protocol_error(p, w, what);
         return;
     }
-    request *r = w->cur;
-    if (r == NULL) {
+    const cJSON *idv = cJSON_GetObjectItemCaseSensitive(rep, "id");
+    if (r == NULL || !cJSON_IsNumber(idv) || idv->valuedouble != (double)r->id) {
+        char *ids = idv ? dt_json_print(idv, 0) : NULL;
+        if (r == NULL)
+            snprintf(what, sizeof what, "a reply (id %s) when no request was in flight",
+                     ids ? ids : "missing");
+        else if (idv == NULL)
+            snprintf(what, sizeof what, "a reply without an id to request %ld ('%s')", r->id,
+                     dt_json_str(r->req, "req", "?"));
+        else
+            snprintf(what, sizeof what, "reply id %.40s to request %ld ('%s')", ids, r->id,
+                     dt_json_str(r->req, "req", "?"));
+        free(ids);
         cJSON_Delete(rep);
+        protocol_error(p, w, what);
         return;
     }
     if (w->timer) {
@@ -281,6 +417,10 @@ static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
         w->hello = cJSON_Duplicate(rep, 1);
         w->failures = 0;
     }
+    if (!r->internal)
+        remember(p, w, r, rep);
+    if (r->retried)
+        dt_json_set_bool(rep, "retried", 1);
     w->state = w->fault ? W_DYING : W_IDLE;
     if (w->fault == NULL || !r->internal)
         finish(p, r, rep);
@@ -300,10 +440,14 @@ static void drain_lines(gpu_pool *p, wproc *w, dt_buf *b, int is_err)
         size_t len = (size_t)(nl - start);
         if (len > 0 && start[len - 1] == '\r')
             start[--len] = '\0';
-        if (is_err)
+        if (is_err) {
             p->o.log(w->index, start, p->o.log_ud);
-        else if (len > 0)
+        } else if (len > 0) {
+            unsigned gen = w->gen;
             handle_reply(p, w, start, len);
+            if (w->gen != gen)
+                return; /* it died (protocol error): its buffers are reset */
+        }
         start = nl + 1;
     }
     size_t rest = b->len - (size_t)(start - b->data);
@@ -429,6 +573,8 @@ static request *new_request(gpu_pool *p, cJSON *req, int worker, double deadline
     r->req = req;
     r->worker = worker;
     r->deadline_s = deadline_s > 0 ? deadline_s : p->o.deadline_s;
+    if (p->o.max_deadline_s > 0 && r->deadline_s > p->o.max_deadline_s)
+        r->deadline_s = p->o.max_deadline_s;
     r->fn = fn;
     r->ud = ud;
     r->internal = internal;
@@ -457,6 +603,7 @@ static void worker_start(gpu_pool *p, wproc *w)
     dt_buf cmd = DT_BUF_INIT;
     dt_buf_puts(&cmd, "exec ");
     expand(&cmd, p->launcher, p->exe, w->index);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(w->last_error, sizeof w->last_error, "fork: %s", strerror(errno));
@@ -469,6 +616,12 @@ static void worker_start(gpu_pool *p, wproc *w)
         /* Own process group: a deadline kills the worker and anything the
          * launcher started (ssh, srun) together. */
         setpgid(0, 0);
+        /* The worker dies with ditto, however ditto ends (SIGTERM, a
+         * crash, kill -9): a hung kernel or compile must not outlive it.
+         * Kept across the exec of the shell and of the worker. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127); /* ditto died before the line above */
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
@@ -651,6 +804,7 @@ long gpu_pool_submit(gpu_pool *p, cJSON *req, int worker, double deadline_s, gpu
                      void *ud)
 {
     request *r = new_request(p, req, worker < p->nw ? worker : -1, deadline_s, fn, ud, 0);
+    r->targeted = r->worker >= 0;
     if (p->queue_tail)
         p->queue_tail->next = r;
     else

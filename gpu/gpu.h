@@ -8,6 +8,16 @@
  * "worker exited: signal 9"), restarts the worker, reloads its matrices and
  * carries on with the queue. The protocol is gpu/PROTOCOL.md.
  *
+ * Recovery: every matrix a successful load_matrix left on a worker (through
+ * gpu_pool_load or a plain submit) is remembered until unloaded, and
+ * replayed on a restarted worker before it takes any other request. A
+ * request whose worker died under it (exited, or broke the protocol) is
+ * sent once more to the fresh worker; its reply then carries "retried":
+ * true. Replies are matched to requests by id: a line that is no JSON
+ * object, a wrong or missing id, or a reply nobody asked for kills the
+ * worker (error "protocol" when the retry fails too). Workers get
+ * PR_SET_PDEATHSIG: they die with ditto however it ends.
+ *
  * Ownership: requests passed to the pool are taken (the pool frees them);
  * replies handed to callbacks are borrowed for the duration of the call;
  * gpu_pool_call returns a reply the caller frees with cJSON_Delete. */
@@ -37,6 +47,8 @@ typedef struct gpu_pool_opts {
     const char *launcher;
     double deadline_s;      /* default per-request deadline (default 300 s) */
     double start_deadline_s; /* for the hello after a start (default 30 s) */
+    double max_deadline_s;  /* > 0: a cap on every request's deadline, even one a caller
+                             * asked for (a person's --deadline); 0: none */
     gpu_log_fn *log;        /* default: stderr with a "worker N: " prefix */
     void *log_ud;
 } gpu_pool_opts;
@@ -50,7 +62,7 @@ void gpu_pool_free(gpu_pool *p);
 
 /* reply: the worker's response ({"id", "ok", ...}) or one the pool made
  * ({"ok": false, "error": "timeout" | "worker_exited" | "worker_start" |
- * "cancelled", "message": ...}). Borrowed. */
+ * "protocol" | "cancelled", "message": ...}). Borrowed. */
 typedef void gpu_reply_fn(gpu_pool *p, const cJSON *reply, void *ud);
 
 /* Queue req (taken; its "id" is replaced by the pool's) for the next free

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 double wk_copy_gbps = 0.0;
@@ -522,6 +523,9 @@ int gpu_worker_main(int argc, char **argv)
         }
     }
     dt_log_set_prefix("ditto worker");
+    /* Die with the process that started us (ditto, or the launcher's
+     * shell): a kernel or compile that hangs must not outlive it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* A client that goes away closes our stdout: die quietly, not by
      * SIGPIPE's default message-less death mid-response. */
     signal(SIGPIPE, SIG_IGN);

@@ -54,6 +54,53 @@ static int write_all(int fd, const char *p, size_t n, size_t *done)
     return 0;
 }
 
+/* Read a whole file of the session folder without following a symbolic
+ * link (a link planted in a session must not make resume read, or later
+ * truncate, a file elsewhere). NULL with e and errno set on failure. */
+static char *read_nofollow(const char *path, size_t *len, dt_err *e)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int saved = errno;
+        if (saved == ELOOP)
+            dt_err_set(e, "%s is a symbolic link: refused (a session's files are never "
+                          "followed; put the file itself there)", path);
+        else
+            dt_err_set(e, "%s: %s", path, strerror(saved));
+        errno = saved;
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        dt_err_set(e, "%s: not a regular file: refused", path);
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    dt_buf b = DT_BUF_INIT;
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int saved = errno;
+            dt_err_set(e, "%s: read error: %s", path, strerror(saved));
+            close(fd);
+            dt_buf_free(&b);
+            errno = saved;
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        dt_buf_append(&b, chunk, (size_t)n);
+    }
+    close(fd);
+    if (len)
+        *len = b.len;
+    return dt_buf_take(&b);
+}
+
 /* A rename or a new file is durable only once its folder is fsync'd. */
 static int fsync_dir(const char *dir, dt_err *e)
 {
@@ -320,8 +367,10 @@ static int parse_log(const char *path, const char *text, size_t len, cJSON *even
             return -1;
         }
         out->last_seq = seq;
+        /* A run that ended on a failure can be resumed: not finished. */
         if (dt_streq(dt_json_str(ev, "type", ""), "session_finished"))
-            out->finished = 1;
+            out->finished =
+                !dt_json_bool(cJSON_GetObjectItem(ev, "result"), "resumable", 0);
         cJSON_AddItemToArray(events, ev);
         pos = next;
         out->good_len = pos;
@@ -339,7 +388,7 @@ static sess_log *read_log_dir(char *dir, parsed *info, dt_err *e)
     char *path = dt_xasprintf("%s/" LOG_NAME, dir);
     size_t len = 0;
     dt_err re = {0};
-    char *text = dt_read_file(path, &len, &re);
+    char *text = read_nofollow(path, &len, &re);
     if (text == NULL) {
         int saved = errno;
         dt_err_set(e, "%s", re.msg);
@@ -357,10 +406,15 @@ static sess_log *read_log_dir(char *dir, parsed *info, dt_err *e)
         char *p = dt_xasprintf("%s/%s", dir, names[i]);
         dt_err je = {0};
         cJSON *v = NULL;
+        size_t jl = 0;
+        char *jt = NULL;
         if (!dt_file_exists(p))
             dt_buf_printf(&l->warnings, "%s: missing\n", p);
-        else if ((v = dt_json_read_file(p, &je)) == NULL)
+        else if ((jt = read_nofollow(p, &jl, &je)) == NULL)
             dt_buf_printf(&l->warnings, "%s\n", je.msg);
+        else if ((v = dt_json_parse(jt, jl, p, &je)) == NULL)
+            dt_buf_printf(&l->warnings, "%s\n", je.msg);
+        free(jt);
         if (i == 0)
             l->spec = v;
         else
@@ -413,11 +467,22 @@ static sess *sess_new(char *dir)
 /* Open the log for appending and take the writer's lock. */
 static int open_log(sess *s, dt_err *e)
 {
-    s->fd = open(s->log_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    s->fd = open(s->log_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (s->fd < 0) {
-        dt_err_set(e, "%s: %s", s->log_path, strerror(errno));
+        if (errno == ELOOP)
+            dt_err_set(e, "%s is a symbolic link: refused (a session's files are never "
+                          "followed; put the file itself there)", s->log_path);
+        else
+            dt_err_set(e, "%s: %s", s->log_path, strerror(errno));
         return err_code(e, SESS_EIO);
     }
+    struct stat st;
+    if (fstat(s->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        dt_err_set(e, "%s: not a regular file: refused", s->log_path);
+        return err_code(e, SESS_EIO);
+    }
+    /* O_NONBLOCK only kept a planted FIFO from blocking the open. */
+    fcntl(s->fd, F_SETFL, O_APPEND);
     if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
             dt_err_set(e, "session %s is open in another process (one writer at a time)", s->id);
@@ -584,6 +649,25 @@ fail:
     return NULL;
 }
 
+/* Artifacts are new files in the folder: find out now, not after a step
+ * ran, whether one can be made there (a read-only folder or file system). */
+static int probe_writable(const char *dir, dt_err *e)
+{
+    char *p = dt_xasprintf("%s/.write-probe.%ld", dir, (long)getpid());
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int saved = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(p);
+    }
+    free(p);
+    if (fd < 0) {
+        dt_err_set(e, "%s: cannot write in the session folder: %s", dir, strerror(saved));
+        return err_code(e, SESS_EIO);
+    }
+    return 0;
+}
+
 sess *sess_open(const char *root, const char *id_or_path, dt_err *e)
 {
     char *dir = resolve_dir(root, id_or_path, e);
@@ -591,7 +675,7 @@ sess *sess_open(const char *root, const char *id_or_path, dt_err *e)
         return NULL;
     sess *s = sess_new(dir);
     /* Lock before reading so that the tail cannot move under us. */
-    if (open_log(s, e) != 0) {
+    if (open_log(s, e) != 0 || probe_writable(s->dir, e) != 0) {
         sess_close(s);
         return NULL;
     }
@@ -731,7 +815,7 @@ char *sess_read_artifact(const sess *s, const char *name, size_t *len, dt_err *e
     if (check_artifact_name(name, e) != 0)
         return NULL;
     char *path = dt_xasprintf("%s/%s", s->dir, name);
-    char *data = dt_read_file(path, len, e);
+    char *data = read_nofollow(path, len, e);
     int saved = errno;
     if (data == NULL)
         err_code(e, saved == ENOENT ? SESS_ENOTFOUND : SESS_EIO);
@@ -753,6 +837,7 @@ static void info_from_log(sess_info *in, const sess_log *l)
     const cJSON *first = cJSON_GetArrayItem(l->events, 0);
     in->started = dt_json_num(first, "t", 0);
     const cJSON *spec = l->spec;
+    int resumable = 0;
     cJSON_ArrayForEach(ev, l->events)
     {
         const char *type = dt_json_str(ev, "type", "");
@@ -761,6 +846,9 @@ static void info_from_log(sess_info *in, const sess_log *l)
         } else if (strcmp(type, "session_finished") == 0) {
             const cJSON *best = cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "result"), "best");
             in->best_speedup = dt_json_num(best, "speedup", 0);
+            resumable = dt_json_bool(cJSON_GetObjectItem(ev, "result"), "resumable", 0);
+        } else if (strcmp(type, "session_resumed") == 0) {
+            resumable = 0;
         } else if (spec == NULL && strcmp(type, "session_started") == 0) {
             spec = cJSON_GetObjectItem(ev, "spec"); /* spec.json lost: the log has it too */
         }
@@ -770,6 +858,8 @@ static void info_from_log(sess_info *in, const sess_log *l)
     const char *state = "running or crashed";
     if (l->finished)
         state = "finished";
+    else if (resumable)
+        state = "stopped, resumable";
     else if (cJSON_GetArraySize(l->events) == 0)
         state = "empty";
     copy_str(in->state, sizeof in->state, state);

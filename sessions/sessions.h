@@ -24,6 +24,10 @@
  * on events.jsonl until sess_close (released by the kernel if the process
  * dies), so resuming a session that a live process still writes is refused.
  *
+ * No symbolic link inside a session folder is followed: events.jsonl,
+ * spec.json, fingerprint.json and artifacts are opened with O_NOFOLLOW and
+ * must be regular files (a link is refused with a message naming it).
+ *
  * Errors: dt_err.code is one of the SESS_E* codes below.
  *
  * Ownership: sess_create/sess_open return a handle freed by sess_close.
@@ -58,7 +62,9 @@ sess *sess_create(const char *root, const cJSON *spec, const cJSON *fingerprint,
  * log is read first (sess_log_read rules: a bad line fails the open with
  * SESS_ECORRUPT and changes nothing); a partial last line is cut off the
  * file with ftruncate and fsync'd, and reported in sess_warnings, so that
- * appends start on a fresh line. NULL with e set on failure. */
+ * appends start on a fresh line. The folder must be writable (probed by
+ * creating and removing a file), so that a read-only session is refused
+ * here, before anything runs. NULL with e set on failure. */
 sess *sess_open(const char *root, const char *id_or_path, dt_err *e);
 /* Release the lock and the descriptor (no fsync: call sess_sync first when
  * the last events matter). NULL is a no-op. */
@@ -101,7 +107,7 @@ typedef struct sess_log {
     cJSON *fingerprint; /* fingerprint.json or NULL */
     cJSON *events;      /* array of the events, in order */
     int truncated;      /* 1 when the last line was partial (a crash mid-write) */
-    int finished;       /* 1 when a session_finished event is present */
+    int finished;       /* 1 when the last session_finished closed it (not "resumable") */
     dt_buf warnings;    /* one line per tolerated problem, "FILE:LINE: ..." */
 } sess_log;
 
@@ -124,7 +130,9 @@ typedef struct sess_info {
     double started;   /* epoch seconds from the first event, 0 if unknown */
     char matrix[256]; /* spec.matrix */
     char op[16];
-    char state[32];      /* "finished", "running or crashed", "empty", "corrupted" */
+    char state[32];      /* "finished", "stopped, resumable" (ended on a failure that was
+                          * not a person's decision), "running or crashed", "empty",
+                          * "corrupted" */
     int steps;           /* step_started events */
     double best_speedup; /* from session_finished, 0 when none */
 } sess_info;

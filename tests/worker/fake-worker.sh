@@ -4,6 +4,9 @@
 #   req "sleep"  -> never answers (a hang)
 #   req "die"    -> kills itself with SIGKILL
 #   req "fault"  -> answers kernel_fault and exits 3, as the real worker does
+#   req "misid"  -> answers with another request's id
+#   req "noid"   -> answers without an id
+#   req "garble" -> answers a line that is not JSON
 #   anything else -> {"ok": true, "echo": REQ}
 # Each start appends a line to $FAKE_WORKER_LOG (to count restarts).
 [ -n "${FAKE_WORKER_LOG:-}" ] && echo "start $$" >> "$FAKE_WORKER_LOG"
@@ -16,6 +19,9 @@ while IFS= read -r line; do
     sleep) sleep 1000 ;;
     die) kill -9 $$ ;;
     fault) printf '{"id":%s,"ok":false,"error":"kernel_fault","message":"illegal address"}\n' "$id"; exit 3 ;;
+    misid) printf '{"id":%s9,"ok":true}\n' "$id" ;;
+    noid) printf '{"ok":true}\n' ;;
+    garble) printf 'Segmentation fault (core dumped) {"id":%s\n' "$id" ;;
     shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;
     *) printf '{"id":%s,"ok":true,"echo":"%s"}\n' "$id" "$req" ;;
   esac
