@@ -1817,8 +1817,17 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
             snprintf(sl, sizeof sl, "set %d (alpha %g, beta %g)", s, q.alpha, q.beta);
         else
             snprintf(sl, sizeof sl, "set %d", s);
-        operands cur;
-        if (make_operands_any(a, in.av, &q, layout, s, 1, NULL, scal, &cur, e) != 0)
+        operands cur, base;
+        /* Set 1 is set 0 but for about one input value in 64: a kernel that
+         * keys a memo (in its scratch, say) on a few inputs replays a wrong
+         * answer. Set 0's inputs are drawn again for it, without a reference. */
+        int near = s == 1 && !scal;
+        if (near && make_operands(a, in.av, &q, layout, 0, 0, &base, e) != 0)
+            goto out;
+        int mrc = make_operands_any(a, in.av, &q, layout, s, 1, near ? &base : NULL, scal, &cur, e);
+        if (near)
+            operands_free(&base);
+        if (mrc != 0)
             goto out;
         double *g = xalloc_doubles(cur.nout, e);
         if (g == NULL || (unt == NULL && (unt = malloc(cur.nout + 1)) == NULL)) {
@@ -1868,40 +1877,6 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
                          "write",
                          before ? "before the start of" : "past the end of", gw, WK_GUARD);
                 dt_json_set_str(gk, "detail", d);
-                b->passed = 0;
-            }
-        }
-        if (in.k.scratch_bytes && c->scratch_once && in.scratch.ptr) {
-            /* "once": zeroed when allocated, and the kernel promises to
-             * leave it so; state left in it outlives the launch. */
-            size_t nb = in.scratch.bytes, nz = 0;
-            unsigned char *sb = malloc(nb ? nb : 1);
-            dt_err se = {0};
-            if (sb == NULL || dev_download(sb, &in.scratch, nb, &se) != 0) {
-                free(sb);
-                free(g);
-                operands_free(&cur);
-                if (sb == NULL) {
-                    e->code = WK_ENOMEM;
-                    dt_err_set(e, "out of host memory");
-                } else {
-                    *e = se;
-                    e->code = wk_from_dev(e->code);
-                }
-                goto out;
-            }
-            for (size_t i = 0; i < nb; i++)
-                nz += sb[i] != 0;
-            free(sb);
-            snprintf(nm, sizeof nm, "%s%s: scratch left zeroed", label, sl);
-            cJSON *sk = check_new(b->checks, nm, nz == 0);
-            if (nz) {
-                char d[200];
-                snprintf(d, sizeof d,
-                         "%zu of %zu scratch bytes non-zero after the launch: the contract says "
-                         "scratch_init \"once\", so the kernel must leave its scratch zeroed",
-                         nz, nb);
-                dt_json_set_str(sk, "detail", d);
                 b->passed = 0;
             }
         }

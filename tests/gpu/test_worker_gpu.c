@@ -727,10 +727,18 @@ Test(worker_gpu, a_kernel_that_leaves_its_scratch_dirty_should_fail_only_without
         cr_assert_eq(dt_json_bool(v, "passed", 0), memset_each, "memset each launch %d: %s",
                      memset_each, s);
         if (!memset_each) {
-            const cJSON *c = find_check(v, "set 0: matches the fp64 reference");
-            cr_assert(c && dt_json_bool(c, "passed", 0), "the first run is right: %s", s);
-            c = find_check(v, "set 1: matches the fp64 reference");
-            cr_assert(c && !dt_json_bool(c, "passed", 1), "the second is not: %s", s);
+            /* The sets run in an order drawn from the seed, with unchecked
+             * launches between them: some set's reference check fails. */
+            int wrong = 0;
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItem(v, "checks"))
+            {
+                const char *nm = dt_json_str(c, "name", "");
+                wrong += dt_startswith(nm, "set ") &&
+                         strstr(nm, ": matches the fp64 reference") != NULL &&
+                         !dt_json_bool(c, "passed", 1);
+            }
+            cr_assert_gt(wrong, 0, "no set failed its reference check: %s", s);
         }
         free(s);
         cJSON_Delete(v);

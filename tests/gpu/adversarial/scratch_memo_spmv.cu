@@ -4,11 +4,11 @@
  * (zeroed when allocated, and the kernel promises to leave it zeroed); the
  * kernel leaves its last outputs and, per block of 128 rows, four values of
  * x there, and copies the outputs back when the four values match again.
- * Every verification set draws a new x, so each of them is computed.
- * Must be caught by: a check that a "once" scratch is back to zero after a
- * launch (a check named or detailed with "scratch"), the checked timed
- * launches ("timed launch" / "after timing:"), or a pass whose x repeats an
- * earlier set's with other values ("fresh values: "). */
+ * Must be caught by: the battery's set 1, which equals set 0 but for about
+ * one x value in 64, so the four keys mostly match and the memo replays a
+ * wrong answer ("matches the fp64 reference", "no cached answers"); in
+ * timing the worker zeroes a "once" scratch before every sample and checks
+ * the outputs ("timed launch" / "after timing:"). */
 /*@contract
 {"entry": "scratch_memo_spmv", "op": "spmv", "format": "csr",
  "params": ["rows", "cols", "rowptr", "col", "val", "x", "y", "alpha", "beta", "bias", "scratch"],
