@@ -160,6 +160,22 @@ cJSON *ag_features(const cJSON *report, const sp_spec *spec);
  *  rationale [{rule, text, score}]}, best first. */
 cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *cc, void *kb,
                          dt_err *e);
+/* (agents/select.c) Whether a strategy is safe for skewed rows on the
+ * matrix of `report` (its PatternReport JSON): its work per thread does not
+ * grow with the longest row (merge-path, seg16 where its tile holds the
+ * longest row, csr-adaptive, csr-split-spmm, csr-nnz-sddmm, coo-sddmm);
+ * why, when not NULL, gets a static line saying how. */
+int ag_skew_safe(sp_op op, const char *strategy, const cJSON *report, const char **why);
+/* Mark every candidate of a ranking {skew_safe: bool} and, when none of the
+ * first `within` is safe, move the best-scored safe one (ties to merge-path,
+ * seg16, csr-adaptive order) to place `within` with a rationale line
+ * (rule "planner.skew-safe"). ag_rank_templates does this with within =
+ * AG_SKEW_SAFE_WITHIN. This can't fail. */
+#define AG_SKEW_SAFE_WITHIN 3
+void ag_ensure_skew_safe(cJSON *cands, const cJSON *report, sp_op op, int within);
+/* Cut a marked ranking to its first n, except that when none of those is
+ * skew-safe the first safe one after them is kept as an (n + 1)th. */
+void ag_candidates_cut(cJSON *cands, int n);
 
 /* Static rule checks on a kernel source; an array of findings
  * {id, severity, line, message, explanation} (caller frees). contract: the
@@ -197,7 +213,10 @@ typedef void ag_tune_progress_fn(const char *line, void *ud);
 /* result (taken): {strategies: [{strategy, template, variants: [...],
  * best: {params, us, gbps, gflops, speedup, verified, source}} ...],
  * best: {strategy, template, params, us, speedup, gbps, method, baseline,
- * source}, seconds, cached} */
+ * source}, seconds, cached, quick_baseline {alg, us} (when widening was
+ * possible), widened [{fastest_us, cusparse, cusparse_us, added: [names]}],
+ * cusparse_faster (when best has a speedup), use {library "cusparse", alg,
+ * us, kernel_us, speedup} (only when cuSPARSE is faster: what to call)} */
 typedef void ag_tune_done_fn(cJSON *result, void *ud);
 
 typedef struct ag_tune_opts {
@@ -213,6 +232,11 @@ typedef struct ag_tune_opts {
     int max_finalists;         /* per strategy (0: a third of the variants, at least 2) */
     int refine;                /* points per strategy and refinement round (0: half the
                                 * budget, at least 2; < 0: no refinement) */
+    const cJSON *more;         /* the ranking's next candidates, in order (copied; NULL:
+                                * none): when every quick timing is slower than cuSPARSE's
+                                * (timed with the first quick timing), `widen` of them at a
+                                * time are added and timed, while half of budget_s lasts */
+    int widen;                 /* strategies added per widening (default 2) */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;
