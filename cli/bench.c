@@ -242,6 +242,21 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
         const row *r = &rows[i];
         char params[200];
         snprintf(params, sizeof params, "%s", r->params);
+        /* A generator spec's commas: the name quoted, CSV-style. */
+        char mq[2 * sizeof r->matrix + 3];
+        if (strpbrk(r->matrix, ",\"") != NULL) {
+            size_t w = 0;
+            mq[w++] = '"';
+            for (const char *q = r->matrix; *q; q++) {
+                if (*q == '"')
+                    mq[w++] = '"';
+                mq[w++] = *q;
+            }
+            mq[w++] = '"';
+            mq[w] = '\0';
+        } else {
+            snprintf(mq, sizeof mq, "%s", r->matrix);
+        }
         for (char *p = params; *p; p++)
             if (*p == ',')
                 *p = ';';
@@ -249,12 +264,12 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
             dt_buf_printf(&c,
                           "%s,%s,%s,%.0f,verified,%s,%s,%.3f,%s,%.3f,%.4f,%.1f,%.1f,%.1f,%.1f,%s,"
                           "%.1f,%d,%s\n",
-                          r->regime, r->matrix, r->op, r->nnz, r->strategy, params, r->us,
+                          r->regime, mq, r->op, r->nnz, r->strategy, params, r->us,
                           r->base_alg, r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us,
                           r->base_pre_us, r->method, r->tune_s, r->cusparse_faster, r->strats);
         else
-            dt_buf_printf(&c, "%s,%s,%s,%.0f,failed,,,,,,,,,,,,%.1f,,%s\n", r->regime, r->matrix,
-                          r->op, r->nnz, r->tune_s, r->strats);
+            dt_buf_printf(&c, "%s,%s,%s,%.0f,failed,,,,,,,,,,,,%.1f,,%s\n", r->regime, mq, r->op,
+                          r->nnz, r->tune_s, r->strats);
     }
     if (dt_write_file_atomic(csv, c.data, c.len, &e) != 0)
         fprintf(stderr, "ditto bench: %s\n", e.msg);
