@@ -16,7 +16,8 @@
 #include <time.h>
 
 const char cli_bench_usage[] =
-    "usage: ditto bench [MATRIX...] [--matrices-dir DIR] [--ops LIST] [--regime orig|hbm|both]\n"
+    "usage: ditto bench [MATRIX...] [--matrices-dir DIR]... [--part NAME [--split FILE]]\n"
+    "                   [--ops LIST] [--regime orig|hbm|both]\n"
     "                   [--hbm-matrices N|NAME,NAME...] [--hbm-nnz N] [--strategies N]\n"
     "                   [--variants N] [--refine N] [--finalists N] [--workers N] [--out FILE]\n"
     "                   [--csv FILE] [--section NAME] [--verbose]\n"
@@ -39,7 +40,10 @@ const char cli_bench_usage[] =
     "calibrate would) before the first case.\n"
     "\n"
     "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
-    "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
+    "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices; give it again for\n"
+    "more folders: --matrices-dir ../shared/matrices --matrices-dir ../shared/matrices/train2),\n"
+    "with --part only those the split (--split, default knowledge/corpus-split.tsv, `ditto\n"
+    "kb split`) puts in that part (fit, validate). The HBM regime runs\n"
     "on --hbm-matrices: a count (the first N of a representative list, default 8) or\n"
     "comma-separated names, each the end of a matrix's path with or without its extension\n"
     "(crack, dlmc/rn50__magnitude_pruning__0.8__final_dense); a name that matches none is an\n"
@@ -444,6 +448,8 @@ int cli_bench(int argc, char **argv)
     const char *dir = getenv("DITTO_MATRICES");
     if (dir == NULL || *dir == '\0')
         dir = "../shared/matrices";
+    const char *more_dirs[8], *part = NULL, *split = "knowledge/corpus-split.tsv";
+    int nmore = 0, dir_given = 0;
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
                *csv = NULL, *section = NULL;
     int strategies = 3, variants = 12, finalists = 2, workers = 1, verbose = 0, refine = -1;
@@ -452,8 +458,21 @@ int cli_bench(int argc, char **argv)
     int nm = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v && strcmp(a, "--matrices-dir") == 0)
-            dir = argv[++i];
+        if (v && strcmp(a, "--matrices-dir") == 0) {
+            /* the first replaces the default, the others add to it */
+            if (!dir_given) {
+                dir = argv[++i];
+                dir_given = 1;
+            } else if (nmore < 8) {
+                more_dirs[nmore++] = argv[++i];
+            } else {
+                free(mats);
+                return cli_usage_error("bench", "--matrices-dir: at most 9 folders");
+            }
+        } else if (v && strcmp(a, "--part") == 0)
+            part = argv[++i];
+        else if (v && strcmp(a, "--split") == 0)
+            split = argv[++i];
         else if (v && strcmp(a, "--ops") == 0)
             ops_arg = argv[++i];
         else if (v && strcmp(a, "--regime") == 0)
@@ -536,14 +555,55 @@ int cli_bench(int argc, char **argv)
     if (nm == 0) {
         free(mats);
         nm = list_matrices(dir, &listed);
+        for (int d = 0; d < nmore; d++) {
+            char **extra = NULL;
+            int ne = list_matrices(more_dirs[d], &extra);
+            listed = dt_xrealloc(listed, (size_t)(nm + ne + 1) * sizeof *listed);
+            for (int i = 0; i < ne; i++)
+                listed[nm++] = extra[i];
+            free(extra);
+        }
         mats = listed;
         if (nm == 0) {
-            fprintf(stderr, "ditto bench: no .mtx or dlmc/*.smtx files in %s (give matrices or "
+            fprintf(stderr, "ditto bench: no .mtx or dlmc/*.smtx files in %s%s (give matrices or "
                             "--matrices-dir)\n",
-                    dir);
+                    dir, nmore ? " and the other --matrices-dir folders" : "");
             free(mats);
             return CLI_FAIL;
         }
+    }
+    if (part != NULL) {
+        /* Only the matrices the split puts in that part; one it does not
+         * list is named and left out. */
+        dt_err se = {0};
+        cJSON *sp = ag_split_read(split, &se);
+        if (sp == NULL) {
+            fprintf(stderr, "ditto bench: --part: %s\n", se.msg);
+            for (int i = 0; i < nm; i++)
+                free(mats[i]);
+            free(mats);
+            return CLI_FAIL;
+        }
+        int kept = 0, unlisted = 0;
+        for (int i = 0; i < nm; i++) {
+            const char *p = dt_json_str(sp, base_name(mats[i]), NULL);
+            if (p != NULL && dt_streq(p, part)) {
+                mats[kept++] = mats[i];
+                continue;
+            }
+            if (p == NULL && unlisted++ < 5)
+                fprintf(stderr, "ditto bench: %s is not in %s: left out of --part %s\n",
+                        base_name(mats[i]), split, part);
+            free(mats[i]);
+        }
+        cJSON_Delete(sp);
+        nm = kept;
+        if (nm == 0) {
+            free(mats);
+            return cli_usage_error("bench", "--part %s: no matrix of %s is in that part", part,
+                                   split);
+        }
+        printf("part %s of %s: %d matrices\n", part, split, nm);
     }
     /* The HBM subset. */
     int *hbm = dt_xcalloc((size_t)nm, sizeof *hbm);
