@@ -2,7 +2,8 @@
 # skew-safe-check.sh -- `ditto tune --dry-run --strategies 3` on every matrix of the given
 # folders (their *.mtx and dlmc/*.smtx), for every op the bench runs, at original size and
 # replicated to HBM size: one TSV line per case naming the strategy safe for skewed rows
-# among the candidates (or NONE), then a count. Exit 1 when any case has none.
+# among the candidates (NONE, or ERROR with ditto's message), then a count. Exit 1 when any
+# case has none. Each case profiles its matrix anew: about 3 s a case at 32M nonzeros.
 #   scripts/skew-safe-check.sh [--hbm-nnz 32M] DIR... > out.tsv
 set -u
 DITTO=${DITTO:-./ditto}
@@ -27,7 +28,14 @@ for dir in "$@"; do
         out=$("$DITTO" tune "$tmp/spec.json" --dry-run --strategies 3 --variants 1 2>&1)
         n=$(printf '%s\n' "$out" | sed -n '1s/.*: \([0-9]*\) strateg.*/\1/p')
         safe=$(printf '%s\n' "$out" | sed -n 's/^safe for skewed rows: \([^ ]*\) (place \([0-9]*\))$/\1\t\2/p')
-        [ -n "$safe" ] || { safe=$(printf 'NONE\t-'); missing=$((missing + 1)); }
+        if [ -z "$n" ]; then
+          # ditto failed: say why rather than count it as a ranking without one
+          safe=$(printf 'ERROR\t%s' "$(printf '%s\n' "$out" | head -1)")
+          missing=$((missing + 1))
+        elif [ -z "$safe" ]; then
+          safe=$(printf 'NONE\t-')
+          missing=$((missing + 1))
+        fi
         cases=$((cases + 1))
         printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "${m#"$dir"/}" "$size" "$1" "$2" "$3" "${n:-?}" "$safe"
       done
