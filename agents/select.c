@@ -114,7 +114,7 @@ void ag_ensure_skew_safe(cJSON *cands, const cJSON *report, sp_op op, int within
         at++;
     }
     if (best == NULL || first_safe < within)
-        return; /* none to offer, or one is already in place */
+        return;          /* none to offer, or one is already in place */
     int to = within - 1; /* best_at >= within: the list is longer than that */
     move_item(cands, best_at, to);
     cJSON *moved = cJSON_GetArrayItem(cands, to);

@@ -79,10 +79,18 @@ static const struct sfeat {
     const char *name;
     xform t;
 } sfeats[] = {
-    {"rows", T_LOG10},          {"nnz", T_LOG10},           {"row_mean", T_LOG10},
-    {"row_cv", T_LOG1P},        {"row_max_over_mean", T_LOG1P}, {"row_gini", T_RAW},
-    {"empty_rows_frac", T_RAW}, {"bandwidth_frac", T_RAW},  {"block_fill_4", T_RAW},
-    {"block_fill_16", T_RAW},   {"x_lines_per_nnz", T_RAW}, {"aspect", T_LOG10},
+    {"rows", T_LOG10},
+    {"nnz", T_LOG10},
+    {"row_mean", T_LOG10},
+    {"row_cv", T_LOG1P},
+    {"row_max_over_mean", T_LOG1P},
+    {"row_gini", T_RAW},
+    {"empty_rows_frac", T_RAW},
+    {"bandwidth_frac", T_RAW},
+    {"block_fill_4", T_RAW},
+    {"block_fill_16", T_RAW},
+    {"x_lines_per_nnz", T_RAW},
+    {"aspect", T_LOG10},
 };
 #define NFEAT ((int)DT_ARRAY_LEN(sfeats))
 
@@ -170,7 +178,7 @@ static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x)
     const cJSON *cases = cJSON_GetObjectItem(model, "cases");
     int k = (int)dt_json_num(model, "k", 3);
     if (cJSON_GetArraySize(fs) != NFEAT || k < 1)
-        return NULL; /* fitted over other features: not comparable */
+        return NULL;     /* fitted over other features: not comparable */
     double scale[NFEAT]; /* distances need the scales only (the means cancel) */
     for (int i = 0; i < NFEAT; i++) {
         const cJSON *f = cJSON_GetArrayItem(fs, i);
@@ -225,11 +233,10 @@ static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x)
     cJSON *ranked = dt_json_arr();
     for (;;) {
         const cJSON *best = NULL, *v;
-        cJSON_ArrayForEach(v, votes)
-            if (v->valuedouble >= 0 &&
-                (best == NULL || v->valuedouble > best->valuedouble ||
-                 (v->valuedouble == best->valuedouble && strcmp(v->string, best->string) < 0)))
-                best = v;
+        cJSON_ArrayForEach(v, votes) if (v->valuedouble >= 0 &&
+                                         (best == NULL || v->valuedouble > best->valuedouble ||
+                                          (v->valuedouble == best->valuedouble &&
+                                           strcmp(v->string, best->string) < 0))) best = v;
         if (best == NULL)
             break;
         cJSON *o = dt_json_obj();
@@ -289,8 +296,7 @@ void ag_selector_apply(cJSON *cands, const cJSON *report, const sp_spec *spec)
     free(text);
     if (model == NULL) {
         if (len > 0)
-            dt_debug("selector %s: not read (over %d bytes or not JSON)", path,
-                     SELECTOR_MAX_BYTES);
+            dt_debug("selector %s: not read (over %d bytes or not JSON)", path, SELECTOR_MAX_BYTES);
         free(path);
         return;
     }
@@ -308,9 +314,11 @@ void ag_selector_apply(cJSON *cands, const cJSON *report, const sp_spec *spec)
             double add = SELECTOR_SCORE * dt_json_num(v, "share", 0);
             cJSON_SetNumberValue(cJSON_GetObjectItem(c, "score"), dt_json_num(c, "score", 0) + add);
             dt_buf t = DT_BUF_INIT;
-            dt_buf_printf(&t, "fitted selector (%s, %s): %.0f%% of the votes of the nearest fitted "
-                              "cases:",
-                          path, dt_json_str(cJSON_GetObjectItem(model, "provenance"), "summary", ""),
+            dt_buf_printf(&t,
+                          "fitted selector (%s, %s): %.0f%% of the votes of the nearest fitted "
+                          "cases:",
+                          path,
+                          dt_json_str(cJSON_GetObjectItem(model, "provenance"), "summary", ""),
                           100.0 * dt_json_num(v, "share", 0));
             const cJSON *nbr;
             int i = 0;
@@ -350,7 +358,7 @@ void ag_selector_apply(cJSON *cands, const cJSON *report, const sp_spec *spec)
 
 /* ---- fitting -------------------------------------------------------------------------- */
 
-#define CSV_MAX_BYTES (64 << 20)
+#define CSV_MAX_BYTES  (64 << 20)
 #define CSV_MAX_FIELDS 32
 
 /* One case of a bench CSV. */
@@ -579,8 +587,8 @@ static void features_of_all(fcase *cs, int n, const char *const *dirs, int ndirs
             dt_buf_printf(log, "%s (%s %s): not found in the matrix folders: left out\n",
                           cs[i].matrix, cs[i].regime, cs[i].op);
         else if (compute_x(&cs[i], src, &e) != 0)
-            dt_buf_printf(log, "%s (%s %s): %s: left out\n", cs[i].matrix, cs[i].regime,
-                          cs[i].op, e.msg);
+            dt_buf_printf(log, "%s (%s %s): %s: left out\n", cs[i].matrix, cs[i].regime, cs[i].op,
+                          e.msg);
         free(src);
     }
 }
@@ -599,8 +607,7 @@ static const char *report_ops[] = {"spmv-fp32", "spmv-fp64", "spmm-n32",
 /* The held-out report: for each validate case, the selector's first
  * strategy against the measured winner, and that strategy's measured
  * speedup where the CSV's strategies column has it. */
-static void validation_report(const cJSON *model, fcase *cs, int n, const char *vpart,
-                              dt_buf *md)
+static void validation_report(const cJSON *model, fcase *cs, int n, const char *vpart, dt_buf *md)
 {
     dt_buf_printf(md,
                   "| op | regime | validate cases | selector's pick = winner | geomean of the "
@@ -619,21 +626,20 @@ static void validation_report(const cJSON *model, fcase *cs, int n, const char *
                     !dt_streq(c->regime, reg) || c->speedup <= 0)
                     continue;
                 cJSON *pred = predict_x(model, c->op, c->x);
-                const char *p = dt_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(pred, "votes"), 0),
-                                            "strategy", "-");
+                const char *p = dt_json_str(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(pred, "votes"), 0), "strategy", "-");
                 cnt++;
                 agree += dt_streq(p, c->winner);
                 slower += c->slower;
                 win[cnt - 1] = c->speedup;
-                double ps = dt_streq(p, c->winner) ? c->speedup
-                                                    : dt_json_num(c->strategies, p, 0);
+                double ps = dt_streq(p, c->winner) ? c->speedup : dt_json_num(c->strategies, p, 0);
                 if (ps > 0)
                     pick[picked++] = ps;
                 char pst[32] = "(not tuned in that case)";
                 if (ps > 0)
                     snprintf(pst, sizeof pst, "%.2fx", ps);
-                dt_buf_printf(&rows, "| %s | %s | %s | %s %.2fx | %s %s |\n", c->matrix, reg,
-                              c->op, c->winner, c->speedup, p, pst);
+                dt_buf_printf(&rows, "| %s | %s | %s | %s %.2fx | %s %s |\n", c->matrix, reg, c->op,
+                              c->winner, c->speedup, p, pst);
                 cJSON_Delete(pred);
             }
             if (cnt > 0)
@@ -699,17 +705,19 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
         }
     }
     if (nf == 0) {
-        dt_err_set(e, "no verified case of the '%s' part in %d CSV file%s (%d cases read): "
-                      "nothing to fit",
+        dt_err_set(e,
+                   "no verified case of the '%s' part in %d CSV file%s (%d cases read): "
+                   "nothing to fit",
                    o->fit_part, o->ncsv, o->ncsv == 1 ? "" : "s", n);
         goto done;
     }
     model = dt_json_obj();
     dt_json_set_str(model, "kind", "selector");
-    dt_json_set_str(model, "method", "k nearest neighbours over PatternReport features, "
-                                     "standardised over the fitted cases; each neighbour votes "
-                                     "for the strategy that won its case, weighed by 1 / "
-                                     "(distance + 0.25)");
+    dt_json_set_str(model, "method",
+                    "k nearest neighbours over PatternReport features, "
+                    "standardised over the fitted cases; each neighbour votes "
+                    "for the strategy that won its case, weighed by 1 / "
+                    "(distance + 0.25)");
     dt_json_set_int(model, "k", o->k > 0 ? o->k : 3);
     cJSON *fs = dt_json_arr();
     for (int k = 0; k < NFEAT; k++) {
@@ -751,8 +759,8 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
                       dt_streq(cs[j].matrix, cs[i].matrix));
         matrices += first;
     }
-    snprintf(summary, sizeof summary, "fitted on %d cases of %d matrices, the '%s' part of %s",
-             nf, matrices, o->fit_part, o->split);
+    snprintf(summary, sizeof summary, "fitted on %d cases of %d matrices, the '%s' part of %s", nf,
+             matrices, o->fit_part, o->split);
     dt_json_set_str(pv, "summary", summary);
     dt_json_set_str(pv, "command", o->command ? o->command : "");
     dt_json_set_take(pv, "inputs", inputs);
@@ -773,8 +781,8 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
                       "the '%s' part: the strategy the selector ranks first against the one "
                       "that won when the bench tuned the planner's candidates, and the pick's "
                       "own measured speedup where that case tuned it.\n\n",
-                      o->fit_part, o->validate_part, o->command ? o->command : "ditto kb fit",
-                      date, dt_json_str(model, "method", ""), summary, o->validate_part);
+                      o->fit_part, o->validate_part, o->command ? o->command : "ditto kb fit", date,
+                      dt_json_str(model, "method", ""), summary, o->validate_part);
         validation_report(model, cs, n, o->validate_part, report);
     }
 done:

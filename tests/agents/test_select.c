@@ -80,8 +80,8 @@ Test(select, a_ranking_with_a_safe_strategy_in_place_should_be_left_alone)
     ag_ensure_skew_safe(c, rep, SP_SPMM, 3);
     cr_expect_str_eq(strategy_at(c, 1), "csr-split-spmm");
     cr_expect(dt_json_bool(cJSON_GetArrayItem(c, 1), "skew_safe", 0));
-    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(c, 1), "rationale")),
-                 0, "a rationale was added to %s", before);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(c, 1), "rationale")), 0,
+                 "a rationale was added to %s", before);
     free(before);
     cJSON_Delete(c);
     cJSON_Delete(rep);
@@ -118,7 +118,7 @@ static const struct {
     sp_op op;
     sp_dtype t;
     int n;
-} ops[] = {{SP_SPMV, SP_FP32, 1},   {SP_SPMV, SP_FP64, 1},    {SP_SPMM, SP_FP32, 32},
+} ops[] = {{SP_SPMV, SP_FP32, 1},   {SP_SPMV, SP_FP64, 1},   {SP_SPMM, SP_FP32, 32},
            {SP_SPMM, SP_FP32, 128}, {SP_SDDMM, SP_FP32, 32}, {SP_SDDMM, SP_FP32, 128}};
 
 /* Every op's ranking, cut to 1, 2 and 3 as `ditto bench --strategies N`

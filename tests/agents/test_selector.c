@@ -51,8 +51,9 @@ static void row(dt_buf *b, const char *m, const char *op, const char *win, doubl
                 const char *strats)
 {
     /* generator specs hold commas: quoted, as the bench writes them */
-    dt_buf_printf(b, "orig,%s%s%s,%s,0,verified,%s,{},1.000,CSR_ALG1,1.000,%.4f,1.0,1.0,0.0,0.0,"
-                     "graph,2.5,%d,%s\n",
+    dt_buf_printf(b,
+                  "orig,%s%s%s,%s,0,verified,%s,{},1.000,CSR_ALG1,1.000,%.4f,1.0,1.0,0.0,0.0,"
+                  "graph,2.5,%d,%s\n",
                   strchr(m, ',') ? "\"" : "", m, strchr(m, ',') ? "\"" : "", op, win, sp, sp < 1,
                   strats);
 }
@@ -79,10 +80,17 @@ static char *synthetic(const char *dir, char **split)
     dt_buf_puts(&b, "orig," GRID("2500") ",spmv-fp32,0,failed,,,,,,,,,,,,3.0,,\n");
     row(&b, GRID("900"), "spmv-fp32", "csr-vector", 1.2, "");
     char *csv = tu_write(dir, "bench.csv", dt_buf_str(&b));
+    dt_buf_reset(&b);
+    static const char *const parts[][2] = {
+        {ARROW("4000"), "fit"}, {ARROW("5000"), "fit"},      {ARROW("6000"), "fit"},
+        {GRID("3600"), "fit"},  {GRID("4900"), "fit"},       {GRID("6400"), "fit"},
+        {GRID("2500"), "fit"},  {ARROW("4500"), "validate"}, {GRID("4400"), "validate"},
+    };
+    dt_buf_puts(&b, "name\tpart\tfolder\n");
+    for (size_t i = 0; i < DT_ARRAY_LEN(parts); i++)
+        dt_buf_printf(&b, "%s\t%s\tg\n", parts[i][0], parts[i][1]);
+    *split = tu_write(dir, "split.tsv", dt_buf_str(&b));
     dt_buf_free(&b);
-    *split = tu_write(dir, "split.tsv",
-                      "name\tpart\tfolder\n" ARROW("4000") "\tfit\tg\n" ARROW(
-                          "5000") "\tfit\tg\n" ARROW("6000") "\tfit\tg\n" GRID("3600") "\tfit\tg\n" GRID("4900") "\tfit\tg\n" GRID("6400") "\tfit\tg\n" ARROW("4500") "\tvalidate\tg\n" GRID("4400") "\tvalidate\tg\n" GRID("2500") "\tfit\tg\n");
     return csv;
 }
 
@@ -145,10 +153,10 @@ Test(selector, fitting_should_keep_the_fit_part_and_report_on_the_validate_part,
     const char *r = dt_buf_str(&md);
     cr_expect(strstr(r, "| spmv-fp32 | orig | 2 | 1 (50%) | 1.09x | 1.12x (2) | 1 |"), "%s", r);
     cr_expect(strstr(r, "| " ARROW("4500") " | orig | spmv-fp32 | merge-path 1.33x | merge-path "
-                        "1.33x |"),
+                                           "1.33x |"),
               "%s", r);
     cr_expect(strstr(r, "| " GRID("4400") " | orig | spmv-fp32 | merge-path 0.90x | csr-vector "
-                        "0.95x |"),
+                                          "0.95x |"),
               "%s", r);
 
     /* prediction on an unseen arrow: merge-path, its neighbours arrows */
@@ -178,8 +186,9 @@ Test(selector, fitting_should_keep_the_fit_part_and_report_on_the_validate_part,
 static const cJSON *first_with(const cJSON *ranked, const char *rule)
 {
     const cJSON *c, *w;
-    cJSON_ArrayForEach(c, ranked) cJSON_ArrayForEach(w, cJSON_GetObjectItem(c, "rationale")) if (
-        dt_streq(dt_json_str(w, "rule", ""), rule)) return c;
+    cJSON_ArrayForEach(c, ranked) cJSON_ArrayForEach(
+        w, cJSON_GetObjectItem(c, "rationale")) if (dt_streq(dt_json_str(w, "rule", ""),
+                                                             rule)) return c;
     return NULL;
 }
 
