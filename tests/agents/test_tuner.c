@@ -538,7 +538,8 @@ static cJSON *ranked_cand(const cJSON *ranked, const char *strategy)
  * to widen to, through one fake worker whose cuSPARSE takes base_us
  * (FAKE_TUNE_BASELINE_US) and whose csr-split-spmm variants take 0.25 us
  * when fast_split. Returns the result; caller frees. */
-static cJSON *tune_widening(const char *base_us, int fast_split, cJSON **lines)
+static cJSON *tune_widening_in(const char *base_us, int fast_split, double budget_s,
+                               cJSON **lines)
 {
     setenv("FAKE_TUNE_BASELINE_US", base_us, 1);
     if (fast_split)
@@ -579,7 +580,7 @@ static cJSON *tune_widening(const char *base_us, int fast_split, cJSON **lines)
                       .more = more,
                       .budget_variants = 2,
                       .refine = -1,
-                      .budget_s = 60,
+                      .budget_s = budget_s,
                       .use_cache = 0,
                       .progress = tune_collect,
                       .done = tune_done,
@@ -603,6 +604,11 @@ static cJSON *tune_widening(const char *base_us, int fast_split, cJSON **lines)
     sp_csr_free(a);
     sp_spec_clear(&spec);
     return w.result;
+}
+
+static cJSON *tune_widening(const char *base_us, int fast_split, cJSON **lines)
+{
+    return tune_widening_in(base_us, fast_split, 60, lines);
 }
 
 static int has_line(const cJSON *lines, const char *needle)
@@ -669,6 +675,20 @@ Test(tuner, quick_timings_that_beat_cusparse_should_not_widen, .timeout = 120)
     cr_expect_null(cJSON_GetObjectItem(res, "widened"));
     cr_expect_eq(dt_json_num(cJSON_GetObjectItem(res, "quick_baseline"), "us", 0), 100);
     cr_expect(!dt_json_bool(res, "cusparse_faster", 1));
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
+}
+
+/* Widening happens within the quick stage's half of the budget: with a
+ * budget spent before the first timing comes back, losing to cuSPARSE adds
+ * nothing. */
+Test(tuner, widening_should_stay_within_the_time_budget, .timeout = 120)
+{
+    cJSON *lines = NULL;
+    cJSON *res = tune_widening_in("0.5", 0, 0.001, &lines);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "strategies")), 1);
+    cr_expect_null(cJSON_GetObjectItem(res, "widened"));
+    cr_expect(has_line(lines, "time budget:"));
     cJSON_Delete(res);
     cJSON_Delete(lines);
 }
