@@ -171,8 +171,9 @@ static int cmp_nb(const void *a, const void *b)
     return strcmp(dt_json_str(x->c, "matrix", ""), dt_json_str(y->c, "matrix", ""));
 }
 
-/* The prediction for a transformed feature vector x. */
-static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x)
+/* The prediction for a transformed feature vector x, leaving out the
+ * fitted cases of matrix `skip` (NULL: none). */
+static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x, const char *skip)
 {
     const cJSON *fs = cJSON_GetObjectItem(model, "features");
     const cJSON *cases = cJSON_GetObjectItem(model, "cases");
@@ -191,7 +192,8 @@ static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x)
     const cJSON *c;
     cJSON_ArrayForEach(c, cases)
     {
-        if (!dt_streq(dt_json_str(c, "op", ""), opkey))
+        if (!dt_streq(dt_json_str(c, "op", ""), opkey) ||
+            (skip != NULL && dt_streq(dt_json_str(c, "matrix", ""), skip)))
             continue;
         const cJSON *cx = cJSON_GetObjectItem(c, "x");
         if (cJSON_GetArraySize(cx) != NFEAT)
@@ -256,7 +258,7 @@ cJSON *ag_selector_predict(const cJSON *model, const char *opkey, const cJSON *f
 {
     double x[NFEAT];
     feature_vector(features, x);
-    return predict_x(model, opkey, x);
+    return predict_x(model, opkey, x, NULL);
 }
 
 /* ---- the planner's use ---------------------------------------------------------------- */
@@ -625,7 +627,7 @@ static void validation_report(const cJSON *model, fcase *cs, int n, const char *
                 if (!c->have_x || !dt_streq(c->part, vpart) || !dt_streq(c->op, report_ops[o]) ||
                     !dt_streq(c->regime, reg) || c->speedup <= 0)
                     continue;
-                cJSON *pred = predict_x(model, c->op, c->x);
+                cJSON *pred = predict_x(model, c->op, c->x, NULL);
                 const char *p = dt_json_str(
                     cJSON_GetArrayItem(cJSON_GetObjectItem(pred, "votes"), 0), "strategy", "-");
                 cnt++;
@@ -654,6 +656,31 @@ static void validation_report(const cJSON *model, fcase *cs, int n, const char *
                     "selector's pick |\n|---|---|---|---|---|\n");
     dt_buf_puts(md, dt_buf_str(&rows));
     dt_buf_free(&rows);
+}
+
+/* On the fit part itself, each matrix predicted from the others' cases
+ * (leave one matrix out): how often the pick is the winner, per op. */
+static void leave_one_out(const cJSON *model, const fcase *cs, int n, const char *fpart, dt_buf *md)
+{
+    dt_buf_printf(md, "\n### The fit part, each matrix left out of its own prediction\n\n"
+                      "| op | fit cases | pick = winner |\n|---|---|---|\n");
+    for (size_t o = 0; o < DT_ARRAY_LEN(report_ops); o++) {
+        int cnt = 0, agree = 0;
+        for (int i = 0; i < n; i++) {
+            const fcase *c = &cs[i];
+            if (!c->have_x || !dt_streq(c->part, fpart) || !dt_streq(c->op, report_ops[o]))
+                continue;
+            cJSON *pred = predict_x(model, c->op, c->x, c->matrix);
+            const char *p = dt_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(pred, "votes"), 0),
+                                        "strategy", "");
+            cnt++;
+            agree += dt_streq(p, c->winner);
+            cJSON_Delete(pred);
+        }
+        if (cnt > 0)
+            dt_buf_printf(md, "| %s | %d | %d (%.0f%%) |\n", report_ops[o], cnt, agree,
+                          100.0 * agree / cnt);
+    }
 }
 
 cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err *e)
@@ -784,6 +811,7 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
                       o->fit_part, o->validate_part, o->command ? o->command : "ditto kb fit", date,
                       dt_json_str(model, "method", ""), summary, o->validate_part);
         validation_report(model, cs, n, o->validate_part, report);
+        leave_one_out(model, cs, n, o->fit_part, report);
     }
 done:
     for (int i = 0; i < n; i++)

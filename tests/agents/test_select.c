@@ -162,7 +162,7 @@ static void every_cut_should_hold_a_safe_strategy(const char *source)
     sp_csr_free(a);
 }
 
-Test(select, arrowhead_and_power_law_rankings_should_always_hold_a_safe_strategy, .timeout = 300)
+Test(select, arrowhead_and_power_law_rankings_should_always_hold_a_safe_strategy, .timeout = 120)
 {
     static const char *sources[] = {
         "gen:arrow:rows=20000,nnz=200000,hubs=2",

@@ -155,6 +155,8 @@ Test(selector, fitting_should_keep_the_fit_part_and_report_on_the_validate_part,
     cr_expect(strstr(r, "| " ARROW("4500") " | orig | spmv-fp32 | merge-path 1.33x | merge-path "
                                            "1.33x |"),
               "%s", r);
+    /* each fit matrix predicted from the other five: its own kind wins */
+    cr_expect(strstr(r, "| spmv-fp32 | 6 | 6 (100%) |"), "%s", r);
     cr_expect(strstr(r, "| " GRID("4400") " | orig | spmv-fp32 | merge-path 0.90x | csr-vector "
                                           "0.95x |"),
               "%s", r);
