@@ -652,6 +652,11 @@ static void validation_report(const cJSON *model, fcase *cs, int n, const char *
             free(pick);
         }
     }
+    if (rows.len == 0)
+        dt_buf_printf(md,
+                      "\nNo verified case of the '%s' part is in the CSVs given: measure it "
+                      "(`ditto bench --part %s ...`) and give its CSV too.\n",
+                      vpart, vpart);
     dt_buf_puts(md, "\n### Every validate case\n\n| matrix | regime | op | measured winner | "
                     "selector's pick |\n|---|---|---|---|---|\n");
     dt_buf_puts(md, dt_buf_str(&rows));
