@@ -67,7 +67,7 @@ struct ag_tuner {
     char base_alg[64];
     cJSON *more;    /* owned copy of o.more */
     int more_next;
-    cJSON *widened; /* [{after_us, cusparse, cusparse_us, added: [...]}] */
+    cJSON *widened; /* [{fastest_us, cusparse, cusparse_us, added: [...]}] */
 };
 
 static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
