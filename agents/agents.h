@@ -170,6 +170,78 @@ cJSON *ag_features(const cJSON *report, const sp_spec *spec);
  *  rationale [{rule, text, score}]}, best first. */
 cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *cc, void *kb,
                          dt_err *e);
+/* (agents/select.c) Whether a strategy is safe for skewed rows on the
+ * matrix of `report` (its PatternReport JSON): its work per thread does not
+ * grow with the longest row (merge-path, seg16 where its tile holds the
+ * longest row, csr-adaptive, csr-split-spmm, csr-nnz-sddmm, coo-sddmm);
+ * why, when not NULL, gets a static line saying how. */
+int ag_skew_safe(sp_op op, const char *strategy, const cJSON *report, const char **why);
+/* Mark every candidate of a ranking {skew_safe: bool} and, when none of the
+ * first `within` is safe, move the best-scored safe one (ties to merge-path,
+ * seg16, csr-adaptive order) to place `within` with a rationale line
+ * (rule "planner.skew-safe"). ag_rank_templates does this with within =
+ * AG_SKEW_SAFE_WITHIN. This can't fail. */
+#define AG_SKEW_SAFE_WITHIN 3
+void ag_ensure_skew_safe(cJSON *cands, const cJSON *report, sp_op op, int within);
+/* Cut a marked ranking to its first n, except that when none of those is
+ * skew-safe the first safe one after them is kept as an (n + 1)th. */
+void ag_candidates_cut(cJSON *cands, int n);
+
+/* ---- the fitted selector (agents/selector.c) ---------------------------------
+ *
+ * A strategy selector fitted from `ditto bench` CSVs on one part of a
+ * corpus and reported on another: k nearest neighbours over PatternReport
+ * features (ag_features' rows, nnz, row_mean, row_cv, row_max_over_mean,
+ * row_gini, empty_rows_frac, bandwidth_frac, block_fill_4, block_fill_16,
+ * x_lines_per_nnz and cols / rows), each fitted case voting for the
+ * strategy that won it. */
+
+/* The corpus split's rule for a matrix outside the development folders:
+ * 1 (validate) when FNV-1a 64 of its name without the extension is even. */
+int ag_split_validates(const char *name);
+/* A split file (NAME<tab>PART<tab>FOLDER lines, # comments) as {NAME:
+ * PART}; NULL with e set ("FILE:LINE: ...") when unreadable or malformed. */
+cJSON *ag_split_read(const char *path, dt_err *e);
+/* The bench's op name ("spmm-n32") into spec's op, dtype and n; -1 when
+ * it names none. */
+int ag_selector_op_parse(const char *key, sp_spec *spec);
+
+typedef struct ag_fit_opts {
+    const char *const *csv;  /* bench CSVs */
+    int ncsv;
+    const char *split;       /* the split file */
+    const char *fit_part;    /* "fit" */
+    const char *validate_part; /* "validate" */
+    const char *const *dirs; /* folders to find the CSVs' matrices in */
+    int ndirs;
+    const char *command;     /* for the provenance */
+    int k;                   /* neighbours (default 3) */
+} ag_fit_opts;
+
+/* Fit on the verified cases of the fit part; report (markdown, may be
+ * NULL) gets the validation on the validate part, log one line per case
+ * left out and why. Returns the model (caller frees): {kind "selector",
+ * method, k, features [{name, transform, mean, scale}], cases [{op,
+ * matrix, regime, winner, speedup, x, strategies}], provenance {summary,
+ * command, inputs [{file, fnv1a64, verified_cases}], split, fit_part,
+ * validate_part, fitted_at}}; NULL with e set when a CSV or the split
+ * cannot be read or the fit part has no case. */
+cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err *e);
+/* The votes of the nearest fitted cases of op `opkey` for a problem of
+ * ag_features' `features`: {votes [{strategy, share}] largest first,
+ * neighbours [{matrix, regime, winner, speedup, distance}]}, or NULL when
+ * the model has no case of that op. Caller frees. */
+cJSON *ag_selector_predict(const cJSON *model, const char *opkey, const cJSON *features);
+/* Where the planner reads the selector: $DITTO_SELECTOR ("none": no
+ * selector), else knowledge/selector/model.json in the share folder. Caller
+ * frees; NULL for none. */
+char *ag_selector_path(void);
+/* When a selector is there: add 100 x its vote share to the score of each
+ * strategy the nearest fitted cases won with (rationale rule
+ * "selector.knn", naming them) and re-rank. ag_rank_templates calls it
+ * before ag_ensure_skew_safe. A missing or unreadable selector changes
+ * nothing. */
+void ag_selector_apply(cJSON *cands, const cJSON *report, const sp_spec *spec);
 
 /* Static rule checks on a kernel source; an array of findings
  * {id, severity, line, message, explanation} (caller frees). contract: the
@@ -207,7 +279,10 @@ typedef void ag_tune_progress_fn(const char *line, void *ud);
 /* result (taken): {strategies: [{strategy, template, variants: [...],
  * best: {params, us, gbps, gflops, speedup, verified, source}} ...],
  * best: {strategy, template, params, us, speedup, gbps, method, baseline,
- * source}, seconds, cached} */
+ * source}, seconds, cached, quick_baseline {alg, us} (when widening was
+ * possible), widened [{fastest_us, cusparse, cusparse_us, added: [names]}],
+ * cusparse_faster (when best has a speedup), use {library "cusparse", alg,
+ * us, kernel_us, speedup} (only when cuSPARSE is faster: what to call)} */
 typedef void ag_tune_done_fn(cJSON *result, void *ud);
 
 typedef struct ag_tune_opts {
@@ -223,6 +298,11 @@ typedef struct ag_tune_opts {
     int max_finalists;         /* per strategy (0: a third of the variants, at least 2) */
     int refine;                /* points per strategy and refinement round (0: half the
                                 * budget, at least 2; < 0: no refinement) */
+    const cJSON *more;         /* the ranking's next candidates, in order (copied; NULL:
+                                * none): when every quick timing is slower than cuSPARSE's
+                                * (timed with the first quick timing), `widen` of them at a
+                                * time are added and timed, while half of budget_s lasts */
+    int widen;                 /* strategies added per widening (default 2) */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;

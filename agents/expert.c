@@ -226,6 +226,8 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
     for (int i = 0; i < nc; i++)
         cJSON_AddItemToArray(out, cands[i]);
     free(cands);
+    ag_selector_apply(out, report, spec);
+    ag_ensure_skew_safe(out, report, spec->op, AG_SKEW_SAFE_WITHIN);
     cJSON_Delete(rules);
     cJSON_Delete(features);
     templates_free(ts, nt);

@@ -862,6 +862,13 @@ static void measure_done(ag_run *r, ag_step *s, const cJSON *reply)
             dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
             dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
             dt_json_num(reply, "speedup", 0));
+    double sp = dt_json_num(reply, "speedup", 0);
+    dt_json_set_bool(art, "cusparse_faster", sp > 0 && sp < 1.0);
+    if (sp > 0 && sp < 1.0)
+        ag_text(r, s, "This kernel does not beat cuSPARSE: %s is faster (%.2fx); unless tuning "
+                      "finds one that does, call cuSPARSE %s.\n",
+                dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"), sp,
+                dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"));
     s->artifact = art;
     cJSON *req = dt_json_obj();
     dt_json_set_str(req, "req", "metrics");
@@ -1140,12 +1147,15 @@ static void advance(ag_run *r, ag_step *s)
         transition(r, AG_TUNE, AG_LEARN, -1, "tuned");
         return;
     case AG_LEARN: {
+        double bsp = dt_json_num(r->best, "speedup", 0);
+        int slower = bsp > 0 && bsp < 1.0;
         if (r->best == NULL)
             finish(r, r->verified_any ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED, "finished");
         else
-            finish(r, AG_EXIT_OK, "a verified kernel: v%d, %.2f us, %.2fx the best cuSPARSE",
+            finish(r, AG_EXIT_OK, "a verified kernel: v%d, %.2f us, %.2fx the best cuSPARSE%s%s",
                    (int)dt_json_num(r->best, "version", 0), dt_json_num(r->best, "us", 0),
-                   dt_json_num(r->best, "speedup", 0));
+                   dt_json_num(r->best, "speedup", 0), slower ? "; cuSPARSE is faster: call " : "",
+                   slower ? dt_json_str(r->best, "baseline", "?") : "");
         return;
     }
     default:

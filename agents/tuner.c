@@ -60,6 +60,14 @@ struct ag_tuner {
     int round_from;   /* the first variant of the latest round (0 before any) */
     char cache_path[4096];
     int cached;
+    /* widening: cuSPARSE's time from the first quick timing (asked only
+     * when there are strategies to widen to), the next of o.more to add */
+    int base_asked;
+    double base_us;
+    char base_alg[64];
+    cJSON *more;    /* owned copy of o.more */
+    int more_next;
+    cJSON *widened; /* [{fastest_us, cusparse, cusparse_us, added: [...]}] */
 };
 
 static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -429,6 +437,7 @@ typedef struct job {
     ag_tuner *t;
     int vi;
     int kind; /* 0 quick, 1 verify, 2 measure, 3 final (with baseline), 4 compile */
+    int base; /* a quick timing that also timed cuSPARSE */
 } job;
 
 static void finish(ag_tuner *t);
@@ -479,7 +488,7 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
     (void)p;
     job *j = ud;
     ag_tuner *t = j->t;
-    int vi = j->vi, kind = j->kind;
+    int vi = j->vi, kind = j->kind, base = j->base;
     free(j);
     if (t->freeing)
         return;
@@ -504,6 +513,15 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
                      gpu_reply_error(reply, buf, sizeof buf));
         }
     } else if (kind == 0) {
+        const cJSON *bl = cJSON_GetObjectItem(reply, "baseline");
+        if (base && dt_json_bool(reply, "ok", 0) && dt_json_num(bl, "us", 0) > 0) {
+            t->base_us = dt_json_num(bl, "us", 0);
+            snprintf(t->base_alg, sizeof t->base_alg, "%s", dt_json_str(bl, "best", "?"));
+            progress(t, "  cuSPARSE %s: %.2f us (quick, the line the ranked strategies must beat)",
+                     t->base_alg, t->base_us);
+        } else if (base) {
+            t->base_asked = 0; /* ask again with the next quick timing */
+        }
         if (dt_json_bool(reply, "ok", 0)) {
             v->quick_us = dt_json_num(reply, "us", 0);
             double us = v->quick_us;
@@ -556,12 +574,17 @@ static void submit(ag_tuner *t, int vi, int kind)
     }
     if (kind == 0 || kind == 2 || kind == 3)
         dt_json_set_bool(r, "fast", 1);
-    if (kind == 0 || kind == 2)
+    /* The first quick timing also times cuSPARSE when there are further
+     * strategies to widen to: the line the quick timings are held to. */
+    int base = kind == 0 && !t->base_asked && t->more_next < cJSON_GetArraySize(t->more);
+    if ((kind == 0 && !base) || kind == 2)
         dt_json_set_bool(r, "baseline", 0);
+    t->base_asked |= base;
     job *j = dt_xmalloc(sizeof *j);
     j->t = t;
     j->vi = vi;
     j->kind = kind;
+    j->base = base;
     t->inflight++;
     /* Timings and verifications go to one worker: two kernels timed at once
      * on one GPU would slow each other. Compiles can go anywhere (they fill
@@ -720,6 +743,67 @@ static int refine(ag_tuner *t)
     return added;
 }
 
+/* When every quick timing is slower than cuSPARSE's, add the next
+ * o.widen strategies of o.more (those not tuned already) with their
+ * variants. Returns the variants added (0: nothing to add). */
+static int widen(ag_tuner *t)
+{
+    double fastest = 0;
+    for (int i = 0; i < t->nv; i++)
+        if (t->v[i].quick_us > 0 && (fastest == 0 || t->v[i].quick_us < fastest))
+            fastest = t->v[i].quick_us;
+    if (t->base_us <= 0 || (fastest > 0 && fastest <= t->base_us))
+        return 0;
+    int per = t->o.widen > 0 ? t->o.widen : 2;
+    int from = t->nv, added = 0;
+    cJSON *names = dt_json_arr();
+    while (added < per && t->more_next < cJSON_GetArraySize(t->more)) {
+        const cJSON *c = cJSON_GetArrayItem(t->more, t->more_next++);
+        int dup = 0;
+        for (int si = 0; si < t->nst; si++)
+            dup |= dt_streq(dt_json_str(t->st[si].cand, "strategy", ""),
+                            dt_json_str(c, "strategy", "?"));
+        if (dup)
+            continue;
+        cJSON *own = cJSON_Duplicate(c, 1);
+        cJSON_AddItemToArray(t->cands, own);
+        t->st = dt_xrealloc(t->st, (size_t)(t->nst + 1) * sizeof *t->st);
+        memset(&t->st[t->nst], 0, sizeof t->st[t->nst]);
+        t->st[t->nst].cand = own;
+        t->st[t->nst].around = -1;
+        dt_err e = {0};
+        enumerate(t, t->nst++, &e);
+        cJSON_AddItemToArray(names, cJSON_CreateString(dt_json_str(c, "strategy", "?")));
+        added++;
+    }
+    if (added == 0) {
+        cJSON_Delete(names);
+        return 0;
+    }
+    char *ns = dt_json_print(names, 0);
+    if (fastest > 0)
+        progress(t, "quick timings: the fastest, %.2f us, loses to cuSPARSE %s at %.2f us: "
+                    "widening the search to %s",
+                 fastest, t->base_alg, t->base_us, ns);
+    else
+        progress(t, "quick timings: no variant ran: widening the search to %s", ns);
+    free(ns);
+    if (t->widened == NULL)
+        t->widened = dt_json_arr();
+    cJSON *w = dt_json_obj();
+    if (fastest > 0)
+        dt_json_set_num(w, "fastest_us", fastest);
+    dt_json_set_str(w, "cusparse", t->base_alg);
+    dt_json_set_num(w, "cusparse_us", t->base_us);
+    dt_json_set_take(w, "added", names);
+    cJSON_AddItemToArray(t->widened, w);
+    t->round_from = from;
+    int active = 0;
+    for (int i = from; i < t->nv; i++)
+        active += !t->v[i].reserve;
+    return active;
+}
+
 static void pump(ag_tuner *t)
 {
     if (t->done)
@@ -755,6 +839,15 @@ static void pump(ag_tuner *t)
         }
         if (untimed > 0)
             progress(t, "time budget: %d of %d variants not timed", untimed, active);
+        /* Losing to cuSPARSE on every quick timing: the next strategies
+         * of the ranking, while the quick stage's half of the budget
+         * lasts, before refining the losers. */
+        if (untimed == 0 && elapsed < 0.5 * t->o.budget_s && widen(t) > 0) {
+            t->next = t->round_from;
+            t->stage = gpu_pool_size(t->o.pool) > 1 ? 0 : 1;
+            pump(t);
+            return;
+        }
         /* Refinement rounds while the time lasts: the new points are
          * compiled (several workers) and timed like the first ones. */
         if (untimed == 0 && t->o.refine > 0 && t->round < REFINE_ROUNDS &&
@@ -858,6 +951,33 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
     return o;
 }
 
+/* Where the fastest verified kernel is slower than the best cuSPARSE
+ * algorithm timed beside it, say so and name the algorithm to call:
+ * res.cusparse_faster and res.use {library, alg, us, kernel_us, speedup}. */
+static void honest_outcome(ag_tuner *t, cJSON *res)
+{
+    const cJSON *b = cJSON_GetObjectItem(res, "best");
+    double sp = dt_json_num(b, "speedup", 0);
+    if (b == NULL || sp <= 0)
+        return;
+    dt_json_set_bool(res, "cusparse_faster", sp < 1.0);
+    if (sp >= 1.0)
+        return;
+    cJSON *u = dt_json_obj();
+    dt_json_set_str(u, "library", "cusparse");
+    dt_json_set_str(u, "alg", dt_json_str(b, "baseline", ""));
+    dt_json_set_num(u, "us", dt_json_num(b, "baseline_us", 0));
+    dt_json_set_num(u, "kernel_us", dt_json_num(b, "us", 0));
+    dt_json_set_num(u, "speedup", sp);
+    dt_json_set_take(res, "use", u);
+    progress(t,
+             "no generated kernel beats cuSPARSE here: the fastest verified one, %s, takes "
+             "%.2f us, %.2fx cuSPARSE %s at %.2f us; call cuSPARSE %s",
+             dt_json_str(b, "strategy", ""), dt_json_num(b, "us", 0), sp,
+             dt_json_str(b, "baseline", ""), dt_json_num(b, "baseline_us", 0),
+             dt_json_str(b, "baseline", ""));
+}
+
 static void finish(ag_tuner *t)
 {
     t->stage = 4;
@@ -906,6 +1026,17 @@ static void finish(ag_tuner *t)
         dt_json_set_str(b, "template", dt_json_str(t->st[best->strategy].cand, "template", ""));
         dt_json_set_take(res, "best", b);
     }
+    if (t->base_us > 0) {
+        cJSON *qb = dt_json_obj();
+        dt_json_set_str(qb, "alg", t->base_alg);
+        dt_json_set_num(qb, "us", t->base_us);
+        dt_json_set_take(res, "quick_baseline", qb);
+    }
+    if (t->widened) {
+        dt_json_set_take(res, "widened", t->widened);
+        t->widened = NULL;
+    }
+    honest_outcome(t, res);
     dt_json_set_num(res, "seconds", dt_now() - t->t0);
     int active = 0;
     for (int i = 0; i < t->nv; i++)
@@ -982,6 +1113,7 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
     if (t->o.budget_s <= 0)
         t->o.budget_s = 120;
     t->cands = cJSON_Duplicate(o->candidates, 1);
+    t->more = cJSON_IsArray(o->more) ? cJSON_Duplicate(o->more, 1) : NULL;
     t->nst = cJSON_GetArraySize(t->cands);
     t->st = dt_xcalloc((size_t)(t->nst ? t->nst : 1), sizeof *t->st);
     int i = 0;
@@ -1046,6 +1178,8 @@ void ag_tuner_free(ag_tuner *t)
     free(t->v);
     free(t->st);
     cJSON_Delete(t->cands);
+    cJSON_Delete(t->widened);
+    cJSON_Delete(t->more);
     free(t);
 }
 
@@ -1076,6 +1210,13 @@ static void tune_done(cJSON *res, void *ud)
                 dt_json_str(b, "strategy", ""), ps, dt_json_num(b, "us", 0),
                 dt_json_num(b, "speedup", 0), dt_json_str(b, "baseline", ""));
         free(ps);
+        const cJSON *u = cJSON_GetObjectItem(res, "use");
+        if (u)
+            ag_text(r, s,
+                    "No generated kernel beats cuSPARSE on this problem: call cuSPARSE %s "
+                    "(%.2f us; the best kernel is %.2fx of it). `ditto export` names the call.\n",
+                    dt_json_str(u, "alg", ""), dt_json_num(u, "us", 0),
+                    dt_json_num(u, "speedup", 0));
     }
     /* The tuned best must beat the untuned best to replace it (adopt()). */
     ag_complete(r, s, res, b != NULL, b ? NULL : "no tuned variant passed verification");
@@ -1118,6 +1259,7 @@ void ag_tune(ag_run *r, ag_step *s)
                       .fingerprint = r->fingerprint,
                       .gpu = r->gpu_name,
                       .candidates = cands,
+                      .more = r->candidates, /* the ranking, to widen to (sname is skipped) */
                       .budget_variants = r->o.tune_budget_variants,
                       .budget_s = r->o.tune_budget_s,
                       .use_cache = 1,

@@ -16,13 +16,18 @@
 #include <time.h>
 
 const char cli_bench_usage[] =
-    "usage: ditto bench [MATRIX...] [--matrices-dir DIR] [--ops LIST] [--regime orig|hbm|both]\n"
+    "usage: ditto bench [MATRIX...] [--matrices-dir DIR]... [--part NAME [--split FILE]]\n"
+    "                   [--ops LIST] [--regime orig|hbm|both]\n"
     "                   [--hbm-matrices N|NAME,NAME...] [--hbm-nnz N] [--strategies N]\n"
     "                   [--variants N] [--refine N] [--finalists N] [--workers N] [--out FILE]\n"
     "                   [--csv FILE] [--section NAME] [--verbose]\n"
     "\n"
     "For every matrix and op, rank the templates with the expert planner, tune the first\n"
-    "--strategies (default 3) with --variants per strategy (default 12), then up to two\n"
+    "--strategies (default 3; plus the first strategy safe for skewed rows when none of\n"
+    "those is, see `ditto tune --help`) with --variants per strategy (default 12); when\n"
+    "every quick timing loses to cuSPARSE (timed with the first one), the next two\n"
+    "strategies of the ranking are added, again while that holds and half of the case's\n"
+    "600 s lasts; then up to two\n"
     "rounds of --refine points (at least one per parameter) around each strategy's fastest\n"
     "(default: half of --variants; 0: none; `ditto tune --help` says how), with --finalists\n"
     "(default 2) re-verified with the full battery, and compare the fastest verified\n"
@@ -35,7 +40,10 @@ const char cli_bench_usage[] =
     "calibrate would) before the first case.\n"
     "\n"
     "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
-    "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
+    "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices; give it again for\n"
+    "more folders: --matrices-dir ../shared/matrices --matrices-dir ../shared/matrices/train2),\n"
+    "with --part only those the split (--split, default knowledge/corpus-split.tsv, `ditto\n"
+    "kb split`) puts in that part (fit, validate). The HBM regime runs\n"
     "on --hbm-matrices: a count (the first N of a representative list, default 8) or\n"
     "comma-separated names, each the end of a matrix's path with or without its extension\n"
     "(crack, dlmc/rn50__magnitude_pruning__0.8__final_dense); a name that matches none is an\n"
@@ -45,7 +53,11 @@ const char cli_bench_usage[] =
     "written between the gpu-bench markers of --out named by --section (default: the\n"
     "regime; docs/PERFORMANCE.md by default), so that a run of one regime, or of a part of\n"
     "the ops under its own --section, leaves the other sections alone; and as CSV (--csv,\n"
-    "default docs/bench-SECTION.csv). --verbose (-v) prints the tuner's lines too: each\n"
+    "default docs/bench-SECTION.csv: a row per case, with tune_s, the case's tuning in\n"
+    "seconds, cusparse_faster, 1 where the best verified kernel is slower than cuSPARSE --\n"
+    "its ratio still counts, and the summary counts such cases -- and strategies, every\n"
+    "tuned strategy's speedup as name=ratio;..., which `ditto kb fit` reads).\n"
+    "--verbose (-v) prints the tuner's lines too: each\n"
     "variant's cheap timing, verification and measurement, with the seconds since the\n"
     "case's tuning began.\n";
 
@@ -81,6 +93,9 @@ typedef struct row {
     char base_alg[32];
     char method[8];
     char why[256];
+    double tune_s;       /* the case's tuning, seconds of wall time */
+    int cusparse_faster; /* verified, but slower than the best cuSPARSE algorithm */
+    char strats[512];    /* every tuned strategy's speedup: "seg16=1.23;merge-path=0.98" */
 } row;
 
 /* A new, zeroed row at the end of *rows. */
@@ -176,20 +191,25 @@ static const char *base_name(const char *p)
 }
 
 static void stats(const row *rows, int n, const char *regime, const char *op, double *geo,
-                  double *mn, double *mx, int *count, int *failed)
+                  double *mn, double *mx, int *count, int *failed, int *slower, double *tune_s)
 {
     double lsum = 0;
     *count = 0;
     *failed = 0;
+    *slower = 0;
+    *tune_s = 0;
     *mn = 1e300;
     *mx = 0;
     for (int i = 0; i < n; i++) {
         if (strcmp(rows[i].regime, regime) != 0 || strcmp(rows[i].op, op) != 0)
             continue;
+        if (*tune_s < rows[i].tune_s)
+            *tune_s = rows[i].tune_s;
         if (!rows[i].ok) {
             (*failed)++;
             continue;
         }
+        *slower += rows[i].cusparse_faster;
         lsum += log(rows[i].speedup);
         (*count)++;
         if (rows[i].speedup < *mn)
@@ -220,22 +240,40 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
     /* CSV */
     dt_buf c = DT_BUF_INIT;
     dt_buf_puts(&c, "regime,matrix,op,nnz,status,strategy,params,us,cusparse_alg,cusparse_us,"
-                    "speedup,gbps,pct_copy_bw,preprocess_us,cusparse_preprocess_us,method\n");
+                    "speedup,gbps,pct_copy_bw,preprocess_us,cusparse_preprocess_us,method,tune_s,"
+                    "cusparse_faster,strategies\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         char params[200];
         snprintf(params, sizeof params, "%s", r->params);
+        /* A generator spec's commas: the name quoted, CSV-style. */
+        char mq[2 * sizeof r->matrix + 3];
+        if (strpbrk(r->matrix, ",\"") != NULL) {
+            size_t w = 0;
+            mq[w++] = '"';
+            for (const char *q = r->matrix; *q; q++) {
+                if (*q == '"')
+                    mq[w++] = '"';
+                mq[w++] = *q;
+            }
+            mq[w++] = '"';
+            mq[w] = '\0';
+        } else {
+            snprintf(mq, sizeof mq, "%s", r->matrix);
+        }
         for (char *p = params; *p; p++)
             if (*p == ',')
                 *p = ';';
         if (r->ok)
-            dt_buf_printf(&c, "%s,%s,%s,%.0f,verified,%s,%s,%.3f,%s,%.3f,%.4f,%.1f,%.1f,%.1f,%.1f,%s\n",
-                          r->regime, r->matrix, r->op, r->nnz, r->strategy, params, r->us,
+            dt_buf_printf(&c,
+                          "%s,%s,%s,%.0f,verified,%s,%s,%.3f,%s,%.3f,%.4f,%.1f,%.1f,%.1f,%.1f,%s,"
+                          "%.1f,%d,%s\n",
+                          r->regime, mq, r->op, r->nnz, r->strategy, params, r->us,
                           r->base_alg, r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us,
-                          r->base_pre_us, r->method);
+                          r->base_pre_us, r->method, r->tune_s, r->cusparse_faster, r->strats);
         else
-            dt_buf_printf(&c, "%s,%s,%s,%.0f,failed,,,,,,,,,,,\n", r->regime, r->matrix, r->op,
-                          r->nnz);
+            dt_buf_printf(&c, "%s,%s,%s,%.0f,failed,,,,,,,,,,,,%.1f,,%s\n", r->regime, mq, r->op,
+                          r->nnz, r->tune_s, r->strats);
     }
     if (dt_write_file_atomic(csv, c.data, c.len, &e) != 0)
         fprintf(stderr, "ditto bench: %s\n", e.msg);
@@ -287,28 +325,34 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                       "neither table.\n\n",
                       n, planned, planned - n);
     dt_buf_puts(&m, "### Summary (speedup over the best cuSPARSE algorithm)\n\n"
-                    "| op | regime | cases | geomean | min | max | failed |\n"
-                    "|---|---|---|---|---|---|---|\n");
+                    "`cuSPARSE faster`: verified cases where no generated kernel beat the best "
+                    "cuSPARSE algorithm (their ratio, below 1, is in the geomean; ditto's "
+                    "result names the cuSPARSE algorithm to call there). `tune s max`: the "
+                    "longest tuning of a case.\n\n"
+                    "| op | regime | cases | geomean | min | max | failed | cuSPARSE faster | "
+                    "tune s max |\n"
+                    "|---|---|---|---|---|---|---|---|---|\n");
     const char *regs[] = {"orig", "hbm"};
     for (size_t o = 0; o < DT_ARRAY_LEN(all_ops); o++)
         for (int g = 0; g < 2; g++) {
-            double geo, mn, mx;
-            int cnt, failed;
-            stats(rows, n, regs[g], all_ops[o].name, &geo, &mn, &mx, &cnt, &failed);
+            double geo, mn, mx, tmax;
+            int cnt, failed, slower;
+            stats(rows, n, regs[g], all_ops[o].name, &geo, &mn, &mx, &cnt, &failed, &slower,
+                  &tmax);
             if (cnt + failed == 0)
                 continue;
-            dt_buf_printf(&m, "| %s | %s | %d | %.2fx | %.2fx | %.2fx | %d |\n", all_ops[o].name,
-                          regs[g], cnt, geo, mn, mx, failed);
+            dt_buf_printf(&m, "| %s | %s | %d | %.2fx | %.2fx | %.2fx | %d | %d | %.1f |\n",
+                          all_ops[o].name, regs[g], cnt, geo, mn, mx, failed, slower, tmax);
         }
     dt_buf_puts(&m, "\n### Every case\n\n"
                     "| regime | matrix | op | nnz | ditto kernel | us | cuSPARSE | us | speedup | "
-                    "GB/s | % copy | preprocess us | payoff calls | method |\n"
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                    "GB/s | % copy | preprocess us | payoff calls | method | tune s |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->ok) {
-            dt_buf_printf(&m, "| %s | %s | %s | %.0f | failed: %s | | | | | | | | | |\n",
-                          r->regime, r->matrix, r->op, r->nnz, r->why);
+            dt_buf_printf(&m, "| %s | %s | %s | %.0f | failed: %s | | | | | | | | | | %.1f |\n",
+                          r->regime, r->matrix, r->op, r->nnz, r->why, r->tune_s);
             continue;
         }
         char payoff[32] = "-";
@@ -316,11 +360,11 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
         if (r->pre_us > 0 && saving > 0)
             snprintf(payoff, sizeof payoff, "%.0f", ceil(r->pre_us / saving));
         dt_buf_printf(&m,
-                      "| %s | %s | %s | %.0f | %s %s | %.2f | %s | %.2f | %.2fx | %.0f | %.0f | "
-                      "%.0f | %s | %s |\n",
+                      "| %s | %s | %s | %.0f | %s %s | %.2f | %s%s | %.2f | %.2fx | %.0f | %.0f | "
+                      "%.0f | %s | %s | %.1f |\n",
                       r->regime, r->matrix, r->op, r->nnz, r->strategy, r->params, r->us,
-                      r->base_alg, r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us,
-                      payoff, r->method);
+                      r->base_alg, r->cusparse_faster ? " (faster: call it)" : "", r->base_us,
+                      r->speedup, r->gbps, r->pct_copy, r->pre_us, payoff, r->method, r->tune_s);
     }
     dt_buf_printf(&m, "%s\n", mend);
     /* splice into the document */
@@ -350,6 +394,27 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
     free(doc);
     dt_buf_free(&d);
     dt_buf_free(&m);
+}
+
+/* Every tuned strategy's speedup as "name=1.23;name=0.98" (0 for one
+ * without a verified result): the CSV's strategies column, which `ditto kb
+ * fit` reads. */
+static void strategy_speedups(const cJSON *res, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    const cJSON *so;
+    cJSON_ArrayForEach(so, cJSON_GetObjectItem(res, "strategies"))
+    {
+        const cJSON *b = cJSON_GetObjectItem(so, "best");
+        int n = snprintf(out + at, len - at, "%s%s=%.4f", at ? ";" : "",
+                         dt_json_str(so, "strategy", "?"), dt_json_num(b, "speedup", 0));
+        if (n < 0 || (size_t)n >= len - at) {
+            out[at] = '\0'; /* the last one did not fit: leave it out whole */
+            return;
+        }
+        at += (size_t)n;
+    }
 }
 
 /* Under each case, how every tuned strategy ended: its best verified
@@ -388,6 +453,8 @@ int cli_bench(int argc, char **argv)
     const char *dir = getenv("DITTO_MATRICES");
     if (dir == NULL || *dir == '\0')
         dir = "../shared/matrices";
+    const char *more_dirs[8], *part = NULL, *split = "knowledge/corpus-split.tsv";
+    int nmore = 0, dir_given = 0;
     const char *ops_arg = NULL, *regime = "both", *hbm_arg = "8", *out = "docs/PERFORMANCE.md",
                *csv = NULL, *section = NULL;
     int strategies = 3, variants = 12, finalists = 2, workers = 1, verbose = 0, refine = -1;
@@ -396,8 +463,21 @@ int cli_bench(int argc, char **argv)
     int nm = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v && strcmp(a, "--matrices-dir") == 0)
-            dir = argv[++i];
+        if (v && strcmp(a, "--matrices-dir") == 0) {
+            /* the first replaces the default, the others add to it */
+            if (!dir_given) {
+                dir = argv[++i];
+                dir_given = 1;
+            } else if (nmore < 8) {
+                more_dirs[nmore++] = argv[++i];
+            } else {
+                free(mats);
+                return cli_usage_error("bench", "--matrices-dir: at most 9 folders");
+            }
+        } else if (v && strcmp(a, "--part") == 0)
+            part = argv[++i];
+        else if (v && strcmp(a, "--split") == 0)
+            split = argv[++i];
         else if (v && strcmp(a, "--ops") == 0)
             ops_arg = argv[++i];
         else if (v && strcmp(a, "--regime") == 0)
@@ -480,14 +560,55 @@ int cli_bench(int argc, char **argv)
     if (nm == 0) {
         free(mats);
         nm = list_matrices(dir, &listed);
+        for (int d = 0; d < nmore; d++) {
+            char **extra = NULL;
+            int ne = list_matrices(more_dirs[d], &extra);
+            listed = dt_xrealloc(listed, (size_t)(nm + ne + 1) * sizeof *listed);
+            for (int i = 0; i < ne; i++)
+                listed[nm++] = extra[i];
+            free(extra);
+        }
         mats = listed;
         if (nm == 0) {
-            fprintf(stderr, "ditto bench: no .mtx or dlmc/*.smtx files in %s (give matrices or "
+            fprintf(stderr, "ditto bench: no .mtx or dlmc/*.smtx files in %s%s (give matrices or "
                             "--matrices-dir)\n",
-                    dir);
+                    dir, nmore ? " and the other --matrices-dir folders" : "");
             free(mats);
             return CLI_FAIL;
         }
+    }
+    if (part != NULL) {
+        /* Only the matrices the split puts in that part; one it does not
+         * list is named and left out. */
+        dt_err se = {0};
+        cJSON *sp = ag_split_read(split, &se);
+        if (sp == NULL) {
+            fprintf(stderr, "ditto bench: --part: %s\n", se.msg);
+            for (int i = 0; i < nm; i++)
+                free(mats[i]);
+            free(mats);
+            return CLI_FAIL;
+        }
+        int kept = 0, unlisted = 0;
+        for (int i = 0; i < nm; i++) {
+            const char *p = dt_json_str(sp, base_name(mats[i]), NULL);
+            if (p != NULL && dt_streq(p, part)) {
+                mats[kept++] = mats[i];
+                continue;
+            }
+            if (p == NULL && unlisted++ < 5)
+                fprintf(stderr, "ditto bench: %s is not in %s: left out of --part %s\n",
+                        base_name(mats[i]), split, part);
+            free(mats[i]);
+        }
+        cJSON_Delete(sp);
+        nm = kept;
+        if (nm == 0) {
+            free(mats);
+            return cli_usage_error("bench", "--part %s: no matrix of %s is in that part", part,
+                                   split);
+        }
+        printf("part %s of %s: %d matrices\n", part, split, nm);
     }
     /* The HBM subset. */
     int *hbm = dt_xcalloc((size_t)nm, sizeof *hbm);
@@ -662,8 +783,10 @@ int cli_bench(int argc, char **argv)
                 r->nnz = dt_json_num(rep, "nnz", 0);
                 cJSON *tuned = NULL; /* the tuner's result, for the per-strategy lines */
                 cJSON *cands = ag_rank_templates(rep, &spec, dt_json_str(dev, "cc", ""), k, &e);
-                while (cands && cJSON_GetArraySize(cands) > strategies)
-                    cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+                /* The ranking past the cut: where the quick timings lose to
+                 * cuSPARSE, the tuner widens to these. */
+                cJSON *more = cJSON_Duplicate(cands, 1);
+                ag_candidates_cut(cands, strategies);
                 if (cands == NULL || cJSON_GetArraySize(cands) == 0) {
                     snprintf(r->why, sizeof r->why, "no template fits");
                 } else {
@@ -674,6 +797,7 @@ int cli_bench(int argc, char **argv)
                                        .fingerprint = dt_json_str(lrep, "fingerprint", ""),
                                        .gpu = dt_json_str(dev, "name", ""),
                                        .candidates = cands,
+                                       .more = more,
                                        .budget_variants = variants,
                                        .refine = refine < 0    ? 0
                                                  : refine == 0 ? -1
@@ -722,16 +846,21 @@ int cli_bench(int argc, char **argv)
                     }
                     tuned = c.res;
                     ag_tuner_free(t);
+                    strategy_speedups(tuned, r->strats, sizeof r->strats);
+                    r->cusparse_faster = r->ok && dt_json_bool(tuned, "cusparse_faster", 0);
                 }
+                r->tune_s = dt_now() - t_case;
                 cJSON_Delete(cands);
+                cJSON_Delete(more);
                 sp_spec_clear(&spec);
                 if (r->ok)
-                    printf("%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx %5.1fs\n",
+                    printf("%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx %5.1fs%s\n",
                            r->regime, r->matrix, r->op, r->nnz, r->strategy, r->us, r->base_alg,
-                           r->base_us, r->speedup, dt_now() - t_case);
+                           r->base_us, r->speedup, r->tune_s,
+                           r->cusparse_faster ? "  cuSPARSE faster: call it" : "");
                 else
                     printf("%-5s %-44.44s %-10s %10.0f FAILED: %s (%.1fs)\n", r->regime,
-                           r->matrix, r->op, r->nnz, r->why, dt_now() - t_case);
+                           r->matrix, r->op, r->nnz, r->why, r->tune_s);
                 if (tuned)
                     print_strategies(tuned);
                 cJSON_Delete(tuned);
@@ -744,16 +873,17 @@ int cli_bench(int argc, char **argv)
             gpu_pool_unload(pool, "m");
         }
     }
-    printf("\n%-10s %-5s %6s %8s %8s %8s %7s\n", "op", "reg", "cases", "geomean", "min", "max",
-           "failed");
+    printf("\n%-10s %-5s %6s %8s %8s %8s %7s %8s %10s\n", "op", "reg", "cases", "geomean", "min",
+           "max", "failed", "cuSPARSE", "tune s max");
     for (int o = 0; o < nops; o++)
         for (int g = 0; g < 2; g++) {
-            double geo, mn, mx;
-            int cnt, failed;
-            stats(rows, nrows, g ? "hbm" : "orig", ops[o]->name, &geo, &mn, &mx, &cnt, &failed);
+            double geo, mn, mx, tmax;
+            int cnt, failed, slower;
+            stats(rows, nrows, g ? "hbm" : "orig", ops[o]->name, &geo, &mn, &mx, &cnt, &failed,
+                  &slower, &tmax);
             if (cnt + failed)
-                printf("%-10s %-5s %6d %7.2fx %7.2fx %7.2fx %7d\n", ops[o]->name,
-                       g ? "hbm" : "orig", cnt, geo, mn, mx, failed);
+                printf("%-10s %-5s %6d %7.2fx %7.2fx %7.2fx %7d %8d %10.1f\n", ops[o]->name,
+                       g ? "hbm" : "orig", cnt, geo, mn, mx, failed, slower, tmax);
         }
     printf("bench: %d cases in %.0f s; wrote %s and %s\n", nrows, dt_now() - t_start, out, csv);
     status = CLI_OK;

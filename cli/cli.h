@@ -81,6 +81,9 @@ extern const char cli_replay_usage[];
 
 /* `ditto kb` (cli/kb.c): review and query the knowledge base. */
 int cli_kb(int argc, char **argv);
+/* `ditto kb split` and `ditto kb fit` (cli/fit.c; argv[0] is the subcommand). */
+int cli_kb_split(int argc, char **argv);
+int cli_kb_fit(int argc, char **argv);
 extern const char cli_kb_usage[];
 
 /* `ditto export` (cli/export.c): a session's best kernel as a standalone kernel.cu, a

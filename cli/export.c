@@ -139,6 +139,36 @@ static void scan_events(const sess_log *log, ex_scan *s)
     }
 }
 
+/* ---- when cuSPARSE is faster ------------------------------------------------------------- */
+
+/* Whether the session found the best cuSPARSE algorithm faster than the
+ * kernel it exports: then the harness and the README name the call to use. */
+#define CUSPARSE_FASTER(b) ((b)->measured && (b)->speedup > 0 && (b)->speedup < 1.0 && (b)->baseline[0])
+
+/* The cuSPARSE generic-API call of algorithm `alg` ("CSR_ALG1", as the
+ * worker and the harness name them) for an op, as C text into o. */
+static void cusparse_call_text(dt_buf *o, sp_op op, sp_dtype t, const char *alg)
+{
+    const char *ct = t == SP_FP64 ? "CUDA_R_64F" : "CUDA_R_32F";
+    if (op == SP_SPMV)
+        dt_buf_printf(o,
+                      "cusparseSpMV(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, x, "
+                      "&beta, y, %s, CUSPARSE_SPMV_%s, buffer);",
+                      ct, alg);
+    else if (op == SP_SPMM)
+        dt_buf_printf(o,
+                      "cusparseSpMM(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, "
+                      "CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, B, &beta, C, %s, "
+                      "CUSPARSE_SPMM_%s, buffer);",
+                      ct, alg);
+    else
+        dt_buf_printf(o,
+                      "cusparseSDDMM(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, "
+                      "CUSPARSE_OPERATION_TRANSPOSE, &alpha, A, Bt, &beta, S, %s, "
+                      "CUSPARSE_SDDMM_ALG_DEFAULT, buffer);",
+                      ct);
+}
+
 /* ---- the kernel to export -------------------------------------------------------------- */
 
 typedef struct ex_best {
@@ -1051,6 +1081,10 @@ static char *harness_file(ex_ctx *x)
     dt_buf_puts(&o, "#define DX_BASELINE ");
     c_string(&o, b->baseline);
     dt_buf_puts(&o, " /* the session's best cuSPARSE algorithm */\n");
+    dt_buf_printf(&o,
+                  "#define DX_USE_CUSPARSE %d /* 1: in the session DX_BASELINE was faster than "
+                  "this kernel: call it (dx_cs_compute makes that call) */\n",
+                  CUSPARSE_FASTER(b));
     dt_buf_puts(&o, "#define DX_SEED 12345ULL /* ditto's verification seed */\n");
     dt_buf_printf(&o, "#define DX_BAKED %d /* the contract bakes matrix constants in */\n",
                   x->ndefines > 0);
@@ -1306,6 +1340,14 @@ static char *readme_file(const ex_ctx *x)
             dt_buf_printf(&o, "| best cuSPARSE algorithm | %s, %.3f us |\n", b->baseline,
                           b->base_us);
         dt_buf_printf(&o, "| speedup | %.2fx |\n", b->speedup);
+        if (CUSPARSE_FASTER(b)) {
+            dt_buf_printf(&o,
+                          "| **use cuSPARSE** | no generated kernel beat cuSPARSE %s here "
+                          "(%.2fx): call it, `",
+                          b->baseline, b->speedup);
+            cusparse_call_text(&o, x->spec.op, x->spec.dtype, b->baseline);
+            dt_buf_puts(&o, "` (the harness's `dx_cs_compute` makes this call) |\n");
+        }
         if (b->gbps > 0)
             dt_buf_printf(&o,
                           "| bandwidth | %.0f GB/s over the minimum bytes (each input read "

@@ -18,6 +18,9 @@ const char cli_kb_usage[] =
     "       ditto kb export [--status S] [--out FILE]\n"
     "       ditto kb retrieve --op OP [--dtype T] [--cc M.m] [--features JSON | --matrix MATRIX]\n"
     "                         [--n N] [--kind K] [--max N] [--json]\n"
+    "       ditto kb split [--dev DIR]... DIR... > knowledge/corpus-split.tsv\n"
+    "       ditto kb fit BENCH.csv... [--split FILE] [--matrices-dir DIR]... [--out FILE]\n"
+    "                    [--report FILE] [--fit-part NAME] [--validate-part NAME] [--k K]\n"
     "\n"
     "The knowledge base holds rules the planner fires, strategies, pitfalls (the static\n"
     "rules for generated CUDA), explanations of compiler errors and hardware facts. Only\n"
@@ -40,6 +43,24 @@ const char cli_kb_usage[] =
     "             --matrix computes the features from a matrix (file or generator); --n\n"
     "             sets the feature n (SpMM N / SDDMM K; 32 with --matrix). --max: at most\n"
     "             N entries (default 10, 0 for all)\n"
+    "  split      the corpus split, as a TSV of name, part, folder: every matrix (*.mtx,\n"
+    "             dlmc/*.smtx) of a --dev folder is fit, any other is validate when FNV-1a\n"
+    "             64 of its name without the extension is even. knowledge/corpus-split.tsv\n"
+    "             is `ditto kb split --dev ../shared/matrices ../shared/matrices/train2`\n"
+    "  fit        fit the planner's selector from `ditto bench` CSVs (docs/bench-*.csv):\n"
+    "             the verified cases whose matrix the split (--split, default\n"
+    "             knowledge/corpus-split.tsv) puts in the fit part (--fit-part, default fit)\n"
+    "             become the k (--k, default 3) nearest-neighbour selector's cases, over the\n"
+    "             PatternReport features of each matrix (found in the --matrices-dir folders,\n"
+    "             default $DITTO_MATRICES or ../shared/matrices, and ../shared/matrices/\n"
+    "             train2; the hbm cases replicated to the CSV's nnz, as the bench did). The\n"
+    "             selector, with its provenance (command, CSV hashes, split, date), goes to\n"
+    "             --out (default knowledge/selector/model.json, where the planner reads it:\n"
+    "             $DITTO_SELECTOR overrides, \"none\" turns it off); the report on the\n"
+    "             validate part (--validate-part, default validate) to --report (default\n"
+    "             docs/selector-validation.md) and stdout, with each fit matrix predicted\n"
+    "             from the others' cases. The planner adds 100 x each\n"
+    "             strategy's vote share to its score, with the neighbours in the rationale\n"
     "\n"
     "  K: rule, strategy, pitfall, error-explanation, hardware-fact\n"
     "  S: proposed, approved, rejected\n"
@@ -710,7 +731,7 @@ int cli_kb(int argc, char **argv)
         return cli_print_usage("kb");
     if (argc < 2)
         return cli_usage_error("kb", "give a subcommand: list, show, approve, reject, import, "
-                                     "export or retrieve");
+                                     "export, retrieve, split or fit");
     const char *sub = argv[1];
     static char name[32];
     snprintf(name, sizeof name, "kb %.20s", sub);
@@ -729,9 +750,13 @@ int cli_kb(int argc, char **argv)
         return kb_cmd_export(argc, argv);
     if (strcmp(sub, "retrieve") == 0)
         return kb_cmd_retrieve(argc, argv);
+    if (strcmp(sub, "split") == 0)
+        return cli_kb_split(argc - 1, argv + 1);
+    if (strcmp(sub, "fit") == 0)
+        return cli_kb_fit(argc - 1, argv + 1);
     cmd_name = "kb";
     return cli_usage_error("kb",
                            "unknown subcommand '%s' (list, show, approve, reject, import, "
-                           "export, retrieve)",
+                           "export, retrieve, split, fit)",
                            sub);
 }

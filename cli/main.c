@@ -27,7 +27,16 @@ static const char profile_usage[] =
     "  gen:stencil5:rows=N   gen:stencil7:rows=N   gen:stencil27:rows=N\n"
     "  gen:banded:rows=N,nnz=M (or bw=W)           gen:uniform:rows=N,nnz=M\n"
     "  gen:rmat:rows=N,nnz=M[,a=,b=,c=]            gen:block:rows=N,nnz=M,b=B\n"
-    "  gen:dl:rows=N,cols=C,nnz=M\n";
+    "  gen:dl:rows=N,cols=C,nnz=M\n"
+    "  gen:arrow:rows=N,nnz=M[,hubs=H,hublen=L]  H dense rows and columns (hub rows of L)\n"
+    "  gen:powerlaw:rows=N,nnz=M[,exp=E]         row of rank k ~ (k+1)^-E entries, shuffled\n"
+    "  gen:blockdiag:rows=N[,b=B]                dense diagonal blocks of B/2..B rows\n"
+    "  gen:bandout:rows=N,bw=W,outliers=K        a full band plus K entries outside it\n"
+    "Every kind takes cols=C (not the stencils and blockdiag: square) for wide or tall\n"
+    "shapes, seed=S and empty=F (that fraction of rows emptied after generation, so nnz\n"
+    "is then about (1 - F) of the request). Sizes are exact except: stencils round rows\n"
+    "to a grid, banded with nnz picks the nearest band, rmat may fall short on nearly\n"
+    "full rows, block cuts at the border, blockdiag's nnz follows its block sizes.\n";
 
 const cli_command cli_commands[] = {
     {"tui", cli_tui, "open the workbench on a problem spec (what `ditto` alone does)",

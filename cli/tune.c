@@ -15,11 +15,18 @@ const char cli_tune_usage[] =
     "                  [--out DIR] [--workers N] [--launcher CMD] [--json] [--dry-run]\n"
     "\n"
     "Rank the kernel templates for the problem by the approved rules, then tune the first N\n"
-    "(default: all that fit) by successive halving: a cheap timing of every legal variant\n"
+    "(default: all that fit; when none of the first N is safe for skewed rows -- merge-path,\n"
+    "seg16, csr-adaptive, csr-split-spmm, csr-nnz-sddmm, coo-sddmm -- the first safe one\n"
+    "is tuned too, and the ranking itself always has one in its first three) by\n"
+    "successive halving: a cheap timing of every legal variant\n"
     "(--variants per strategy, default 24), then the full verification battery and a full\n"
     "measurement next to cuSPARSE for the best third. Prints each strategy's best variant\n"
     "(time, GB/s, GFLOP/s, speedup, verification) and writes the best kernel and its\n"
-    "launch contract to DIR (default: the current folder). Needs a GPU.\n"
+    "launch contract to DIR (default: the current folder). Needs a GPU. With --strategies,\n"
+    "when every quick timing loses to cuSPARSE's (timed with the first), the next two\n"
+    "strategies of the ranking are added, again while that holds and half of --seconds\n"
+    "lasts. Where no kernel beats cuSPARSE in the end, the result says so and names the\n"
+    "cuSPARSE algorithm to call.\n"
     "\n"
     "The variants of a strategy, in the order they are measured: the planner's point, the\n"
     "values the rules name, the space's first and middle points, the template's defaults,\n"
@@ -97,15 +104,28 @@ static int dry_run(const sp_spec *spec, int nstrat, int variants, int json)
                 sp_dtype_name(spec->dtype), e.msg[0] ? ": " : "", e.msg);
         goto done;
     }
-    while (nstrat > 0 && cJSON_GetArraySize(cands) > nstrat)
-        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    if (nstrat > 0)
+        ag_candidates_cut(cands, nstrat);
     out = dt_json_arr();
-    if (!json)
+    if (!json) {
         printf("%s %s on %s, rules for %s%s: %d strateg%s, up to %d variants each "
                "(dry run: nothing compiled or timed)\n",
                sp_op_name(spec->op), sp_dtype_name(spec->dtype), spec->matrix,
                cc[0] ? "compute capability " : "every compute capability", cc,
                cJSON_GetArraySize(cands), cJSON_GetArraySize(cands) == 1 ? "y" : "ies", variants);
+        int place = 0;
+        const cJSON *sc = NULL;
+        cJSON_ArrayForEach(sc, cands)
+        {
+            place++;
+            if (dt_json_bool(sc, "skew_safe", 0))
+                break;
+        }
+        if (sc != NULL)
+            printf("safe for skewed rows: %s (place %d)\n", dt_json_str(sc, "strategy", ""), place);
+        else
+            printf("safe for skewed rows: none of the templates that fit\n");
+    }
     const cJSON *c;
     cJSON_ArrayForEach(c, cands)
     {
@@ -118,7 +138,8 @@ static int dry_run(const sp_spec *spec, int nstrat, int variants, int json)
             cJSON_AddItemToArray(out, o);
             continue;
         }
-        printf("\n%s (score %.1f)\n", dt_json_str(c, "strategy", ""), dt_json_num(c, "score", 0));
+        printf("\n%s (score %.1f%s)\n", dt_json_str(c, "strategy", ""), dt_json_num(c, "score", 0),
+               dt_json_bool(c, "skew_safe", 0) ? ", safe for skewed rows" : "");
         const cJSON *w;
         cJSON_ArrayForEach(w, cJSON_GetObjectItem(c, "rationale"))
             printf("  %s%s%s\n", dt_json_str(w, "rule", "") ? dt_json_str(w, "rule", "") : "",
@@ -221,7 +242,7 @@ int cli_tune(int argc, char **argv)
     gpu_pool_opts po = {.workers = workers, .launcher = launcher, .deadline_s = 600};
     dt_err e = {0};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
-    cJSON *lrep = NULL, *cands = NULL;
+    cJSON *lrep = NULL, *cands = NULL, *more = NULL;
     kb *k = NULL;
     tune_ctx c = {.json = json};
     ag_tuner *t = NULL;
@@ -255,15 +276,17 @@ int cli_tune(int argc, char **argv)
                 sp_dtype_name(spec.dtype), e.msg[0] ? ": " : "", e.msg);
         goto out;
     }
-    while (nstrat > 0 && cJSON_GetArraySize(cands) > nstrat)
-        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    more = cJSON_Duplicate(cands, 1); /* to widen to past the cut */
+    if (nstrat > 0)
+        ag_candidates_cut(cands, nstrat);
     if (!json) {
         printf("%s on %s %s (%s): %d strategies\n", sp_op_name(spec.op), dt_json_str(dev, "name", ""),
                spec.matrix, sp_dtype_name(spec.dtype), cJSON_GetArraySize(cands));
         const cJSON *cd;
         cJSON_ArrayForEach(cd, cands)
-            printf("  %-16s score %.1f\n", dt_json_str(cd, "strategy", ""),
-                   dt_json_num(cd, "score", 0));
+            printf("  %-16s score %.1f%s\n", dt_json_str(cd, "strategy", ""),
+                   dt_json_num(cd, "score", 0),
+                   dt_json_bool(cd, "skew_safe", 0) ? " (safe for skewed rows)" : "");
     }
     ag_tune_opts to = {.pool = pool,
                        .spec = &spec,
@@ -271,6 +294,7 @@ int cli_tune(int argc, char **argv)
                        .fingerprint = dt_json_str(lrep, "fingerprint", ""),
                        .gpu = dt_json_str(dev, "name", ""),
                        .candidates = cands,
+                       .more = more,
                        .budget_variants = variants,
                        .refine = refine < 0    ? 0
                                  : refine == 0 ? -1
@@ -317,6 +341,11 @@ int cli_tune(int argc, char **argv)
         if (b)
             printf("\nbest cuSPARSE: %s, %.2f us (%s timing)\n", dt_json_str(b, "baseline", ""),
                    dt_json_num(b, "baseline_us", 0), dt_json_str(b, "method", ""));
+        const cJSON *u = cJSON_GetObjectItem(c.result, "use");
+        if (u)
+            printf("no generated kernel beats cuSPARSE here (the best is %.2fx): call cuSPARSE "
+                   "%s\n",
+                   dt_json_num(u, "speedup", 0), dt_json_str(u, "alg", ""));
     }
     const cJSON *b = cJSON_GetObjectItem(c.result, "best");
     if (b) {
@@ -352,6 +381,7 @@ out:
     ag_tuner_free(t);
     cJSON_Delete(c.result);
     cJSON_Delete(cands);
+    cJSON_Delete(more);
     cJSON_Delete(lrep);
     kb_close(k);
     gpu_pool_free(pool);

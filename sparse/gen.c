@@ -256,8 +256,25 @@ static void fill_uniform_row(bits32 *bits, int32_t *dst, int64_t want, int32_t c
 
 /* ---- spec parsing --------------------------------------------------------- */
 
-enum { K_ROWS, K_COLS, K_NNZ, K_SEED, K_BW, K_A, K_B, K_C, K_COUNT };
-static const char *key_names[K_COUNT] = {"rows", "cols", "nnz", "seed", "bw", "a", "b", "c"};
+enum {
+    K_ROWS,
+    K_COLS,
+    K_NNZ,
+    K_SEED,
+    K_BW,
+    K_A,
+    K_B,
+    K_C,
+    K_EMPTY,
+    K_HUBS,
+    K_HUBLEN,
+    K_EXP,
+    K_OUTLIERS,
+    K_COUNT
+};
+static const char *key_names[K_COUNT] = {"rows", "cols",  "nnz",  "seed",   "bw",
+                                         "a",    "b",     "c",    "empty",  "hubs",
+                                         "hublen", "exp", "outliers"};
 
 typedef struct gen_args {
     const char *kind;
@@ -278,28 +295,44 @@ static sp_csr *gen_uniform(gen_args g, dt_err *e);
 static sp_csr *gen_rmat(gen_args g, dt_err *e);
 static sp_csr *gen_block(gen_args g, dt_err *e);
 static sp_csr *gen_dl(gen_args g, dt_err *e);
+static sp_csr *gen_arrow(gen_args g, dt_err *e);
+static sp_csr *gen_powerlaw(gen_args g, dt_err *e);
+static sp_csr *gen_blockdiag(gen_args g, dt_err *e);
+static sp_csr *gen_bandout(gen_args g, dt_err *e);
 
 #define KB(k) (1u << (k))
+/* Every kind takes a seed and an empty-row fraction (applied after the
+ * kind has built its matrix, see empty_rows). */
+#define KALL (KB(K_SEED) | KB(K_EMPTY))
 static const struct gen_kind {
     const char *name;
     unsigned keys; /* bit per K_* */
     const char *key_list;
     gen_fn fn;
 } kinds[] = {
-    {"stencil5", KB(K_ROWS) | KB(K_SEED), "rows, seed", gen_stencil5},
-    {"stencil7", KB(K_ROWS) | KB(K_SEED), "rows, seed", gen_stencil7},
-    {"stencil27", KB(K_ROWS) | KB(K_SEED), "rows, seed", gen_stencil27},
-    {"banded", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_BW) | KB(K_SEED),
-     "rows, cols, nnz, bw, seed", gen_banded},
-    {"uniform", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_SEED), "rows, cols, nnz, seed",
+    {"stencil5", KB(K_ROWS) | KALL, "rows, seed, empty", gen_stencil5},
+    {"stencil7", KB(K_ROWS) | KALL, "rows, seed, empty", gen_stencil7},
+    {"stencil27", KB(K_ROWS) | KALL, "rows, seed, empty", gen_stencil27},
+    {"banded", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_BW) | KALL,
+     "rows, cols, nnz, bw, seed, empty", gen_banded},
+    {"uniform", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KALL, "rows, cols, nnz, seed, empty",
      gen_uniform},
-    {"rmat", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_SEED) | KB(K_A) | KB(K_B) | KB(K_C),
-     "rows, cols, nnz, seed, a, b, c", gen_rmat},
-    {"block", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_B) | KB(K_SEED),
-     "rows, cols, nnz, b, seed", gen_block},
-    {"dl", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_SEED), "rows, cols, nnz, seed", gen_dl},
+    {"rmat", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KALL | KB(K_A) | KB(K_B) | KB(K_C),
+     "rows, cols, nnz, seed, empty, a, b, c", gen_rmat},
+    {"block", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_B) | KALL,
+     "rows, cols, nnz, b, seed, empty", gen_block},
+    {"dl", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KALL, "rows, cols, nnz, seed, empty", gen_dl},
+    {"arrow", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_HUBS) | KB(K_HUBLEN) | KALL,
+     "rows, cols, nnz, hubs, hublen, seed, empty", gen_arrow},
+    {"powerlaw", KB(K_ROWS) | KB(K_COLS) | KB(K_NNZ) | KB(K_EXP) | KALL,
+     "rows, cols, nnz, exp, seed, empty", gen_powerlaw},
+    {"blockdiag", KB(K_ROWS) | KB(K_B) | KALL, "rows, b, seed, empty", gen_blockdiag},
+    {"bandout", KB(K_ROWS) | KB(K_COLS) | KB(K_BW) | KB(K_OUTLIERS) | KALL,
+     "rows, cols, bw, outliers, seed, empty", gen_bandout},
 };
-#define KIND_LIST "stencil5, stencil7, stencil27, banded, uniform, rmat, block, dl"
+#define KIND_LIST                                                                                  \
+    "stencil5, stencil7, stencil27, banded, uniform, rmat, block, dl, arrow, powerlaw, blockdiag, "  \
+    "bandout"
 
 /* An integer key through dt_parse_size, checked against [lo, hi]. */
 static int arg_size(const gen_args *g, int key, int64_t lo, int64_t hi, int64_t *out, dt_err *e)
@@ -398,6 +431,8 @@ static const struct gen_kind *parse_spec(char *text, gen_args *g, dt_err *e)
     return kind;
 }
 
+static int empty_rows(sp_csr *a, double frac, uint64_t seed, dt_err *e);
+
 sp_csr *sp_generate(const char *spec, dt_err *e)
 {
     if (spec == NULL || !dt_startswith(spec, "gen:")) {
@@ -414,8 +449,19 @@ sp_csr *sp_generate(const char *spec, dt_err *e)
     if (kind != NULL && g.val[K_SEED] != NULL && arg_size(&g, K_SEED, 0, INT64_MAX, &seed, e))
         kind = NULL;
     g.seed = (uint64_t)seed;
+    double empty = 0;
+    if (kind != NULL && g.val[K_EMPTY] != NULL &&
+        (dt_parse_double(g.val[K_EMPTY], &empty) != 0 || !(empty >= 0 && empty < 1))) {
+        dt_err_set(e, "gen:%s: bad empty '%s' (expected a fraction of rows in [0, 1))", g.kind,
+                   g.val[K_EMPTY]);
+        kind = NULL;
+    }
     if (kind != NULL)
         a = kind->fn(g, e); /* by value: a kind's parsing stays its own */
+    if (a != NULL && empty > 0 && empty_rows(a, empty, g.seed, e) != 0) {
+        sp_csr_free(a);
+        a = NULL;
+    }
     if (a != NULL)
         fill_values(a, g.seed);
     free(text);
@@ -1097,6 +1143,338 @@ static sp_csr *gen_block(gen_args g, dt_err *e)
         a->rowptr[i + 1] = out;
     }
     sp_csr_free(blk);
+    return a;
+}
+
+/* ---- shapes of real matrices: empty rows, arrow, powerlaw, blockdiag, bandout ---- */
+
+/* round(frac * rows) rows, chosen uniformly from their own stream (a
+ * partial Fisher-Yates shuffle), lose their entries; the rest move up. So
+ * at least that fraction of rows is empty (rows the kind left empty add to
+ * it) and nnz is about (1 - frac) of what the kind made. */
+static int empty_rows(sp_csr *a, double frac, uint64_t seed, dt_err *e)
+{
+    int64_t drop = (int64_t)(frac * a->rows + 0.5);
+    if (drop <= 0)
+        return 0;
+    int32_t *idx = malloc((size_t)a->rows * sizeof *idx);
+    uint8_t *gone = calloc((size_t)a->rows, 1);
+    if (idx == NULL || gone == NULL) {
+        free(idx);
+        free(gone);
+        return dt_err_set(e, "gen: out of memory choosing %lld empty rows", (long long)drop);
+    }
+    for (int32_t i = 0; i < a->rows; i++)
+        idx[i] = i;
+    bits32 bits;
+    bits32_seed(&bits, seed ^ 0x5851f42d4c957f2dULL);
+    for (int64_t k = 0; k < drop; k++) {
+        int64_t j = k + below32(&bits, (uint64_t)(a->rows - k));
+        int32_t t = idx[k];
+        idx[k] = idx[j];
+        idx[j] = t;
+        gone[idx[k]] = 1;
+    }
+    int64_t w = 0, hi = 0;
+    for (int32_t i = 0; i < a->rows; i++) {
+        int64_t lo = hi; /* rowptr[i] is already the compacted offset */
+        hi = a->rowptr[i + 1];
+        if (!gone[i])
+            for (int64_t k = lo; k < hi; k++)
+                a->col[w++] = a->col[k];
+        a->rowptr[i + 1] = w;
+    }
+    a->nnz = w;
+    free(idx);
+    free(gone);
+    return 0;
+}
+
+/* A fraction key in [0, 1] or a positive real, through dt_parse_double. */
+static int arg_real(const gen_args *g, int key, double lo, double hi, double *out, dt_err *e)
+{
+    double v = 0;
+    if (dt_parse_double(g->val[key], &v) != 0 || !(v >= lo && v <= hi))
+        return dt_err_set(e, "gen:%s: bad %s '%s' (expected a number from %g to %g)", g->kind,
+                          key_names[key], g->val[key], lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* Fill row i's `want` columns as `fixed` leading columns 0..fixed-1 then
+ * distinct uniform columns from [fixed, cols): the arrow's hub columns. */
+static void fill_after_hubs(bits32 *bits, int32_t *dst, int32_t fixed, int64_t want, int32_t cols,
+                            row_scratch *s)
+{
+    for (int32_t j = 0; j < fixed; j++)
+        dst[j] = j;
+    if (want <= fixed)
+        return;
+    fill_uniform_row(bits, dst + fixed, want - fixed, cols - fixed, s);
+    for (int64_t k = fixed; k < want; k++)
+        dst[k] += fixed;
+}
+
+/* Arrowhead / hub rows: rows 0..hubs-1 hold hublen columns each (default
+ * every column: dense rows), columns 0..hubs-1 are in every row (dense
+ * columns), and the other rows share what nnz leaves as evenly as gen:dl
+ * does, uniform distinct columns past the hubs. nnz is exact unless the
+ * hubs alone need more (an error) or a row would overflow (an error). */
+static sp_csr *gen_arrow(gen_args g, dt_err *e)
+{
+    if (common_args(&g, 1, e))
+        return NULL;
+    int64_t hubs = 1, hublen = g.cols;
+    int32_t narrow = g.rows < g.cols ? g.rows : g.cols;
+    if (g.val[K_HUBS] != NULL && arg_size(&g, K_HUBS, 1, narrow, &hubs, e))
+        return NULL;
+    if (g.val[K_HUBLEN] != NULL && arg_size(&g, K_HUBLEN, hubs, g.cols, &hublen, e))
+        return NULL;
+    int64_t rest_rows = g.rows - hubs;
+    int64_t fixed = hubs * hublen + rest_rows * hubs;
+    if (g.nnz < fixed) {
+        dt_err_set(e, "gen:arrow: nnz %lld is less than the %lld the hubs take (hubs * hublen + "
+                      "(rows - hubs) * hubs)",
+                   (long long)g.nnz, (long long)fixed);
+        return NULL;
+    }
+    int64_t spread = g.nnz - fixed;
+    if (spread > rest_rows * (g.cols - hubs)) {
+        dt_err_set(e, "gen:arrow: nnz %lld does not fit: the rows past the hubs hold at most %lld",
+                   (long long)g.nnz, (long long)(fixed + rest_rows * (g.cols - hubs)));
+        return NULL;
+    }
+    sp_csr *a = sp_csr_new(g.rows, g.cols, g.nnz, e);
+    if (a == NULL)
+        return NULL;
+    int64_t q = rest_rows ? spread / rest_rows : 0, rem = rest_rows ? spread % rest_rows : 0;
+    int64_t most = hublen;
+    for (int64_t i = 0; i < g.rows; i++) {
+        int64_t len = hublen;
+        if (i >= hubs) {
+            int64_t r = i - hubs;
+            len = hubs + q + ((r + 1) * rem / rest_rows - r * rem / rest_rows);
+        }
+        a->rowptr[i + 1] = a->rowptr[i] + len;
+        most = len > most ? len : most;
+    }
+    row_scratch s;
+    if (scratch_init(&s, most, e)) {
+        sp_csr_free(a);
+        return NULL;
+    }
+    bits32 bits;
+    bits32_seed(&bits, g.seed);
+    for (int32_t i = 0; i < g.rows; i++)
+        fill_after_hubs(&bits, a->col + a->rowptr[i], (int32_t)hubs,
+                        a->rowptr[i + 1] - a->rowptr[i], g.cols, &s);
+    scratch_free(&s);
+    return a;
+}
+
+/* Power-law rows by rank: the row of rank k (0 the longest) is asked for
+ * c * (k + 1)^-exp entries, rounded, at least 1 and at most cols, with c
+ * the largest for which the total stays within nnz; what rounding leaves
+ * goes one entry a row to the longest rows with room, so nnz is exact.
+ * Ranks are dealt to rows by a seeded shuffle, columns are uniform and
+ * distinct. exp (default 1) is the rank-size exponent: a row-length
+ * distribution with tail P(len >= x) ~ x^(-1/exp). The lengths use pow(),
+ * so the same bits wherever libm's pow is the same. */
+static sp_csr *gen_powerlaw(gen_args g, dt_err *e)
+{
+    if (common_args(&g, 1, e))
+        return NULL;
+    double ex = 1.0;
+    if (g.val[K_EXP] != NULL && arg_real(&g, K_EXP, 0.0, 8.0, &ex, e))
+        return NULL;
+    if (g.nnz < g.rows) {
+        dt_err_set(e, "gen:powerlaw: nnz %lld is less than rows %d (every row gets an entry)",
+                   (long long)g.nnz, g.rows);
+        return NULL;
+    }
+    double *w = malloc((size_t)g.rows * sizeof *w);
+    int64_t *len = malloc((size_t)g.rows * sizeof *len);
+    int32_t *perm = malloc((size_t)g.rows * sizeof *perm);
+    sp_csr *a = NULL;
+    if (w == NULL || len == NULL || perm == NULL) {
+        dt_err_set(e, "gen:powerlaw: out of memory for %d rows", g.rows);
+        goto done;
+    }
+    for (int32_t k = 0; k < g.rows; k++)
+        w[k] = pow((double)k + 1.0, -ex);
+    /* The total is monotone in c: bisect (geometrically: c spans many
+     * orders of magnitude) for the largest c within nnz. At c = cols *
+     * rows^exp every row is full. */
+    double lo = 1e-9, hi = (double)g.cols * pow((double)g.rows, ex) + 1.0;
+    for (int it = 0; it < 200; it++) {
+        double c = sqrt(lo * hi), total = 0;
+        for (int32_t k = 0; k < g.rows && total <= (double)g.nnz; k++) {
+            double l = floor(c * w[k] + 0.5);
+            total += l < 1 ? 1 : l > g.cols ? g.cols : l;
+        }
+        if (total <= (double)g.nnz)
+            lo = c;
+        else
+            hi = c;
+    }
+    int64_t total = 0;
+    for (int32_t k = 0; k < g.rows; k++) {
+        double l = floor(lo * w[k] + 0.5);
+        len[k] = l < 1 ? 1 : l > g.cols ? g.cols : (int64_t)l;
+        total += len[k];
+    }
+    for (int32_t k = 0; total < g.nnz; k = (k + 1) % g.rows) {
+        if (len[k] < g.cols) {
+            len[k]++;
+            total++;
+        }
+    }
+    a = sp_csr_new(g.rows, g.cols, g.nnz, e);
+    if (a == NULL)
+        goto done;
+    bits32 bits;
+    bits32_seed(&bits, g.seed);
+    for (int32_t i = 0; i < g.rows; i++)
+        perm[i] = i;
+    for (int32_t i = g.rows - 1; i > 0; i--) {
+        int32_t j = (int32_t)below32(&bits, (uint64_t)i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int32_t k = 0; k < g.rows; k++)
+        a->rowptr[perm[k] + 1] = len[k];
+    if (fill_uniform_rows(a, &bits, e)) {
+        sp_csr_free(a);
+        a = NULL;
+    }
+done:
+    free(w);
+    free(len);
+    free(perm);
+    return a;
+}
+
+/* Dense square blocks down the diagonal, each of a size drawn uniformly
+ * from [ceil(b / 2), b] (default b 16), the last cut at the border: nnz
+ * is the sum of the squares, about rows * 0.6 b. */
+static sp_csr *gen_blockdiag(gen_args g, dt_err *e)
+{
+    int64_t v = 0;
+    if (need_key(&g, K_ROWS, e) || arg_size(&g, K_ROWS, 1, INT32_MAX, &v, e))
+        return NULL;
+    g.rows = g.cols = (int32_t)v;
+    int64_t b = 16;
+    if (g.val[K_B] != NULL && arg_size(&g, K_B, 1, 4096, &b, e))
+        return NULL;
+    int64_t bmin = (b + 1) / 2;
+    /* Two passes over the same stream: sizes (for nnz), then the matrix. */
+    bits32 bits;
+    int64_t nnz = 0;
+    bits32_seed(&bits, g.seed);
+    for (int64_t at = 0; at < g.rows;) {
+        int64_t sz = bmin + below32(&bits, (uint64_t)(b - bmin + 1));
+        if (sz > g.rows - at)
+            sz = g.rows - at;
+        nnz += sz * sz;
+        at += sz;
+    }
+    sp_csr *a = sp_csr_new(g.rows, g.cols, nnz, e);
+    if (a == NULL)
+        return NULL;
+    bits32_seed(&bits, g.seed);
+    int64_t k = 0;
+    for (int64_t at = 0; at < g.rows;) {
+        int64_t sz = bmin + below32(&bits, (uint64_t)(b - bmin + 1));
+        if (sz > g.rows - at)
+            sz = g.rows - at;
+        for (int64_t i = at; i < at + sz; i++) {
+            for (int64_t j = at; j < at + sz; j++)
+                a->col[k++] = (int32_t)j;
+            a->rowptr[i + 1] = k;
+        }
+        at += sz;
+    }
+    return a;
+}
+
+/* A full band of half-width bw (as gen:banded) plus `outliers` distinct
+ * entries outside it: each picks its row uniformly among the rows with
+ * room outside the band, then each row draws that many distinct columns
+ * uniformly from outside its band. nnz is exact: band plus outliers. */
+static sp_csr *gen_bandout(gen_args g, dt_err *e)
+{
+    if (common_args(&g, 0, e) || need_key(&g, K_BW, e) || need_key(&g, K_OUTLIERS, e))
+        return NULL;
+    int64_t bw = 0, out = 0;
+    if (arg_size(&g, K_BW, 0, INT32_MAX, &bw, e) ||
+        arg_size(&g, K_OUTLIERS, 0, INT64_MAX, &out, e))
+        return NULL;
+    int64_t widest = (g.rows > g.cols ? g.rows : g.cols) - 1;
+    if (bw > widest)
+        bw = widest;
+    int64_t band = band_count(g.rows, g.cols, bw);
+    int64_t room = (int64_t)g.rows * g.cols - band;
+    if (out > room) {
+        dt_err_set(e, "gen:bandout: outliers %lld > the %lld positions outside the band",
+                   (long long)out, (long long)room);
+        return NULL;
+    }
+    /* Outlier counts per row first, in a CSR used as the count array. */
+    sp_csr *cnt = sp_csr_new(g.rows, g.cols, out, e);
+    if (cnt == NULL)
+        return NULL;
+    bits32 bits;
+    bits32_seed(&bits, g.seed);
+    for (int64_t k = 0; k < out; k++) {
+        uint32_t r;
+        int64_t free_r;
+        do {
+            r = below32(&bits, (uint64_t)g.rows);
+            int64_t lo = (int64_t)r - bw < 0 ? 0 : (int64_t)r - bw;
+            int64_t hi = (int64_t)r + bw > g.cols - 1 ? g.cols - 1 : (int64_t)r + bw;
+            free_r = g.cols - (hi >= lo ? hi - lo + 1 : 0) - cnt->rowptr[r + 1];
+        } while (free_r <= 0);
+        cnt->rowptr[r + 1]++;
+    }
+    int64_t most = 0;
+    for (int32_t i = 0; i < g.rows; i++)
+        most = cnt->rowptr[i + 1] > most ? cnt->rowptr[i + 1] : most;
+    sp_csr *a = sp_csr_new(g.rows, g.cols, band + out, e);
+    row_scratch s = {0};
+    int32_t *tmp = malloc((size_t)(most ? most : 1) * sizeof *tmp);
+    if (a == NULL || tmp == NULL || scratch_init(&s, most, e)) {
+        if (tmp == NULL)
+            dt_err_set(e, "gen:bandout: out of memory");
+        sp_csr_free(a);
+        sp_csr_free(cnt);
+        free(tmp);
+        scratch_free(&s);
+        return NULL;
+    }
+    int64_t k = 0;
+    for (int64_t i = 0; i < g.rows; i++) {
+        int64_t lo = i - bw < 0 ? 0 : i - bw;
+        int64_t hi = i + bw > g.cols - 1 ? g.cols - 1 : i + bw;
+        int64_t inband = hi >= lo ? hi - lo + 1 : 0;
+        if (hi < lo) /* the band misses this row (a wide tall matrix) */
+            lo = hi = g.cols;
+        int64_t want = cnt->rowptr[i + 1];
+        /* want distinct columns of the cols - inband outside, mapped past
+         * the band: monotone, so they stay sorted. */
+        fill_uniform_row(&bits, tmp, want, (int32_t)(g.cols - inband), &s);
+        int64_t o = 0;
+        for (; o < want && tmp[o] < lo; o++)
+            a->col[k++] = tmp[o];
+        for (int64_t j = lo; j <= hi && j < g.cols; j++)
+            a->col[k++] = (int32_t)j;
+        for (; o < want; o++)
+            a->col[k++] = (int32_t)(tmp[o] + inband);
+        a->rowptr[i + 1] = k;
+    }
+    free(tmp);
+    scratch_free(&s);
+    sp_csr_free(cnt);
     return a;
 }
 

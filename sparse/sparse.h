@@ -228,6 +228,20 @@ int sp_mm_write_dense(FILE *f, const double *a, int32_t rows, int32_t cols, dt_e
  *   block     rows, nnz, b    dense b x b blocks at random block positions
  *   dl        rows, cols, nnz near-equal row lengths, uniform random columns
  *                             (like magnitude-pruned DL weights)
+ *   arrow     rows, cols, nnz, hubs (1), hublen (cols): rows and columns
+ *             0..hubs-1 are hubs: hub rows hold hublen columns, hub
+ *             columns are in every row; the rest spread evenly (nnz exact)
+ *   powerlaw  rows, cols, nnz, exp (1): the row of rank k gets about
+ *             c (k + 1)^-exp entries (at least 1), ranks shuffled over the
+ *             rows (nnz exact)
+ *   blockdiag rows, b (16): dense diagonal blocks of sizes drawn from
+ *             [ceil(b/2), b] (nnz about 0.6 b rows, square)
+ *   bandout   rows, cols, bw, outliers: a full band plus that many distinct
+ *             entries outside it (nnz exact)
+ * Every kind also takes empty=F: round(F rows) rows chosen by the seed are
+ * emptied after the kind has built the matrix, so nnz is about (1 - F) of
+ * the kind's. Wide and tall shapes come from cols != rows (every kind but
+ * the stencils and blockdiag).
  * Generated values are uniform in [-1, 1) excluding |v| < 1/64, seeded. */
 sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e);
 /* Resolve a relative matrix path as sp_load would; caller frees. NULL when

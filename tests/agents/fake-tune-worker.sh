@@ -7,7 +7,11 @@
 # 32-column tile). With FAKE_TUNE_LOG set, each request's first 300
 # characters are appended to that file. With FAKE_TUNE_SLOPE set, a point
 # is faster the larger its WARPS and UNROLL (a landscape a local search can
-# climb).
+# climb). With FAKE_TUNE_BASELINE_US set, a measure request that does not
+# say "baseline":false also answers cuSPARSE CSR_ALG1 at that many us and
+# the speedup over it, as the worker's baseline does. With
+# FAKE_TUNE_FAST_STRATEGY set to a strategy's name, every variant of the
+# template whose manifest names it takes 0.25 us.
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
   # The pool writes the request's own fields, then its "id".
@@ -25,9 +29,17 @@ while IFS= read -r line; do
     u=$(printf '%s' "$params" | sed -n 's/.*"UNROLL":\([0-9]*\).*/\1/p')
     us="$((100 - ${w:-0} - ${u:-0})).0"
   fi
+  if [ -n "${FAKE_TUNE_FAST_STRATEGY:-}" ] && [[ "$line" == *'\"strategy\": \"'"${FAKE_TUNE_FAST_STRATEGY}"'\"'* ]]; then
+    us="0.25"
+  fi
+  extra=""
+  if [ -n "${FAKE_TUNE_BASELINE_US:-}" ] && [[ "$line" != *'"baseline":false'* ]]; then
+    sp=$(awk -v b="$FAKE_TUNE_BASELINE_US" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
+    extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US}}]},\"speedup\":${sp}"
+  fi
   case "$req" in
     hello) printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$" ;;
-    measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"}\n' "$id" "$us" "$key" ;;
+    measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"%s}\n' "$id" "$us" "$key" "$extra" ;;
     verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]}\n' "$id" ;;
     shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;
     *) printf '{"id":%s,"ok":true}\n' "$id" ;;

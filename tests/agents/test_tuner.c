@@ -212,6 +212,16 @@ static void tune_quiet(const char *line, void *ud)
     (void)ud;
 }
 
+/* The tuner's lines, for tests that read them (one test at a time). */
+static cJSON *tune_lines;
+
+static void tune_collect(const char *line, void *ud)
+{
+    (void)ud;
+    if (tune_lines)
+        cJSON_AddItemToArray(tune_lines, cJSON_CreateString(line));
+}
+
 static void tune_done(cJSON *res, void *ud)
 {
     tune_wait *w = ud;
@@ -510,4 +520,175 @@ Test(tuner, refinement_should_step_every_parameter_before_any_twice, .timeout = 
         cJSON_Delete(res);
     }
     cJSON_Delete(space);
+}
+
+/* ---- widening the search when the quick timings lose to cuSPARSE -------- */
+
+/* The ranked candidate of `strategy` for SpMM fp32 N=32 on a small matrix. */
+static cJSON *ranked_cand(const cJSON *ranked, const char *strategy)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, ranked) if (dt_streq(dt_json_str(c, "strategy", ""), strategy)) return
+        cJSON_Duplicate(c, 1);
+    cr_assert_fail("%s is not among the ranked templates", strategy);
+    return NULL;
+}
+
+/* Tune ell-baked-spmm with csr-warp-spmm, csr-split-spmm and csr-smem-spmm
+ * to widen to, through one fake worker whose cuSPARSE takes base_us
+ * (FAKE_TUNE_BASELINE_US) and whose csr-split-spmm variants take 0.25 us
+ * when fast_split. Returns the result; caller frees. */
+static cJSON *tune_widening_in(const char *base_us, int fast_split, double budget_s,
+                               cJSON **lines)
+{
+    setenv("FAKE_TUNE_BASELINE_US", base_us, 1);
+    if (fast_split)
+        setenv("FAKE_TUNE_FAST_STRATEGY", "csr-split-spmm", 1);
+    else
+        unsetenv("FAKE_TUNE_FAST_STRATEGY");
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SPMM;
+    spec.n = 32;
+    dt_err e = {0};
+    sp_csr *a = sp_generate("gen:uniform:rows=500,nnz=5000", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_report r;
+    cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
+    cJSON *rep = sp_report_json(&r);
+    cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", NULL, &e);
+    cr_assert_not_null(ranked, "%s", e.msg);
+    cJSON *cands = dt_json_arr(), *more = dt_json_arr();
+    cJSON_AddItemToArray(cands, ranked_cand(ranked, "ell-baked-spmm"));
+    cJSON_AddItemToArray(more, ranked_cand(ranked, "ell-baked-spmm")); /* already tuned: skipped */
+    cJSON_AddItemToArray(more, ranked_cand(ranked, "csr-warp-spmm"));
+    cJSON_AddItemToArray(more, ranked_cand(ranked, "csr-split-spmm"));
+    cJSON_AddItemToArray(more, ranked_cand(ranked, "csr-smem-spmm"));
+
+    dt_loop *l = dt_loop_new();
+    char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
+    gpu_pool_opts po = {.workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20,
+                        .log = pool_quiet};
+    gpu_pool *p = gpu_pool_new(l, &po, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    tune_wait w = {0};
+    *lines = dt_json_arr();
+    ag_tune_opts o = {.pool = p,
+                      .spec = &spec,
+                      .matrix = "m",
+                      .candidates = cands,
+                      .more = more,
+                      .budget_variants = 2,
+                      .refine = -1,
+                      .budget_s = budget_s,
+                      .use_cache = 0,
+                      .progress = tune_collect,
+                      .done = tune_done,
+                      .ud = &w};
+    tune_lines = *lines;
+    ag_tuner *t = ag_tuner_start(&o, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    cJSON_Delete(more); /* the tuner keeps its own copy */
+    double t0 = dt_now();
+    while (!w.done && dt_now() - t0 < 60)
+        if (dt_loop_run_once(l, 200) < 0)
+            break;
+    cr_assert(w.done, "the tuner did not finish within 60 s");
+    ag_tuner_free(t);
+    gpu_pool_free(p);
+    dt_loop_free(l);
+    free(la);
+    cJSON_Delete(cands);
+    cJSON_Delete(ranked);
+    cJSON_Delete(rep);
+    sp_csr_free(a);
+    sp_spec_clear(&spec);
+    return w.result;
+}
+
+static cJSON *tune_widening(const char *base_us, int fast_split, cJSON **lines)
+{
+    return tune_widening_in(base_us, fast_split, 60, lines);
+}
+
+static int has_line(const cJSON *lines, const char *needle)
+{
+    const cJSON *l;
+    cJSON_ArrayForEach(l, lines) if (strstr(l->valuestring, needle)) return 1;
+    return 0;
+}
+
+static const char *strategy_of(const cJSON *res, int i)
+{
+    return dt_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), i), "strategy",
+                       "(none)");
+}
+
+Test(tuner, quick_timings_losing_to_cusparse_should_widen_to_the_next_strategies, .timeout = 120)
+{
+    cJSON *lines = NULL;
+    cJSON *res = tune_widening("0.5", 1, &lines);
+    /* every ell-baked-spmm variant (1 to 7.9 us) loses to 0.5 us: the next
+     * two strategies not tuned yet are added; csr-split-spmm wins (0.25) */
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "strategies")), 3);
+    cr_expect_str_eq(strategy_of(res, 1), "csr-warp-spmm");
+    cr_expect_str_eq(strategy_of(res, 2), "csr-split-spmm");
+    const cJSON *wd = cJSON_GetObjectItem(res, "widened");
+    cr_assert_eq(cJSON_GetArraySize(wd), 1, "widened once, then a quick timing won");
+    cr_expect_eq(dt_json_num(cJSON_GetArrayItem(wd, 0), "cusparse_us", 0), 0.5);
+    cr_expect_str_eq(dt_json_str(cJSON_GetObjectItem(res, "quick_baseline"), "alg", ""),
+                     "CSR_ALG1");
+    cr_expect(has_line(lines, "loses to cuSPARSE CSR_ALG1 at 0.50 us: widening the search to "
+                              "[\"csr-warp-spmm\",\"csr-split-spmm\"]"));
+    const cJSON *b = cJSON_GetObjectItem(res, "best");
+    cr_expect_str_eq(dt_json_str(b, "strategy", ""), "csr-split-spmm");
+    cr_expect(!dt_json_bool(res, "cusparse_faster", 1));
+    cr_expect_null(cJSON_GetObjectItem(res, "use"));
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
+}
+
+Test(tuner, a_search_that_never_beats_cusparse_should_say_so_and_name_the_call, .timeout = 120)
+{
+    cJSON *lines = NULL;
+    cJSON *res = tune_widening("0.5", 0, &lines);
+    /* widened twice (two, then the last one), every strategy tried */
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "strategies")), 4);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "widened")), 2);
+    cr_expect(dt_json_bool(res, "cusparse_faster", 0));
+    const cJSON *u = cJSON_GetObjectItem(res, "use");
+    cr_assert_not_null(u, "no cuSPARSE call named");
+    cr_expect_str_eq(dt_json_str(u, "library", ""), "cusparse");
+    cr_expect_str_eq(dt_json_str(u, "alg", ""), "CSR_ALG1");
+    cr_expect_lt(dt_json_num(u, "speedup", 1), 1.0);
+    cr_expect(has_line(lines, "no generated kernel beats cuSPARSE here"));
+    cr_expect(has_line(lines, "call cuSPARSE CSR_ALG1"));
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
+}
+
+Test(tuner, quick_timings_that_beat_cusparse_should_not_widen, .timeout = 120)
+{
+    cJSON *lines = NULL;
+    cJSON *res = tune_widening("100", 0, &lines);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "strategies")), 1);
+    cr_expect_null(cJSON_GetObjectItem(res, "widened"));
+    cr_expect_eq(dt_json_num(cJSON_GetObjectItem(res, "quick_baseline"), "us", 0), 100);
+    cr_expect(!dt_json_bool(res, "cusparse_faster", 1));
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
+}
+
+/* Widening happens within the quick stage's half of the budget: with a
+ * budget spent before the first timing comes back, losing to cuSPARSE adds
+ * nothing. */
+Test(tuner, widening_should_stay_within_the_time_budget, .timeout = 120)
+{
+    cJSON *lines = NULL;
+    cJSON *res = tune_widening_in("0.5", 0, 0.001, &lines);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(res, "strategies")), 1);
+    cr_expect_null(cJSON_GetObjectItem(res, "widened"));
+    cr_expect(has_line(lines, "time budget:"));
+    cJSON_Delete(res);
+    cJSON_Delete(lines);
 }

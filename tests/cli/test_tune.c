@@ -16,8 +16,13 @@ Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
     char *spec = tu_write(dir, "spec.json", spec_text);
     tu_proc p = tu_run("'%s' tune '%s' --dry-run --strategies 2 --variants 8", tu_ditto_bin(), spec);
     cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
-    cr_assert(strstr(p.out, "rules for compute capability 9.0: 2 strategies, up to 8 variants"),
+    /* Neither of the first two is safe for skewed rows: the first safe
+     * one comes along as a third. */
+    cr_assert(strstr(p.out, "rules for compute capability 9.0: 3 strategies, up to 8 variants"),
               "%s", p.out);
+    cr_assert(strstr(p.out, "\nsafe for skewed rows: csr-split-spmm (place 3)\n"), "%s", p.out);
+    cr_assert(strstr(p.out, "\ncsr-split-spmm (score "), "%s", p.out);
+    cr_assert(strstr(p.out, ", safe for skewed rows)\n"), "%s", p.out);
     const char *warp = strstr(p.out, "\ncsr-warp-spmm (score 75.0)\n");
     cr_assert_not_null(warp, "%s", p.out);
     cr_assert(strstr(warp, "rule.spmm.csr-warp-rows-per-warp-for-short-rows: "), "%s", p.out);
@@ -37,7 +42,9 @@ Test(tune, dry_run_should_rank_and_list_the_variants_without_a_gpu)
     p = tu_run("'%s' tune '%s' --dry-run --strategies 2 --variants 5 --json", tu_ditto_bin(), spec);
     cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
     cJSON *j = cJSON_Parse(p.out);
-    cr_assert(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 2, "%s", p.out);
+    cr_assert(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 3, "%s", p.out);
+    cr_assert(!dt_json_bool(cJSON_GetArrayItem(j, 0), "skew_safe", 1), "%s", p.out);
+    cr_assert(dt_json_bool(cJSON_GetArrayItem(j, 2), "skew_safe", 0), "%s", p.out);
     const cJSON *c;
     cJSON_ArrayForEach(c, j)
     {

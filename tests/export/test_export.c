@@ -690,3 +690,37 @@ Test(export, no_template_parameter_name_should_appear_in_the_harness_code, .time
     free(r);
     ex_fixture_free(&f);
 }
+
+/* A session whose kernel lost to cuSPARSE (20 us against CSR_ALG1's 15):
+ * the harness says to call cuSPARSE and the README gives the call. */
+Test(export, a_kernel_slower_than_cusparse_should_name_the_cusparse_call_to_make)
+{
+    ex_fix f = ex_fixture();
+    ex_opts o = {.v = {{.us = 20.0}}, .nversions = 1};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    char *h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_USE_CUSPARSE 1");
+    has(h, "harness.cu", "if (DX_USE_CUSPARSE)");
+    char *r = ex_read(&f, "README.md");
+    has(r, "README.md", "| speedup | 0.75x |");
+    has(r, "README.md", "no generated kernel beat cuSPARSE CSR_ALG1 here (0.75x): call it, "
+                        "`cusparseSpMV(handle, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, x, "
+                        "&beta, y, CUDA_R_32F, CUSPARSE_SPMV_CSR_ALG1, buffer);`");
+    free(h);
+    free(r);
+    ex_fixture_free(&f);
+
+    /* The default session's kernel is 1.20x: no such advice. */
+    f = ex_fixture();
+    ex_opts d = {0};
+    ex_session(&f, &d);
+    export_ok(&f, NULL);
+    h = ex_read(&f, "harness.cu");
+    has(h, "harness.cu", "#define DX_USE_CUSPARSE 0");
+    r = ex_read(&f, "README.md");
+    lacks(r, "README.md", "use cuSPARSE");
+    free(h);
+    free(r);
+    ex_fixture_free(&f);
+}

@@ -48,6 +48,11 @@ static const char *seeded_specs[] = {
     "gen:rmat:rows=1000,nnz=12000",
     "gen:block:rows=240,nnz=4000,b=4",
     "gen:dl:rows=300,cols=256,nnz=5000",
+    "gen:arrow:rows=400,nnz=3000,hubs=2",
+    "gen:powerlaw:rows=500,cols=900,nnz=6000,exp=1.2",
+    "gen:blockdiag:rows=300,b=12",
+    "gen:bandout:rows=300,bw=2,outliers=40",
+    "gen:uniform:rows=500,nnz=6000,empty=0.25",
 };
 
 Test(gen, same_seed_should_give_identical_matrix_and_another_seed_a_different_one)
@@ -378,9 +383,9 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
         const char *spec, *msg;
     } bad[] = {
         {"gen:rmat:rowz=5,nnz=10",
-         "gen:rmat: unknown key 'rowz' (keys: rows, cols, nnz, seed, a, b, c)"},
+         "gen:rmat: unknown key 'rowz' (keys: rows, cols, nnz, seed, empty, a, b, c)"},
         {"gen:foo:rows=5", "gen: unknown kind 'foo' (kinds: stencil5, stencil7, stencil27, banded, "
-                           "uniform, rmat, block, dl)"},
+                           "uniform, rmat, block, dl, arrow, powerlaw, blockdiag, bandout)"},
         {"gen:uniform:rows=4,nnz=100", "gen:uniform: nnz 100 > rows*cols 16"},
         {"gen:dl:rows=4,cols=2,nnz=9", "gen:dl: nnz 9 > rows*cols 8"},
         {"uniform:rows=4", "gen: expected gen:KIND:key=value,... (got 'uniform:rows=4')"},
@@ -388,9 +393,9 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
         {"gen:uniform:rows=4,cols=2147483648,nnz=1",
          "gen:uniform: cols 2147483648 out of range (1..2147483647)"},
         {"gen:uniform:rows=0,nnz=0", "gen:uniform: rows 0 out of range (1..2147483647)"},
-        {"gen:uniform:rows=4", "gen:uniform: missing nnz (keys: rows, cols, nnz, seed)"},
-        {"gen:stencil5", "gen:stencil5: missing rows (keys: rows, seed)"},
-        {"gen:stencil5:rows=100,nnz=5", "gen:stencil5: unknown key 'nnz' (keys: rows, seed)"},
+        {"gen:uniform:rows=4", "gen:uniform: missing nnz (keys: rows, cols, nnz, seed, empty)"},
+        {"gen:stencil5", "gen:stencil5: missing rows (keys: rows, seed, empty)"},
+        {"gen:stencil5:rows=100,nnz=5", "gen:stencil5: unknown key 'nnz' (keys: rows, seed, empty)"},
         {"gen:stencil5:rows=2147483647", "gen:stencil5: rows 2147483647 gives a side-46341 grid of "
                                          "2147488281 rows, over 2147483647"},
         {"gen:dl:rows=4,nnz=x",
@@ -398,7 +403,7 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
         {"gen:dl:rows=4,nnz=-1",
          "gen:dl: bad nnz '-1' (expected a whole number, K/M/G suffixes allowed)"},
         {"gen:rmat:rows",
-         "gen:rmat: expected key=value, got 'rows' (keys: rows, cols, nnz, seed, a, b, c)"},
+         "gen:rmat: expected key=value, got 'rows' (keys: rows, cols, nnz, seed, empty, a, b, c)"},
         {"gen:rmat:rows=4,rows=5", "gen:rmat: key 'rows' given twice"},
         {"gen:rmat:rows=4,nnz=4,a=zz", "gen:rmat: bad a 'zz' (expected a probability in [0, 1])"},
         {"gen:rmat:rows=4,nnz=4,c=1.5", "gen:rmat: bad c '1.5' (expected a probability in [0, 1])"},
@@ -408,14 +413,29 @@ Test(gen, bad_specs_should_fail_with_one_clear_line)
          "gen:rmat: a=0 b=0.5 c=0.25 d=0.25: a+b, c+d, a/(a+b) and c/(c+d) must each be at least "
          "0.001"},
         {"gen:banded:rows=10,nnz=20,bw=1", "gen:banded: give nnz or bw, not both"},
-        {"gen:banded:rows=10", "gen:banded: missing nnz or bw (keys: rows, cols, nnz, bw, seed)"},
+        {"gen:banded:rows=10", "gen:banded: missing nnz or bw (keys: rows, cols, nnz, bw, seed, empty)"},
         {"gen:banded:rows=10,bw=3000000000",
          "gen:banded: bw 3000000000 out of range (0..2147483647)"},
         {"gen:block:rows=4,nnz=4,b=8", "gen:block: b 8 is larger than the matrix (4 x 4)"},
         {"gen:block:rows=4000,nnz=4,b=0", "gen:block: b 0 out of range (1..1024)"},
         {"gen:dl:rows=4,nnz=4,seed=x",
          "gen:dl: bad seed 'x' (expected a whole number, K/M/G suffixes allowed)"},
-        {"gen:dl:rows=4,nnz=4,bw=2", "gen:dl: unknown key 'bw' (keys: rows, cols, nnz, seed)"},
+        {"gen:dl:rows=4,nnz=4,bw=2", "gen:dl: unknown key 'bw' (keys: rows, cols, nnz, seed, empty)"},
+        {"gen:uniform:rows=4,nnz=4,empty=1", "gen:uniform: bad empty '1' (expected a fraction of "
+                                            "rows in [0, 1))"},
+        {"gen:arrow:rows=100,nnz=50", "gen:arrow: nnz 50 is less than the 199 the hubs take (hubs "
+                                      "* hublen + (rows - hubs) * hubs)"},
+        {"gen:arrow:rows=10,nnz=20,hubs=11", "gen:arrow: hubs 11 out of range (1..10)"},
+        {"gen:arrow:rows=10,nnz=20,hubs=2,hublen=1", "gen:arrow: hublen 1 out of range (2..10)"},
+        {"gen:powerlaw:rows=10,nnz=5", "gen:powerlaw: nnz 5 is less than rows 10 (every row gets "
+                                       "an entry)"},
+        {"gen:powerlaw:rows=10,nnz=50,exp=-1",
+         "gen:powerlaw: bad exp '-1' (expected a number from 0 to 8)"},
+        {"gen:blockdiag:rows=10,b=0", "gen:blockdiag: b 0 out of range (1..4096)"},
+        {"gen:bandout:rows=10,bw=1", "gen:bandout: missing outliers (keys: rows, cols, bw, "
+                                     "outliers, seed, empty)"},
+        {"gen:bandout:rows=4,bw=1,outliers=7",
+         "gen:bandout: outliers 7 > the 6 positions outside the band"},
     };
     for (size_t k = 0; k < DT_ARRAY_LEN(bad); k++) {
         dt_err e = {0};
@@ -484,4 +504,188 @@ Test(gen, replicate_should_reject_bad_counts)
     cr_assert_eq(sp_csr_validate(r, &e), 0, "%s", e.msg);
     sp_csr_free(r);
     sp_csr_free(z);
+}
+
+/* ---- shapes of real matrices ---------------------------------------------- */
+
+Test(gen, arrow_should_have_dense_hub_rows_and_columns_and_exact_nnz)
+{
+    sp_csr *a = gen("gen:arrow:rows=3000,cols=2500,nnz=40000,hubs=3,seed=7");
+    cr_assert_eq(a->rows, 3000);
+    cr_assert_eq(a->cols, 2500);
+    cr_assert_eq(a->nnz, 40000);
+    for (int32_t i = 0; i < 3; i++)
+        cr_expect_eq(len(a, i), 2500, "hub row %d has %lld entries", i, (long long)len(a, i));
+    int64_t most_other = 0;
+    for (int32_t i = 0; i < a->rows; i++) {
+        for (int32_t j = 0; j < 3; j++)
+            cr_expect_eq(a->col[a->rowptr[i] + j], j, "row %d lacks hub column %d", i, j);
+        if (i >= 3)
+            most_other = len(a, i) > most_other ? len(a, i) : most_other;
+    }
+    /* the rest share what is left evenly: (40000 - 7500 - 2997 * 3) / 2997 = 7.8 */
+    cr_expect_leq(most_other, 3 + 8, "a non-hub row has %lld entries", (long long)most_other);
+    sp_csr_free(a);
+    /* hublen: hub rows of a set length, not dense */
+    a = gen("gen:arrow:rows=2000,nnz=30000,hubs=2,hublen=700");
+    cr_expect_eq(len(a, 0), 700);
+    cr_expect_eq(len(a, 1), 700);
+    cr_expect_eq(a->nnz, 30000);
+    sp_csr_free(a);
+}
+
+static int cmp_desc(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* The exponent read back from the sorted row lengths: log(L[0] / L[r]) /
+ * log(r + 1). */
+static double rank_exponent(const sp_csr *a, int32_t r)
+{
+    int64_t *l = malloc((size_t)a->rows * sizeof *l);
+    for (int32_t i = 0; i < a->rows; i++)
+        l[i] = len(a, i);
+    qsort(l, (size_t)a->rows, sizeof *l, cmp_desc);
+    double ex = log((double)l[0] / (double)l[r]) / log((double)r + 1);
+    free(l);
+    return ex;
+}
+
+Test(gen, powerlaw_rows_should_follow_the_set_exponent)
+{
+    static const struct {
+        const char *spec;
+        double ex;
+    } cases[] = {
+        {"gen:powerlaw:rows=20000,cols=100000,nnz=400000,exp=1", 1.0},
+        {"gen:powerlaw:rows=20000,cols=1000000,nnz=400000,exp=1.5", 1.5},
+        {"gen:powerlaw:rows=20000,cols=100000,nnz=400000,exp=0.6", 0.6},
+    };
+    for (size_t k = 0; k < DT_ARRAY_LEN(cases); k++) {
+        sp_csr *a = gen(cases[k].spec);
+        cr_expect_eq(a->nnz, 400000, "%s: nnz %lld", cases[k].spec, (long long)a->nnz);
+        int32_t empty = 0;
+        for (int32_t i = 0; i < a->rows; i++)
+            empty += len(a, i) == 0;
+        cr_expect_eq(empty, 0, "%s: %d empty rows", cases[k].spec, empty);
+        double ex = rank_exponent(a, 9);
+        cr_expect(fabs(ex - cases[k].ex) < 0.05 * cases[k].ex, "%s: exponent %.3f", cases[k].spec,
+                  ex);
+        sp_csr_free(a);
+    }
+    /* the longest row is not always row 0: ranks are shuffled */
+    sp_csr *a = gen("gen:powerlaw:rows=5000,nnz=50000,exp=1,seed=3");
+    cr_expect_lt(len(a, 0), max_len(a));
+    sp_csr_free(a);
+}
+
+Test(gen, powerlaw_should_make_wide_and_tall_skewed_matrices)
+{
+    sp_csr *w = gen("gen:powerlaw:rows=1000,cols=60000,nnz=50000,exp=1.2");
+    sp_csr *t = gen("gen:powerlaw:rows=60000,cols=1000,nnz=200000,exp=0.8");
+    cr_expect_eq(w->rows, 1000);
+    cr_expect_eq(w->cols, 60000);
+    cr_expect_eq(w->nnz, 50000);
+    cr_expect_eq(t->rows, 60000);
+    cr_expect_eq(t->cols, 1000);
+    cr_expect_eq(t->nnz, 200000);
+    /* skewed: the longest row far past the mean */
+    cr_expect_gt(max_len(w), 20 * 50);
+    cr_expect_gt(max_len(t), 20 * 200000 / 60000);
+    cr_expect_leq(max_len(t), 1000);
+    sp_csr_free(w);
+    sp_csr_free(t);
+}
+
+Test(gen, empty_should_empty_that_fraction_of_rows)
+{
+    static const char *specs[] = {
+        "gen:uniform:rows=10000,nnz=100000,empty=0.3",
+        "gen:rmat:rows=8192,nnz=120000,empty=0.5,seed=2",
+        "gen:powerlaw:rows=10000,cols=20000,nnz=80000,exp=1,empty=0.2",
+        "gen:stencil5:rows=10000,empty=0.1",
+    };
+    static const double frac[] = {0.3, 0.5, 0.2, 0.1};
+    for (size_t k = 0; k < DT_ARRAY_LEN(specs); k++) {
+        sp_csr *a = gen(specs[k]);
+        int32_t empty = 0;
+        for (int32_t i = 0; i < a->rows; i++)
+            empty += len(a, i) == 0;
+        double f = (double)empty / a->rows;
+        /* exactly round(frac * rows) emptied, plus rows the kind left empty
+         * (R-MAT leaves some) */
+        cr_expect_geq(empty, (int32_t)(frac[k] * a->rows + 0.5), "%s: %.4f empty", specs[k], f);
+        cr_expect_leq(f, frac[k] + (k == 1 ? 0.25 : 0.01), "%s: %.4f empty", specs[k], f);
+        sp_csr_free(a);
+    }
+    /* uniform rows are all alike, so nnz drops by about the fraction */
+    sp_csr *a = gen("gen:uniform:rows=10000,nnz=100000,empty=0.3");
+    cr_expect(fabs((double)a->nnz - 70000) < 0.02 * 70000, "nnz %lld", (long long)a->nnz);
+    sp_csr_free(a);
+}
+
+Test(gen, blockdiag_should_have_full_diagonal_blocks_of_the_drawn_sizes)
+{
+    sp_csr *a = gen("gen:blockdiag:rows=5000,b=24,seed=4");
+    cr_assert_eq(a->rows, 5000);
+    int32_t at = 0, blocks = 0;
+    int sizes_seen[25] = {0};
+    while (at < a->rows) {
+        int64_t sz = len(a, at);
+        cr_assert_gt(sz, 0);
+        cr_assert_eq(a->col[a->rowptr[at]], at, "block at row %d does not start on the diagonal",
+                     at);
+        if (at + sz < a->rows) { /* the last one may be cut */
+            cr_expect_geq(sz, 12);
+            cr_expect_leq(sz, 24);
+            sizes_seen[sz]++;
+        }
+        for (int32_t i = at; i < at + sz; i++) {
+            cr_assert_eq(len(a, i), sz, "row %d of the block at %d", i, at);
+            for (int64_t k = 0; k < sz; k++)
+                cr_assert_eq(a->col[a->rowptr[i] + k], at + k);
+        }
+        at += (int32_t)sz;
+        blocks++;
+    }
+    int distinct = 0;
+    for (int s = 12; s <= 24; s++)
+        distinct += sizes_seen[s] > 0;
+    cr_expect_geq(distinct, 10, "block sizes barely vary: %d distinct", distinct);
+    cr_expect_gt(blocks, 5000 / 24);
+    sp_csr_free(a);
+}
+
+Test(gen, bandout_should_fill_the_band_and_place_exactly_the_outliers)
+{
+    static const char *specs[] = {
+        "gen:bandout:rows=4000,bw=3,outliers=500,seed=9",
+        "gen:bandout:rows=300,cols=5000,bw=2,outliers=800",  /* wide */
+        "gen:bandout:rows=5000,cols=300,bw=2,outliers=800",  /* tall: rows past the band */
+        "gen:bandout:rows=20,bw=1,outliers=342",             /* every position outside */
+    };
+    static const int64_t outliers[] = {500, 800, 800, 342};
+    for (size_t s = 0; s < DT_ARRAY_LEN(specs); s++) {
+        sp_csr *a = gen(specs[s]);
+        int64_t out = 0, in = 0, band = 0;
+        for (int32_t i = 0; i < a->rows; i++) {
+            for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
+                int64_t d = (int64_t)a->col[k] - i;
+                if (d < -3 || d > 3 || (s > 0 && (d < -(s == 3 ? 1 : 2) || d > (s == 3 ? 1 : 2))))
+                    out++;
+                else
+                    in++;
+            }
+        }
+        int64_t bw = s == 0 ? 3 : s == 3 ? 1 : 2;
+        for (int32_t i = 0; i < a->rows; i++)
+            for (int64_t j = i - bw; j <= i + bw; j++)
+                band += j >= 0 && j < a->cols;
+        cr_expect_eq(out, outliers[s], "%s: %lld outliers", specs[s], (long long)out);
+        cr_expect_eq(in, band, "%s: band holds %lld of %lld", specs[s], (long long)in,
+                     (long long)band);
+        sp_csr_free(a);
+    }
 }
