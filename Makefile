@@ -23,7 +23,7 @@ CUDA_HOME ?= /usr/local/cuda
 PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 
-PKGS := ncursesw panelw lua5.4 libcjson libcurl
+PKGS := ncursesw panelw lua5.4 libcjson libcurl zlib
 # Evaluated once, on first use, so that `make test` can install packages
 # before pkg-config is asked about them.
 PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
@@ -152,7 +152,10 @@ test: deps
 test-build: $(TEST_EXES) $(DBG)/ditto
 
 # Each module's executable prints its own Criterion synthesis; the last line
-# sums them in the same format. test_compile runs one test at a time: with
+# sums them, with the skipped tests counted and named (SKIPPED suite::test:
+# reason); a sanitizer report anywhere fails the run (scripts/run-tests.sh).
+# The matrices the tests read are in tests/data; ../shared/matrices, when
+# present, is checked too. test_compile runs one test at a time: with
 # its four-minute corner sweep beside another test, LeakSanitizer reports 48
 # bytes that Criterion's own runner (libcriterion 2.4) allocates and never
 # frees, which fails the run though every test passed; one at a time it
@@ -168,9 +171,10 @@ gpu-test-build: $(REL)/tests/test_gpu ditto
 # GPU_TEST_DITTO=dist/ditto.
 GPU_TEST_BIN ?= $(REL)/tests/test_gpu
 GPU_TEST_DITTO ?= $(CURDIR)/ditto
+# Without a GPU it exits 3 and says that nothing ran on one (run-tests.sh).
 gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 	@DITTO_BIN=$(GPU_TEST_DITTO) DITTO_SRC=$(CURDIR) DITTO_SHARE=$${DITTO_SHARE:-$(CURDIR)} \
-	  TEST_JOBS=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
+	  TEST_JOBS=1 REQUIRE_GPU=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu
@@ -189,8 +193,8 @@ FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
 fuzz: $(FUZZ_TARGETS)
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h sparse/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
-	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lm
+	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson zlib) \
+	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson zlib) -lm
 
 fuzz-run: fuzz
 	@for t in $(FUZZ_TARGETS); do \

@@ -902,12 +902,12 @@ fail:
 
 sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        dt_err_set(e, "%s: %s", path, strerror(errno));
+    char head[SP_INPUT_HEAD];
+    size_t head_len;
+    FILE *f = sp_input_open(path, head, &head_len, e);
+    if (f == NULL)
         return NULL;
-    }
-    sp_csr *a = sp_mm_read_stream(f, path, o, e);
+    sp_csr *a = sp_mm_read_stream(f, sp_input_name(path), o, e);
     fclose(f);
     return a;
 }
@@ -1300,12 +1300,12 @@ fail:
 
 sp_csr *sp_smtx_read(const char *path, const sp_read_opts *o, dt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        dt_err_set(e, "%s: %s", path, strerror(errno));
+    char head[SP_INPUT_HEAD];
+    size_t head_len;
+    FILE *f = sp_input_open(path, head, &head_len, e);
+    if (f == NULL)
         return NULL;
-    }
-    sp_csr *a = sp_smtx_read_stream(f, path, o, e);
+    sp_csr *a = sp_smtx_read_stream(f, sp_input_name(path), o, e);
     fclose(f);
     return a;
 }

@@ -234,6 +234,21 @@ sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e);
  * no candidate exists (e says which were tried). */
 char *sp_resolve_path(const char *path, dt_err *e);
 
+/* Matrix inputs (sparse/input.c). PATH "-" is standard input; a file or
+ * stream that starts with the gzip magic is decompressed as it is read
+ * (zlib), so NAME.mtx.gz and NAME.smtx.gz read like NAME.mtx and NAME.smtx.
+ * sp_input_open returns a stream positioned at the start of the (plain)
+ * data, with its first bytes (up to SP_INPUT_HEAD) copied into head for
+ * format detection; close it with fclose. On error NULL with e->msg
+ * "PATH: what is wrong". */
+#define SP_INPUT_HEAD 16
+FILE *sp_input_open(const char *path, char head[SP_INPUT_HEAD], size_t *head_len, dt_err *e);
+/* The name messages use for PATH: "(stdin)" for "-". Borrowed. */
+const char *sp_input_name(const char *path);
+/* True when the input is a DLMC .smtx file: not a Matrix Market header, and
+ * named .smtx or .smtx.gz (or, on standard input, starting "ROWS,"). */
+int sp_input_is_smtx(const char *path, const char *head, size_t head_len);
+
 /* Generator spec parsed from "gen:KIND:..." (exposed for tests and --help). */
 sp_csr *sp_generate(const char *spec, dt_err *e);
 /* Tile a block-diagonally k times. */

@@ -578,6 +578,7 @@ static cJSON *ranked_on(kb *k, const char *name, int n)
     spec.n = n;
     cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
     cr_assert_not_null(ranked, "%s: %s", name, e.msg);
+    sp_spec_clear(&spec);
     cJSON_Delete(rep);
     sp_csr_free(a);
     free(path);
