@@ -98,6 +98,25 @@ static void summary_line(const cJSON *art, const char *kind, char *out, size_t l
 
 static void decide_line(printer *p, const char *line);
 
+/* Where text for the person goes: stdout, or stderr under --json, whose
+ * stdout is JSON Lines from the first line to the last. */
+static FILE *human(const printer *p)
+{
+    return p->json ? stderr : stdout;
+}
+
+static void print_session_json(const char *id, const char *dir)
+{
+    cJSON *j = cJSON_CreateObject();
+    dt_json_set_str(j, "type", "session");
+    dt_json_set_str(j, "session", id);
+    dt_json_set_str(j, "path", dir);
+    char *s = dt_json_print(j, 0);
+    puts(s);
+    free(s);
+    cJSON_Delete(j);
+}
+
 /* The next typed-ahead line, or NULL (caller frees). */
 static char *pop_line(printer *p)
 {
@@ -120,12 +139,13 @@ static int drain(printer *p)
     while (ag_awaiting(p->run) && (line = pop_line(p)) != NULL) {
         const ag_step *s = ag_awaiting(p->run);
         if (!p->tty_in)
-            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s), line);
+            fprintf(human(p), "review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)),
+                    ag_step_version(s), line);
         if (p->waiting == 2) {
             dt_err e = {0};
             p->waiting = 0;
             if (ag_decide(p->run, AG_REJECT, NULL, line, &e) != 0)
-                printf("%s\n", e.msg);
+                fprintf(human(p), "%s\n", e.msg);
         } else {
             decide_line(p, line);
         }
@@ -145,15 +165,15 @@ static void prompt_review(printer *p)
     if (drain(p))
         return;
     if (p->eof) {
-        printf("stdin is closed and a review is pending: stopping\n");
+        fprintf(human(p), "stdin is closed and a review is pending: stopping\n");
         ag_stop(p->run);
         return;
     }
     if (p->tty_in) {
-        printf("review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  "
-               "[s]top > ",
-               ag_kind_name(ag_step_kind(s)), ag_step_version(s));
-        fflush(stdout);
+        fprintf(human(p),
+                "review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  [s]top > ",
+                ag_kind_name(ag_step_kind(s)), ag_step_version(s));
+        fflush(human(p));
     }
 }
 
@@ -297,8 +317,8 @@ static void decide_line(printer *p, const char *line)
             reason++;
         if (*reason == '\0') {
             if (p->tty_in)
-                printf("reason (it goes back to the agent): ");
-            fflush(stdout);
+                fprintf(human(p), "reason (it goes back to the agent): ");
+            fflush(human(p));
             p->waiting = 2; /* the next line is the reason */
             return;
         }
@@ -343,7 +363,7 @@ static void decide_line(printer *p, const char *line)
         dt_err_set(&e, "answer a, e, r REASON, A or s");
     }
     if (rc != 0) {
-        printf("%s\n", e.msg);
+        fprintf(human(p), "%s\n", e.msg);
         prompt_review(p);
         return;
     }
@@ -363,7 +383,7 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
         /* stdin closed with a gate open and nothing typed ahead: nobody can
          * answer it. */
         if (ag_awaiting(p->run) && p->queue.len == 0) {
-            printf("\nstdin closed while a review was pending: stopping\n");
+            fprintf(human(p), "\nstdin closed while a review was pending: stopping\n");
             ag_stop(p->run);
         }
         return;
@@ -386,7 +406,9 @@ const char cli_run_usage[] =
     "tune, learn -- one line per step (-v streams each agent's reasoning). With --review ask\n"
     "every step waits for a decision typed on stdin: a (approve), e (edit the plan or the\n"
     "kernel in $VISUAL/$EDITOR), r REASON (reject: the reason goes back to the agent),\n"
-    "A (approve the rest), s (stop). --json prints the events (agents/EVENTS.md).\n"
+    "A (approve the rest), s (stop). --json prints the events as JSON Lines\n"
+    "(agents/EVENTS.md), the last one {\"type\": \"session\", \"session\": ID, \"path\": DIR}\n"
+    "when the session was recorded; prompts and messages then go to stderr.\n"
     "The session is recorded under $XDG_DATA_HOME/ditto/sessions (or --session-dir);\n"
     "`ditto resume ID` continues one after a crash from its last finished step.\n"
     "\n"
@@ -528,7 +550,9 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                 if (dt_loop_run_once(loop, 500) < 0)
                     break;
             status = ag_run_exit_code(run);
-            if (ss.s)
+            if (ss.s && a.json) /* the last line of the JSON Lines stream */
+                print_session_json(sess_id(ss.s), sess_dir(ss.s));
+            else if (ss.s)
                 printf("session: %s (%s)\n", sess_id(ss.s), sess_dir(ss.s));
         }
     }
