@@ -443,6 +443,14 @@ int cli_bench(int argc, char **argv)
         } else
             mats[nm++] = dt_xstrdup(a);
     }
+    for (int i = 0; i < nm; i++) {
+        if (cli_matrix_missing("bench", mats[i])) {
+            for (int j = 0; j < nm; j++)
+                free(mats[j]);
+            free(mats);
+            return CLI_NOT_FOUND;
+        }
+    }
     if (strcmp(regime, "orig") != 0 && strcmp(regime, "hbm") != 0 && strcmp(regime, "both") != 0) {
         free(mats);
         return cli_usage_error("bench", "--regime: expected orig, hbm or both");

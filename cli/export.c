@@ -1609,7 +1609,7 @@ int cli_export(int argc, char **argv)
     free(root);
     if (log == NULL) {
         fprintf(stderr, "ditto export: %s\n", e.msg);
-        return CLI_FAIL;
+        return cli_session_status(&e);
     }
     ex_ctx x;
     memset(&x, 0, sizeof x);

@@ -384,7 +384,8 @@ const char cli_check_usage[] =
     "kernel runs at its manifest's defaults.\n"
     "\n"
     "Exit status: 0 verified (and measured), 1 the kernel failed (compile error, a check,\n"
-    "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker.\n";
+    "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker,\n"
+    "66 the kernel file or the matrix does not exist.\n";
 
 int cli_check(int argc, char **argv)
 {
@@ -441,6 +442,8 @@ int cli_check(int argc, char **argv)
     }
     if (kfile == NULL || matrix == NULL)
         return cli_usage_error("check", "give a kernel file and a matrix");
+    if (cli_file_missing("check", kfile) || cli_matrix_missing("check", matrix))
+        return CLI_NOT_FOUND;
     dt_err e = {0};
     char *source = dt_read_file(kfile, NULL, &e);
     if (source == NULL) {
@@ -664,6 +667,12 @@ int cli_baseline(int argc, char **argv)
     if (nm == 0) {
         free(mats);
         return cli_usage_error("baseline", "give at least one matrix");
+    }
+    for (int i = 0; i < nm; i++) {
+        if (cli_matrix_missing("baseline", mats[i])) {
+            free(mats);
+            return CLI_NOT_FOUND;
+        }
     }
     gpu_session s;
     if (session_open(&s, "baseline", launcher, json) != 0) {

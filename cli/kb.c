@@ -241,7 +241,7 @@ static int kb_cmd_show(int argc, char **argv)
     if (e == NULL) {
         fprintf(stderr, "ditto kb show: no entry '%s' (see 'ditto kb list')\n", id);
         kb_close(k);
-        return CLI_FAIL;
+        return CLI_NOT_FOUND;
     }
     if (json) {
         print_json(e);

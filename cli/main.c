@@ -68,6 +68,10 @@ static void print_help(void)
     for (const cli_command *c = cli_commands; c->name; c++)
         printf("  %-12s %s\n", c->name, c->summary);
     printf("\nRun 'ditto COMMAND --help' for a command's options.\n"
+           "Exit status: 0 success, 1 the work failed, 2 usage (bad flags, arguments or\n"
+           "spec), 66 something named does not exist (a file, matrix, spec, session,\n"
+           "knowledge-base entry or GPU), from every command; some add their own (see\n"
+           "their --help).\n"
            "Environment: DITTO_MATRIX_PATH (folders searched for relative matrix paths),\n"
            "XDG_CONFIG_HOME / XDG_DATA_HOME / XDG_CACHE_HOME (config, sessions, caches).\n");
 }

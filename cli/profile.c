@@ -53,6 +53,10 @@ int cli_profile(int argc, char **argv)
     const char *matrix = source;
     if (dt_endswith(source, ".json")) {
         dt_buf problems = DT_BUF_INIT;
+        if (cli_file_missing("profile", source)) {
+            sp_spec_clear(&spec);
+            return CLI_NOT_FOUND;
+        }
         if (sp_spec_load(&spec, source, &problems) != 0) {
             fputs(dt_buf_str(&problems), stderr);
             dt_buf_free(&problems);
@@ -60,6 +64,10 @@ int cli_profile(int argc, char **argv)
             return CLI_FAIL;
         }
         dt_buf_free(&problems);
+        if (cli_check_spec_gpu("profile", source, spec.gpu) != 0) {
+            sp_spec_clear(&spec);
+            return CLI_FAIL;
+        }
         matrix = spec.matrix;
         if (n == 0 && spec.op == SP_SPMM)
             n = spec.n;
@@ -78,7 +86,7 @@ int cli_profile(int argc, char **argv)
     if (a == NULL) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_spec_clear(&spec);
-        return CLI_FAIL;
+        return e.code == SP_ENOTFOUND ? CLI_NOT_FOUND : CLI_FAIL;
     }
     double load_s = dt_now() - t0;
     sp_report r;

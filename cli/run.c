@@ -414,7 +414,8 @@ const char cli_run_usage[] =
     "\n"
     "Exit status: 0 a verified kernel was produced, 1 none passed verification, 2 usage,\n"
     "3 no GPU (stopped after compiling), 4 stopped by a person, 5 an error (matrix,\n"
-    "worker, LLM).\n";
+    "worker, LLM), 66 the spec file or the session does not exist. A spec's \"gpu\" must\n"
+    "be \"auto\" or a known GPU (ditto hw list): a misspelt one is refused (exit 2).\n";
 
 static void quiet_worker_log(int w, const char *line, void *ud)
 {
@@ -449,6 +450,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         log = sess_log_read(root, a.spec, &e);
         if (log == NULL) {
             fprintf(stderr, "ditto resume: %s\n", e.msg);
+            if (cli_session_status(&e) == CLI_NOT_FOUND)
+                status = CLI_NOT_FOUND;
             goto out;
         }
         if (log->warnings.len)
@@ -458,8 +461,15 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                     dt_buf_str(&probs));
             goto out;
         }
+    } else if (cli_file_missing(cmd, a.spec)) {
+        status = CLI_NOT_FOUND;
+        goto out;
     } else if (sp_spec_load(&spec, a.spec, &probs) != 0) {
         fputs(dt_buf_str(&probs), stderr);
+        status = AG_EXIT_USAGE;
+        goto out;
+    }
+    if (cli_check_spec_gpu(cmd, resume ? "the session's spec.json" : a.spec, spec.gpu) != 0) {
         status = AG_EXIT_USAGE;
         goto out;
     }

@@ -4,9 +4,12 @@
  * (cli/cli.h). */
 #include "cli/wiring.h"
 #include "cli/cli.h"
+#include "hardware/hardware.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the session sink ------------------------------------------------------------------------ */
 
@@ -289,4 +292,47 @@ const char *cli_flag_value(int argc, char **argv, int *i, const char *flag, int 
         return NULL;
     }
     return argv[++*i];
+}
+
+int cli_check_spec_gpu(const char *cmd, const char *spec_path, const char *gpu)
+{
+    if (gpu == NULL || strcmp(gpu, "auto") == 0)
+        return 0;
+    dt_err e = {0};
+    hw_spec *g = hw_load(gpu, &e);
+    if (g != NULL) {
+        hw_spec_free(g);
+        return 0;
+    }
+    fprintf(stderr, "ditto %s: %s: $.gpu: %s, or \"auto\" for the GPU the worker finds\n", cmd,
+            spec_path, e.msg);
+    return -1;
+}
+
+int cli_file_missing(const char *cmd, const char *path)
+{
+    struct stat st;
+    if (path == NULL || stat(path, &st) == 0 || errno != ENOENT)
+        return 0;
+    fprintf(stderr, "ditto %s: %s: no such file\n", cmd, path);
+    return 1;
+}
+
+int cli_session_status(const dt_err *e)
+{
+    return e->code == SESS_ENOTFOUND && dt_startswith(e->msg, "no session '") ? CLI_NOT_FOUND
+                                                                               : CLI_FAIL;
+}
+
+int cli_matrix_missing(const char *cmd, const char *matrix)
+{
+    if (dt_startswith(matrix, "gen:") || dt_startswith(matrix, "rep:") || strcmp(matrix, "-") == 0)
+        return 0;
+    dt_err e = {0};
+    char *path = sp_resolve_path(matrix, &e);
+    free(path);
+    if (path != NULL || e.code != SP_ENOTFOUND)
+        return 0;
+    fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
+    return 1;
 }

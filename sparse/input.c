@@ -116,7 +116,10 @@ FILE *sp_input_open(const char *path, char head[SP_INPUT_HEAD], size_t *head_len
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        dt_err_set(e, "%s: %s", path, strerror(errno));
+        int saved = errno;
+        dt_err_set(e, "%s: %s", path, strerror(saved));
+        if (e && saved == ENOENT)
+            e->code = SP_ENOTFOUND;
         return NULL;
     }
     struct stat st;

@@ -24,6 +24,8 @@ char *sp_resolve_path(const char *path, dt_err *e)
     }
     if (path[0] == '/') {
         dt_err_set(e, "%s: no such file", path);
+        if (e)
+            e->code = SP_ENOTFOUND;
         return NULL;
     }
     const char *mp = getenv("DITTO_MATRIX_PATH");
@@ -47,6 +49,8 @@ char *sp_resolve_path(const char *path, dt_err *e)
         dt_err_set(e, "%s: no such file (also looked in $DITTO_MATRIX_PATH: %s)", path, tried.data);
     else
         dt_err_set(e, "%s: no such file (set DITTO_MATRIX_PATH to search other folders)", path);
+    if (e)
+        e->code = SP_ENOTFOUND;
     dt_buf_free(&tried);
     return NULL;
 }

@@ -242,6 +242,9 @@ char *sp_resolve_path(const char *path, dt_err *e);
  * format detection; close it with fclose. On error NULL with e->msg
  * "PATH: what is wrong". */
 #define SP_INPUT_HEAD 16
+/* e->code of sp_load, sp_resolve_path and sp_input_open when the file does
+ * not exist (anything else: another nonzero code). */
+#define SP_ENOTFOUND 2
 FILE *sp_input_open(const char *path, char head[SP_INPUT_HEAD], size_t *head_len, dt_err *e);
 /* The name messages use for PATH: "(stdin)" for "-". Borrowed. */
 const char *sp_input_name(const char *path);
