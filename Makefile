@@ -8,7 +8,8 @@
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
 #   make bundle     dist/: the binary, data and the non-base libraries
 #   make format     clang-format every C source
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local  (binary, data, man page, bash/zsh completions)
+#   make man        docs/ditto.1 from the --help texts
 #
 # CUDA_HOME points at the CUDA toolkit (headers only at build time: every
 # CUDA library is loaded at run time). Set CI=1 for -Werror.
@@ -74,7 +75,7 @@ DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(C
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
 .PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
-        bundle format install clean deps
+        bundle format install clean deps man
 
 all: ditto
 
@@ -222,9 +223,19 @@ bundle: all
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
+# The man page is generated from the --help texts (ditto --help-man); the
+# committed copy is checked against it by tests/cli/test_conventions.c.
+man: ditto
+	./ditto --help-man > docs/ditto.1
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ditto
 	install -m 0755 ditto $(DESTDIR)$(PREFIX)/bin/ditto
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 docs/ditto.1 $(DESTDIR)$(PREFIX)/share/man/man1/ditto.1
+	install -m 0644 scripts/completions/ditto.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ditto
+	install -m 0644 scripts/completions/_ditto $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ditto
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/ditto/$$d && \
 	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec install -m 0644 {} $(DESTDIR)$(PREFIX)/share/ditto/$$d/ \; ; fi; done
