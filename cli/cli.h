@@ -54,6 +54,19 @@ int cli_session_status(const dt_err *e);
  * $DITTO_MATRIX_PATH; generator specs, rep: and "-" are not files. Checked
  * before a GPU is looked for, so a typo is told first. */
 int cli_matrix_missing(const char *cmd, const char *matrix);
+/* Progress of a long read on stderr, only when stderr is a terminal and only
+ * once the step has run for a second: "reading NAME: 120 MB of 293 MB (41%)",
+ * redrawn at most five times a second and erased by cli_progress_end.
+ * Pass cli_progress_bytes and the cli_progress as sp_read_opts' progress
+ * and progress_ud. */
+typedef struct cli_progress {
+    const char *what; /* borrowed */
+    double t0, last;  /* start; last redraw */
+    int tty, shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *what);
+void cli_progress_bytes(void *ud, int64_t done, int64_t total);
+void cli_progress_end(cli_progress *p);
 /* The hardware commands (cli/hw.c, cli/occupancy.c, cli/roofline.c) and
  * their usage texts, which live beside them. */
 int cli_hw(int argc, char **argv);

@@ -75,22 +75,30 @@ int cli_profile(int argc, char **argv)
             k = spec.n;
     }
 
-    int tty = isatty(2);
     double t0 = dt_now();
-    if (tty)
-        fprintf(stderr, "reading %s ...", matrix);
+    cli_progress prog;
+    cli_progress_start(&prog, matrix);
+    ro.progress = cli_progress_bytes;
+    ro.progress_ud = &prog;
     dt_err e = {0};
     sp_csr *a = sp_load(matrix, &ro, &e);
-    if (tty)
-        fprintf(stderr, "\r\033[K");
+    cli_progress_end(&prog);
     if (a == NULL) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_spec_clear(&spec);
         return e.code == SP_ENOTFOUND ? CLI_NOT_FOUND : CLI_FAIL;
     }
     double load_s = dt_now() - t0;
+    /* The report takes about a second per 10M nonzeros (measured on 16M:
+     * 1.5 s): say what is going on past 4M, on a terminal. */
+    const int say = prog.tty && a->nnz >= 4000000;
+    if (say)
+        fprintf(stderr, "profiling %d rows, %lld nonzeros ...", a->rows, (long long)a->nnz);
     sp_report r;
-    if (sp_report_compute(a, n, k, &r, &e) != 0) {
+    int rc = sp_report_compute(a, n, k, &r, &e);
+    if (say)
+        fprintf(stderr, "\r\033[K");
+    if (rc != 0) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_csr_free(a);
         sp_spec_clear(&spec);

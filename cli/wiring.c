@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the session sink ------------------------------------------------------------------------ */
 
@@ -335,4 +336,35 @@ int cli_matrix_missing(const char *cmd, const char *matrix)
         return 0;
     fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
     return 1;
+}
+
+void cli_progress_start(cli_progress *p, const char *what)
+{
+    p->what = what;
+    p->t0 = p->last = dt_now();
+    p->tty = isatty(STDERR_FILENO);
+    p->shown = 0;
+}
+
+void cli_progress_bytes(void *ud, int64_t done, int64_t total)
+{
+    cli_progress *p = ud;
+    double now = dt_now();
+    if (!p->tty || now - p->t0 < 1.0 || now - p->last < 0.2)
+        return;
+    p->last = now;
+    p->shown = 1;
+    const double mb = 1024.0 * 1024.0;
+    if (total > 0)
+        fprintf(stderr, "\r\033[Kreading %s: %.0f MB of %.0f MB (%.0f%%)", p->what, done / mb,
+                total / mb, 100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r\033[Kreading %s: %.0f MB", p->what, done / mb);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown)
+        fprintf(stderr, "\r\033[K");
+    p->shown = 0;
 }

@@ -38,6 +38,8 @@ typedef struct rd {
     int64_t line;      /* lines consumed so far: the number of the last one */
     int64_t remaining; /* bytes left in f when it is a regular file, else -1 */
     dt_err *e;
+    const sp_read_opts *o; /* its progress callback, if any */
+    int64_t done, total;   /* bytes read so far; remaining at the start */
 } rd;
 
 static int rd_fail(rd *r, int64_t line, const char *fmt, ...) DT_PRINTF(3, 4);
@@ -91,6 +93,9 @@ static int rd_fill(rd *r)
     r->len = keep;
     size_t n = fread(r->buf + keep, 1, SP_IO_CHUNK, r->f);
     r->len += n;
+    r->done += (int64_t)n;
+    if (r->o && r->o->progress)
+        r->o->progress(r->o->progress_ud, r->done, r->total);
     if (n < SP_IO_CHUNK) {
         /* fread only comes back short at the end or on an error. */
         if (ferror(r->f))
@@ -787,6 +792,8 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     sp_coo *c = NULL;
     sp_csr *a = NULL;
     mm_header h;
@@ -920,6 +927,8 @@ double *sp_mm_read_dense(FILE *f, const char *name, int32_t *rows, int32_t *cols
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     double *a = NULL;
     mm_header h;
     if (mm_read_header(&r, 1, o, &h) < 0)
@@ -1111,6 +1120,8 @@ sp_csr *sp_smtx_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     sp_csr *a = NULL;
     int64_t rows, cols, nnz;
     char d[16];

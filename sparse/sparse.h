@@ -179,6 +179,11 @@ typedef struct sp_read_opts {
     int quiet;           /* do not log warnings (complex -> real part) */
     int64_t max_bytes;   /* refuse a matrix whose host arrays would need more, judged
                             from the declared sizes before reading (0: no limit) */
+    /* Called after each chunk read (about 1 MB) with the bytes read so far
+     * (decompressed) and the file's size (-1 when unknown: a pipe, a .gz);
+     * NULL: none. */
+    void (*progress)(void *ud, int64_t done, int64_t total);
+    void *progress_ud;
 } sp_read_opts;
 
 /* Matrix Market coordinate (real / integer / pattern / complex, the last

@@ -160,6 +160,8 @@ Test(conventions, gz_and_stdin_should_read_as_the_plain_file)
         for (size_t k = 0; k < DT_ARRAY_LEN(forms); k++) {
             p = tu_run("%s", forms[k]);
             cr_assert_eq(p.status, 0, "%s: %s", forms[k], p.err);
+            /* progress is for terminals: nothing on a redirected stderr */
+            cr_assert_str_eq(p.err, "", "%s", forms[k]);
             cJSON *j = cJSON_Parse(p.out);
             cr_assert_not_null(j, "%s: %s", forms[k], p.out);
             const char *fp = dt_json_str(j, "fingerprint", "");
