@@ -310,6 +310,48 @@ static void print_measure(const cJSON *m)
  * defaults with each given one replaced, every value one the manifest lists
  * and every constraint holding (gpu_manifest_check). NULL after printing what
  * is wrong. */
+/* The first line "#define NAME INTEGER" of source, at the start of a line
+ * (an exported kernel.cu defines its parameters so): 1 with the value and
+ * the line number, else 0. */
+static int source_define(const char *source, const char *name, int64_t *value, int *line)
+{
+    size_t n = strlen(name);
+    int ln = 1;
+    for (const char *p = source; *p; ln++) {
+        const char *eol = strchr(p, '\n');
+        if (strncmp(p, "#define ", 8) == 0 && strncmp(p + 8, name, n) == 0 && p[8 + n] == ' ') {
+            char *end = NULL;
+            long long v = strtoll(p + 9 + n, &end, 10);
+            if (end != p + 9 + n && (*end == '\n' || *end == '\0' || *end == ' ')) {
+                *value = v;
+                *line = ln;
+                return 1;
+            }
+        }
+        if (eol == NULL)
+            break;
+        p = eol + 1;
+    }
+    return 0;
+}
+
+/* Whether source #defines a parameter its manifest names (an exported
+ * kernel does): its parameters then come from the file, not the defaults. */
+static int defines_params(const char *source)
+{
+    gpu_manifest m;
+    if (gpu_manifest_from_source(source, &m, NULL) != 0)
+        return 0;
+    int found = 0;
+    for (int k = 0; k < m.nparams && !found; k++) {
+        int64_t v;
+        int ln;
+        found = source_define(source, m.params[k].name, &v, &ln);
+    }
+    gpu_manifest_clear(&m);
+    return found;
+}
+
 static cJSON *check_params(const char *kfile, const char *source, char **args, int n)
 {
     gpu_manifest m;
@@ -320,6 +362,15 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
         return NULL;
     }
     cJSON *params = gpu_manifest_defaults(&m);
+    /* A parameter the file #defines itself is that value: the worker's -D
+     * then agrees with it (no redefinition, and the launch contract sees the
+     * value the kernel was built with). */
+    for (int k = 0; k < m.nparams; k++) {
+        int64_t v;
+        int ln;
+        if (source_define(source, m.params[k].name, &v, &ln))
+            dt_json_set_int(params, m.params[k].name, v);
+    }
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
         const char *eq = strchr(args[i], '=');
@@ -344,6 +395,14 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
                             names.data ? names.data : "none");
             ok = 0;
         } else {
+            int64_t fv;
+            int ln;
+            if (source_define(source, mp->name, &fv, &ln) && fv != v) {
+                cli_usage_error("check", "--param %s: %s:%d defines %s %lld itself; change the "
+                                "file or drop --param",
+                                args[i], kfile, ln, mp->name, (long long)fv);
+                ok = 0;
+            }
             dt_json_set_int(params, mp->name, v);
         }
         dt_buf_free(&names);
@@ -451,7 +510,8 @@ int cli_check(int argc, char **argv)
         return CLI_FAIL;
     }
     cJSON *params = NULL;
-    if (npargs > 0 && (params = check_params(kfile, source, pargs, npargs)) == NULL) {
+    if ((npargs > 0 || defines_params(source)) &&
+        (params = check_params(kfile, source, pargs, npargs)) == NULL) {
         free(source);
         return CLI_USAGE;
     }
