@@ -34,7 +34,8 @@ const char cli_bench_usage[] =
     "calibrate`'s, or, when it has not run on this machine, one measured (and saved as\n"
     "calibrate would) before the first case.\n"
     "\n"
-    "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
+    "Matrices: the arguments (files, .gz or not, - for standard input, or generator specs),\n"
+    "else every .mtx and dlmc/*.smtx in\n"
     "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices). The HBM regime runs\n"
     "on --hbm-matrices: a count (the first N of a representative list, default 8) or\n"
     "comma-separated names, each the end of a matrix's path with or without its extension\n"
@@ -376,7 +377,14 @@ static void print_strategies(const cJSON *res)
     }
 }
 
+static int bench_cmd(int argc, char **argv);
+
 int cli_bench(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("bench", argc, argv, bench_cmd);
+}
+
+static int bench_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("bench");

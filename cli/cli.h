@@ -59,6 +59,17 @@ int cli_matrix_missing(const char *cmd, const char *matrix);
  * redrawn at most five times a second and erased by cli_progress_end.
  * Pass cli_progress_bytes and the cli_progress as sp_read_opts' progress
  * and progress_ud. */
+/* A matrix argument "-" for a command whose worker reads the matrix (the
+ * worker's stdin is its protocol): standard input is copied, as it is (plain
+ * or gzip), to a file under $XDG_CACHE_HOME/ditto/ of at most
+ * CLI_STDIN_MAX bytes. Returns that path (caller unlinks and frees), or NULL
+ * after printing "ditto CMD: ..." (the caller exits CLI_FAIL). */
+#define CLI_STDIN_MAX ((int64_t)64 << 30)
+char *cli_spool_stdin(const char *cmd);
+/* Run fn(argc, argv) with an argument "-" (a matrix on standard input)
+ * replaced by the path cli_spool_stdin gives, removed afterwards; without
+ * one, fn runs on argv as it is. Two "-" are a usage error. */
+int cli_with_stdin_matrix(const char *cmd, int argc, char **argv, int (*fn)(int, char **));
 typedef struct cli_progress {
     const char *what; /* borrowed */
     double t0, last;  /* start; last redraw */

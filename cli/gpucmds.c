@@ -429,6 +429,7 @@ const char cli_check_usage[] =
     "\n"
     "Compile a hand-written kernel under its launch contract (a /*@contract {...} @*/\n"
     "block in the source; see gpu/PROTOCOL.md), run the verification battery on MATRIX\n"
+    "(read as `ditto profile --help` says, - for standard input included)\n"
     "and on edge matrices, then time it next to every cuSPARSE algorithm with the same\n"
     "method: CUDA-graph replay when the data fits half of L2 and the kernel takes under\n"
     "20 us warm, else cold (L2 flushed before each run); a mode not timed prints \"-\".\n"
@@ -446,7 +447,14 @@ const char cli_check_usage[] =
     "a time below the physical floor, a fault or a hang), 2 usage, 3 no GPU or worker,\n"
     "66 the kernel file or the matrix does not exist.\n";
 
+static int check_cmd(int argc, char **argv);
+
 int cli_check(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("check", argc, argv, check_cmd);
+}
+
+static int check_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("check");
@@ -695,9 +703,17 @@ const char cli_baseline_usage[] =
     "Time every applicable cuSPARSE generic-API algorithm on each matrix (SpMV CSR ALG1/2,\n"
     "COO ALG1/2, SELL; SpMM CSR ALG1/2/3; SDDMM), each result checked against the fp64\n"
     "reference, and name the best. Timing: CUDA events around the call only, L2 flushed\n"
-    "(cold) and warm, CUDA-graph replay for short calls; preprocessing reported apart.\n";
+    "(cold) and warm, CUDA-graph replay for short calls; preprocessing reported apart.\n"
+    "A MATRIX is read as `ditto profile --help` says, - (standard input) included.\n";
+
+static int baseline_cmd(int argc, char **argv);
 
 int cli_baseline(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("baseline", argc, argv, baseline_cmd);
+}
+
+static int baseline_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("baseline");

@@ -368,3 +368,90 @@ void cli_progress_end(cli_progress *p)
         fprintf(stderr, "\r\033[K");
     p->shown = 0;
 }
+
+char *cli_spool_stdin(const char *cmd)
+{
+    char *cache = dt_cache_dir();
+    dt_err e = {0};
+    if (cache == NULL || dt_mkdir_p(cache, &e) != 0) {
+        fprintf(stderr, "ditto %s: -: no cache folder to hold standard input (%s)\n", cmd,
+                cache ? e.msg : "set XDG_CACHE_HOME or HOME");
+        free(cache);
+        return NULL;
+    }
+    char *path = dt_xasprintf("%s/stdin-XXXXXX", cache);
+    free(cache);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "ditto %s: -: %s: %s\n", cmd, path, strerror(errno));
+        free(path);
+        return NULL;
+    }
+    char buf[1 << 16];
+    int64_t total = 0;
+    ssize_t n;
+    int ok = 1;
+    while ((n = read(STDIN_FILENO, buf, sizeof buf)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || (total += n) > CLI_STDIN_MAX) {
+            fprintf(stderr, "ditto %s: -: %s\n", cmd,
+                    n < 0 ? strerror(errno)
+                          : "standard input passed 64 GiB: give the matrix as a file instead");
+            ok = 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n && ok;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                fprintf(stderr, "ditto %s: -: writing %s: %s\n", cmd, path, strerror(errno));
+                ok = 0;
+            } else {
+                off += w;
+            }
+        }
+        if (!ok)
+            break;
+    }
+    if (close(fd) != 0 && ok) {
+        fprintf(stderr, "ditto %s: -: writing %s: %s\n", cmd, path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && total == 0) {
+        fprintf(stderr, "ditto %s: -: standard input is empty: no matrix\n", cmd);
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(path);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+int cli_with_stdin_matrix(const char *cmd, int argc, char **argv, int (*fn)(int, char **))
+{
+    int at = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-") != 0)
+            continue;
+        if (at >= 0)
+            return cli_usage_error(cmd, "'-' (standard input) can be given once");
+        at = i;
+    }
+    if (at < 0 || cli_wants_help(argc, argv))
+        return fn(argc, argv);
+    char *path = cli_spool_stdin(cmd);
+    if (path == NULL)
+        return CLI_FAIL;
+    char **args = dt_xcalloc((size_t)argc + 1, sizeof *args);
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    args[at] = path;
+    int rc = fn(argc, args);
+    unlink(path);
+    free(path);
+    free(args);
+    return rc;
+}

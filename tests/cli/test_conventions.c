@@ -177,6 +177,22 @@ Test(conventions, gz_and_stdin_should_read_as_the_plain_file)
         free(first);
         free(gz);
     }
+    /* the commands whose worker reads the matrix take '-' too: standard
+     * input goes to a file in the cache, removed afterwards */
+    char *k = dt_xasprintf("%s/kernels/spmv_csr_thread.cu", tu_src_dir());
+    char *m = tu_matrix("west0479.mtx");
+    tu_proc c = tu_run("XDG_CACHE_HOME='%s/cache' '%s' check '%s' - < '%s'", dir, tu_ditto_bin(), k,
+                       m);
+    cr_assert(strstr(c.out, "479 x 479, 1910 nonzeros"), "exit %d: %s%s", c.status, c.out, c.err);
+    tu_proc_free(&c);
+    c = tu_run("ls '%s/cache/ditto' | grep -c stdin", dir);
+    cr_assert_str_eq(c.out, "0\n", "the copy of stdin was left behind");
+    tu_proc_free(&c);
+    c = tu_run("'%s' baseline - - < '%s'", tu_ditto_bin(), m);
+    cr_assert_eq(c.status, 2, "%s", c.err);
+    tu_proc_free(&c);
+    free(k);
+    free(m);
     /* a damaged .gz is an error naming the file, not a crash or a partial matrix */
     char *west = tu_matrix("west0479.mtx");
     tu_proc p = tu_run("cd '%s' && (gzip -dc '%s' | head -c 4000 | gzip -c | head -c 900) > bad.mtx.gz "
