@@ -377,6 +377,16 @@ static void print_strategies(const cJSON *res)
     }
 }
 
+/* path ends with name, or with name and ".gz" (a compressed copy). */
+static int ends_as(const char *path, const char *name)
+{
+    if (dt_endswith(path, name))
+        return 1;
+    size_t n = strlen(path);
+    return n > 3 && dt_endswith(path, ".gz") && n - 3 >= strlen(name) &&
+           strncmp(path + n - 3 - strlen(name), name, strlen(name)) == 0;
+}
+
 static int bench_cmd(int argc, char **argv);
 
 int cli_bench(int argc, char **argv)
@@ -508,7 +518,7 @@ static int bench_cmd(int argc, char **argv)
         int picked = 0;
         for (size_t d = 0; d < DT_ARRAY_LEN(hbm_default) && picked < hcount; d++)
             for (int i = 0; i < nm; i++)
-                if (dt_endswith(mats[i], hbm_default[d]) && !hbm[i]) {
+                if (ends_as(mats[i], hbm_default[d]) && !hbm[i]) {
                     hbm[i] = 1;
                     picked++;
                     break;
@@ -527,8 +537,7 @@ static int bench_cmd(int argc, char **argv)
             int found = 0;
             char *mtx = dt_xasprintf("%s.mtx", t), *smtx = dt_xasprintf("%s.smtx", t);
             for (int i = 0; i < nm; i++)
-                if (dt_endswith(mats[i], t) || dt_endswith(mats[i], mtx) ||
-                    dt_endswith(mats[i], smtx)) {
+                if (ends_as(mats[i], t) || ends_as(mats[i], mtx) || ends_as(mats[i], smtx)) {
                     hbm[i] = 1;
                     found = 1;
                 }

@@ -311,15 +311,20 @@ static void print_measure(const cJSON *m)
  * and every constraint holding (gpu_manifest_check). NULL after printing what
  * is wrong. */
 /* The first line "#define NAME INTEGER" of source, at the start of a line
- * (an exported kernel.cu defines its parameters so): 1 with the value and
- * the line number, else 0. */
+ * (an exported kernel.cu defines its parameters so) and not a default under
+ * "#ifndef NAME" on the line before (a template's): 1 with the value and the
+ * line number, else 0. */
 static int source_define(const char *source, const char *name, int64_t *value, int *line)
 {
     size_t n = strlen(name);
     int ln = 1;
+    const char *prev = NULL;
     for (const char *p = source; *p; ln++) {
         const char *eol = strchr(p, '\n');
-        if (strncmp(p, "#define ", 8) == 0 && strncmp(p + 8, name, n) == 0 && p[8 + n] == ' ') {
+        int guarded = prev && strncmp(prev, "#ifndef ", 8) == 0 &&
+                      strncmp(prev + 8, name, n) == 0 && (prev[8 + n] == '\n' || prev[8 + n] == ' ');
+        if (!guarded && strncmp(p, "#define ", 8) == 0 && strncmp(p + 8, name, n) == 0 &&
+            p[8 + n] == ' ') {
             char *end = NULL;
             long long v = strtoll(p + 9 + n, &end, 10);
             if (end != p + 9 + n && (*end == '\n' || *end == '\0' || *end == ' ')) {
@@ -330,6 +335,7 @@ static int source_define(const char *source, const char *name, int64_t *value, i
         }
         if (eol == NULL)
             break;
+        prev = p;
         p = eol + 1;
     }
     return 0;

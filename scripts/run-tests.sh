@@ -49,6 +49,19 @@ for exe in "$@"; do
     n_skip=$((n_skip + 1))
   done < <(printf '%s\n' "$plain" | grep '^\[SKIP\] ')
   n_san=$(printf '%s\n' "$plain" | grep -c -E "$sanitizer_re")
+  # Criterion 2.4's runner process (not a test) leaks 48 bytes now and then:
+  # a leak report with frames in libcriterion and none outside it and the
+  # sanitizer runtime is that, and is named but not counted.
+  n_crit=$(printf '%s\n' "$plain" | awk '
+    /ERROR: LeakSanitizer/ { inrep = 1; ours = 0; crit = 0; next }
+    inrep && /^ *#[0-9]+ / && /libcriterion/ { crit = 1 }
+    inrep && /^ *#[0-9]+ / && !/libcriterion|libasan|liblsan|asan_malloc|sanitizer_common/ { ours = 1 }
+    inrep && /^SUMMARY: / { inrep = 0; if (crit && !ours) n++ }
+    END { print n + 0 }')
+  if [ "$n_crit" -gt 0 ]; then
+    echo "run-tests: $name: $n_crit leak report(s) entirely inside libcriterion (its runner, not a test): not counted"
+    n_san=$((n_san - n_crit))
+  fi
   echo "   $name: ${syn#*Synthesis: }| Skipped: $n_skip"
   if [ "$n_san" -gt 0 ]; then
     echo "run-tests: $name: $n_san sanitizer report(s) above: the run fails"
@@ -59,6 +72,12 @@ for exe in "$@"; do
   failing=$((failing + $(num Failing)))
   crashing=$((crashing + $(num Crashing)))
   skipped=$((skipped + n_skip))
+  # LeakSanitizer's exit status (23) from that runner leak alone, every
+  # test passed: not a failure either.
+  if [ "$rc" -eq 23 ] && [ "$n_crit" -gt 0 ] && [ "$n_san" -eq 0 ] &&
+     [ "$(num Failing)" -eq 0 ] && [ "$(num Crashing)" -eq 0 ]; then
+    rc=0
+  fi
   [ "$rc" -ne 0 ] && status=1
 done
 for s in "${skips[@]+"${skips[@]}"}"; do echo "$s"; done

@@ -162,10 +162,11 @@ static int is_blank(int c)
 }
 
 /* A token ends at a blank or at the NUL that ends the line (or a stray NUL,
- * which the caller reports). */
+ * which the caller reports), or at the '\n' the entry fast path stops at (a
+ * line rd_line hands out holds none). */
 static int is_delim(int c)
 {
-    return c == ' ' || c == '\t' || c == '\0';
+    return c == ' ' || c == '\t' || c == '\0' || c == '\n';
 }
 
 static const char *skip_blanks(const char *p)
@@ -767,6 +768,43 @@ static int coo_reserve(sp_coo *c, int64_t need, int64_t most, rd *r)
     return 0;
 }
 
+/* The fast path for the usual entry line, "ROW COL[ VALUE]\n" with single
+ * spaces, read in place in the buffer at p without finding the line's end
+ * first. Returns the start of the next line, or NULL for anything else --
+ * another layout, a bad number, an index out of range, a non-finite value --
+ * which the line-by-line path then reads, and reports, as it always has. The
+ * caller leaves at least FAST_MARGIN bytes after p in the buffer, and checks
+ * that the result is inside the data read (a digit run past it stops at the
+ * buffer's zeroed tail). */
+#define FAST_MARGIN 256
+static const char *fast_entry(const char *p, int64_t rows, int64_t cols, int value, int32_t *i,
+                              int32_t *j, double *v)
+{
+    uint64_t a = 0, b = 0;
+    const char *s = p;
+    while ((unsigned)(*p - '0') < 10u && p - s < 10)
+        a = a * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || *p != ' ' || a < 1 || a > (uint64_t)rows)
+        return NULL;
+    s = ++p;
+    while ((unsigned)(*p - '0') < 10u && p - s < 10)
+        b = b * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || b < 1 || b > (uint64_t)cols)
+        return NULL;
+    if (value) {
+        if (*p != ' ')
+            return NULL;
+        p = parse_double(p + 1, v);
+        if (p == NULL || !isfinite(*v))
+            return NULL;
+    }
+    if (*p != '\n')
+        return NULL;
+    *i = (int32_t)(a - 1);
+    *j = (int32_t)(b - 1);
+    return p + 1;
+}
+
 /* One 1-based index token checked against [1, limit]; stored 0-based. */
 static int entry_index(rd *r, const char **pp, const char *end, const char *what, int64_t limit,
                        const char *expected, int32_t *out)
@@ -819,33 +857,43 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                            : h.field == MM_COMPLEX ? "row col real imaginary"
                                                    : "row col value";
     int64_t count = 0;
+    const int fast = h.field != MM_COMPLEX;
     for (;;) {
-        char *line;
-        size_t n;
-        int rc = rd_line(&r, &line, &n);
-        if (rc < 0)
-            goto fail;
-        if (rc == 0)
-            break;
-        const char *end = line + n;
-        const char *p = skip_blanks(line);
-        if (p == end)
-            continue; /* blank lines are harmless */
-        if (count == h.nnz) {
-            rd_fail(&r, r.line, "more entries than the %lld declared", (long long)h.nnz);
-            goto fail;
-        }
         int32_t i, j;
         double v = 1.0, im;
-        if (entry_index(&r, &p, end, "row", h.rows, expected, &i) < 0 ||
-            entry_index(&r, &p, end, "column", h.cols, expected, &j) < 0)
-            goto fail;
-        if (h.field != MM_PATTERN && entry_value(&r, &p, end, o, expected, &v) < 0)
-            goto fail;
-        if (h.field == MM_COMPLEX && entry_value(&r, &p, end, o, expected, &im) < 0)
-            goto fail;
-        if (trailing(&r, p, end) < 0)
-            goto fail;
+        const char *q = NULL;
+        if (fast && count < h.nnz && r.len - r.pos >= FAST_MARGIN)
+            q = fast_entry(r.buf + r.pos, h.rows, h.cols, h.field != MM_PATTERN, &i, &j, &v);
+        if (q != NULL && q <= r.buf + r.len) {
+            r.pos = (size_t)(q - r.buf);
+            r.line++;
+        } else {
+            char *line;
+            size_t n;
+            int rc = rd_line(&r, &line, &n);
+            if (rc < 0)
+                goto fail;
+            if (rc == 0)
+                break;
+            const char *end = line + n;
+            const char *p = skip_blanks(line);
+            if (p == end)
+                continue; /* blank lines are harmless */
+            if (count == h.nnz) {
+                rd_fail(&r, r.line, "more entries than the %lld declared", (long long)h.nnz);
+                goto fail;
+            }
+            v = 1.0;
+            if (entry_index(&r, &p, end, "row", h.rows, expected, &i) < 0 ||
+                entry_index(&r, &p, end, "column", h.cols, expected, &j) < 0)
+                goto fail;
+            if (h.field != MM_PATTERN && entry_value(&r, &p, end, o, expected, &v) < 0)
+                goto fail;
+            if (h.field == MM_COMPLEX && entry_value(&r, &p, end, o, expected, &im) < 0)
+                goto fail;
+            if (trailing(&r, p, end) < 0)
+                goto fail;
+        }
         if (h.sym == MM_SKEW && i == j) {
             rd_fail(&r, r.line, "diagonal entry (%d, %d) in a skew-symmetric matrix", i + 1, j + 1);
             goto fail;
