@@ -825,6 +825,37 @@ static int entry_index(rd *r, const char **pp, const char *end, const char *what
     return 0;
 }
 
+/* A COO whose entries came in CSR order (rows ascending, columns strictly
+ * ascending within a row: no duplicates) as a CSR that takes its column and
+ * value arrays instead of copying them: the file's own order saves the
+ * scatter and the second set of arrays. NULL when memory is short (c is
+ * then unchanged). */
+static sp_csr *coo_take_sorted(sp_coo *c, dt_err *e)
+{
+    sp_csr *a = calloc(1, sizeof *a);
+    int64_t *rowptr = calloc((size_t)c->rows + 1, sizeof *rowptr);
+    if (a == NULL || rowptr == NULL) {
+        free(a);
+        free(rowptr);
+        dt_err_set(e, "out of memory converting to CSR");
+        return NULL;
+    }
+    for (int64_t k = 0; k < c->nnz; k++)
+        rowptr[c->row[k] + 1]++;
+    for (int32_t i = 0; i < c->rows; i++)
+        rowptr[i + 1] += rowptr[i];
+    a->rows = c->rows;
+    a->cols = c->cols;
+    a->nnz = c->nnz;
+    a->rowptr = rowptr;
+    a->col = c->col;
+    a->val = c->val;
+    c->col = NULL;
+    c->val = NULL;
+    c->nnz = c->cap = 0;
+    return a;
+}
+
 sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_err *e)
 {
     rd r;
@@ -858,6 +889,8 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                                                    : "row col value";
     int64_t count = 0;
     const int fast = h.field != MM_COMPLEX;
+    int sorted = !mirror;      /* every entry so far after the previous in CSR order */
+    int32_t last_i = -1, last_j = -1;
     for (;;) {
         int32_t i, j;
         double v = 1.0, im;
@@ -901,6 +934,9 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
         if (coo_reserve(c, c->nnz + 1 + mirror, most, &r) < 0)
             goto fail;
         int64_t k = c->nnz;
+        sorted &= i > last_i || (i == last_i && j > last_j);
+        last_i = i;
+        last_j = j;
         c->row[k] = i;
         c->col[k] = j;
         c->val[k] = v;
@@ -920,7 +956,7 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                 (long long)h.nnz);
         goto fail;
     }
-    a = sp_coo_to_csr(c, e);
+    a = sorted && c->nnz > 0 ? coo_take_sorted(c, e) : sp_coo_to_csr(c, e);
     if (a == NULL) {
         dt_err_prefix(e, "%s", r.name);
         goto fail;

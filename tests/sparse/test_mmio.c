@@ -1018,3 +1018,48 @@ Test(mmio, a_truncated_gzip_file_should_fail_naming_it)
     tu_rmtree(dir);
     free(dir);
 }
+
+/* The in-place fast path and the line-by-line path read the same matrix
+ * (a file whose lines mix both forms across chunk boundaries), and an error
+ * on a line of the fast form is reported as before, with its line. */
+Test(mmio, fast_and_line_by_line_entries_should_read_the_same_and_fail_the_same)
+{
+    dt_err e = {0};
+    sp_csr *g = sp_generate("gen:uniform:rows=20000,nnz=200000,seed=7", &e);
+    cr_assert_not_null(g, "%s", e.msg);
+    char *dir = tu_tmpdir();
+    char *plain = dt_xasprintf("%s/plain.mtx", dir), *mixed = dt_xasprintf("%s/mixed.mtx", dir);
+    cr_assert_eq(sp_mm_write(g, plain, &e), 0, "%s", e.msg);
+    /* every third entry line with tabs, every fifth with CRLF, every seventh
+     * with two spaces: the fast path takes none of those */
+    tu_proc p = tu_run("awk 'NR > 2 && NR %% 3 == 0 { gsub(/ /, \"\\t\") } "
+                       "NR > 2 && NR %% 5 == 0 { $0 = $0 \"\\r\" } "
+                       "NR > 2 && NR %% 7 == 0 { sub(/ /, \"  \") } { print }' '%s' > '%s'",
+                       plain, mixed);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    sp_csr *a = sp_mm_read(plain, NULL, &e), *b = sp_mm_read(mixed, NULL, &e);
+    cr_assert(a && b, "%s", e.msg);
+    char fg[17], fa[17], fb[17];
+    sp_csr_fingerprint(g, fg);
+    sp_csr_fingerprint(a, fa);
+    sp_csr_fingerprint(b, fb);
+    cr_assert_str_eq(fa, fg);
+    cr_assert_str_eq(fb, fg);
+    sp_csr_free(a);
+    sp_csr_free(b);
+    /* line 100003 (entry 100001): a row index past the size, in the fast form */
+    p = tu_run("awk 'NR == 100003 { $1 = 20001 } { print }' '%s' > '%s/bad.mtx'", plain, dir);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    char *bad = dt_xasprintf("%s/bad.mtx", dir);
+    cr_assert_null(sp_mm_read(bad, NULL, &e));
+    cr_assert(strstr(e.msg, "bad.mtx:100003: row index 20001 out of range [1, 20000]"), "%s",
+              e.msg);
+    free(bad);
+    sp_csr_free(g);
+    free(plain);
+    free(mixed);
+    tu_rmtree(dir);
+    free(dir);
+}
