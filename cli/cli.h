@@ -77,6 +77,8 @@ typedef struct cli_progress {
 } cli_progress;
 void cli_progress_start(cli_progress *p, const char *what);
 void cli_progress_bytes(void *ud, int64_t done, int64_t total);
+/* The same for rows: "profiling NAME: 1.2M of 2.0M rows (60%)". */
+void cli_progress_rows(void *ud, int64_t done, int64_t total);
 void cli_progress_end(cli_progress *p);
 /* The hardware commands (cli/hw.c, cli/occupancy.c, cli/roofline.c) and
  * their usage texts, which live beside them. */

@@ -89,15 +89,10 @@ int cli_profile(int argc, char **argv)
         return e.code == SP_ENOTFOUND ? CLI_NOT_FOUND : CLI_FAIL;
     }
     double load_s = dt_now() - t0;
-    /* The report takes about a second per 10M nonzeros (measured on 16M:
-     * 1.5 s): say what is going on past 4M, on a terminal. */
-    const int say = prog.tty && a->nnz >= 4000000;
-    if (say)
-        fprintf(stderr, "profiling %d rows, %lld nonzeros ...", a->rows, (long long)a->nnz);
+    cli_progress_start(&prog, matrix);
     sp_report r;
-    int rc = sp_report_compute(a, n, k, &r, &e);
-    if (say)
-        fprintf(stderr, "\r\033[K");
+    int rc = sp_report_compute_progress(a, n, k, &r, &e, cli_progress_rows, &prog);
+    cli_progress_end(&prog);
     if (rc != 0) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_csr_free(a);

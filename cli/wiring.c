@@ -362,6 +362,18 @@ void cli_progress_bytes(void *ud, int64_t done, int64_t total)
         fprintf(stderr, "\r\033[Kreading %s: %.0f MB", p->what, done / mb);
 }
 
+void cli_progress_rows(void *ud, int64_t done, int64_t total)
+{
+    cli_progress *p = ud;
+    double now = dt_now();
+    if (!p->tty || now - p->t0 < 1.0 || now - p->last < 0.2 || total <= 0)
+        return;
+    p->last = now;
+    p->shown = 1;
+    fprintf(stderr, "\r\033[Kprofiling %s: %.1fM of %.1fM rows (%.0f%%)", p->what, done / 1e6,
+            total / 1e6, 100.0 * (double)done / (double)total);
+}
+
 void cli_progress_end(cli_progress *p)
 {
     if (p->shown)

@@ -163,6 +163,12 @@ static void cost_model(sp_report *r)
 
 int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e)
 {
+    return sp_report_compute_progress(a, n, k, r, e, NULL, NULL);
+}
+
+int sp_report_compute_progress(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e,
+                               void (*progress)(void *ud, int64_t done, int64_t total), void *ud)
+{
     double t0 = dt_now();
     memset(r, 0, sizeof *r);
     r->rows = a->rows;
@@ -207,6 +213,8 @@ int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_er
     int32_t bandwidth = 0;
     int32_t minlen = a->rows > 0 ? INT32_MAX : 0;
     for (int32_t i = 0; i < a->rows; i++) {
+        if (progress && (i & 0xFFFF) == 0 && i > 0)
+            progress(ud, i, a->rows);
         int64_t beg = a->rowptr[i], end = a->rowptr[i + 1];
         int32_t len = (int32_t)(end - beg);
         lencount[len]++;

@@ -388,6 +388,10 @@ void sp_cost(int32_t rows, int32_t cols, int64_t nnz, sp_op op, sp_dtype t, int3
 /* Compute every feature. n and k set the SpMM / SDDMM cost columns (0 -> 32).
  * Threads as for the references. Extra memory is O(rows + cols). */
 int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e);
+/* The same, calling progress(ud, rows done, rows) every 65536 rows of its
+ * main pass (progress may be NULL). */
+int sp_report_compute_progress(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e,
+                               void (*progress)(void *ud, int64_t done, int64_t total), void *ud);
 /* JSON (every field) and a human-readable multi-line text. */
 cJSON *sp_report_json(const sp_report *r);
 void sp_report_text(const sp_report *r, dt_buf *out);

@@ -388,3 +388,40 @@ Test(pattern, class_reasons_should_stay_true_next_to_the_thresholds)
     }
     cr_assert_gt(checked, 0);
 }
+
+typedef struct rows_log {
+    int calls;
+    int64_t last, total;
+    int backwards;
+} rows_log;
+
+static void rows_cb(void *ud, int64_t done, int64_t total)
+{
+    rows_log *l = ud;
+    l->backwards |= done <= l->last;
+    l->last = done;
+    l->total = total;
+    l->calls++;
+}
+
+/* The report's progress counts rows up through its main pass, and the
+ * report is the one sp_report_compute gives. */
+Test(pattern, report_progress_should_count_the_rows_and_change_nothing)
+{
+    dt_err e = {0};
+    sp_csr *a = sp_generate("gen:uniform:rows=300000,nnz=600000,seed=3", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    rows_log l = {0};
+    sp_report r1, r2;
+    cr_assert_eq(sp_report_compute_progress(a, 0, 0, &r1, &e, rows_cb, &l), 0, "%s", e.msg);
+    cr_assert_eq(sp_report_compute(a, 0, 0, &r2, &e), 0, "%s", e.msg);
+    cr_assert_eq(l.calls, 300000 / 65536, "%d calls", l.calls);
+    cr_assert(!l.backwards);
+    cr_assert_eq(l.total, 300000);
+    cr_assert_lt(l.last, 300000);
+    cr_assert_eq(r1.cls, r2.cls);
+    cr_assert_str_eq(r1.cls_reason, r2.cls_reason);
+    cr_assert_eq(r1.row_max, r2.row_max);
+    cr_assert_eq(r1.bandwidth, r2.bandwidth);
+    sp_csr_free(a);
+}
