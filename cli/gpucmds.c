@@ -322,7 +322,8 @@ static int source_define(const char *source, const char *name, int64_t *value, i
     for (const char *p = source; *p; ln++) {
         const char *eol = strchr(p, '\n');
         int guarded = prev && strncmp(prev, "#ifndef ", 8) == 0 &&
-                      strncmp(prev + 8, name, n) == 0 && (prev[8 + n] == '\n' || prev[8 + n] == ' ');
+                      strncmp(prev + 8, name, n) == 0 &&
+                      (prev[8 + n] == '\n' || prev[8 + n] == ' ');
         if (!guarded && strncmp(p, "#define ", 8) == 0 && strncmp(p + 8, name, n) == 0 &&
             p[8 + n] == ' ') {
             char *end = NULL;
@@ -404,7 +405,8 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
             int64_t fv;
             int ln;
             if (source_define(source, mp->name, &fv, &ln) && fv != v) {
-                cli_usage_error("check", "--param %s: %s:%d defines %s %lld itself; change the "
+                cli_usage_error("check",
+                                "--param %s: %s:%d defines %s %lld itself; change the "
                                 "file or drop --param",
                                 args[i], kfile, ln, mp->name, (long long)fv);
                 ok = 0;

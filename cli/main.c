@@ -61,9 +61,8 @@ const cli_command cli_commands[] = {
 };
 
 /* The text --help and the man page (--help-man) share, so they cannot drift. */
-static const char help_about[] =
-    "a workbench that turns a sparse-kernel problem into a verified,\n"
-    "measured and explained CUDA kernel.";
+static const char help_about[] = "a workbench that turns a sparse-kernel problem into a verified,\n"
+                                 "measured and explained CUDA kernel.";
 static const char help_env[] =
     "DITTO_MATRIX_PATH (folders searched for relative matrix paths),\n"
     "XDG_CONFIG_HOME / XDG_DATA_HOME / XDG_CACHE_HOME (config, sessions, caches).";

@@ -322,7 +322,7 @@ int cli_file_missing(const char *cmd, const char *path)
 int cli_session_status(const dt_err *e)
 {
     return e->code == SESS_ENOTFOUND && dt_startswith(e->msg, "no session '") ? CLI_NOT_FOUND
-                                                                               : CLI_FAIL;
+                                                                              : CLI_FAIL;
 }
 
 int cli_matrix_missing(const char *cmd, const char *matrix)

@@ -889,7 +889,7 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                                                    : "row col value";
     int64_t count = 0;
     const int fast = h.field != MM_COMPLEX;
-    int sorted = !mirror;      /* every entry so far after the previous in CSR order */
+    int sorted = !mirror; /* every entry so far after the previous in CSR order */
     int32_t last_i = -1, last_j = -1;
     for (;;) {
         int32_t i, j;

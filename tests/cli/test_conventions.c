@@ -25,7 +25,8 @@ Test(conventions, the_committed_man_page_should_be_the_one_help_generates)
     char *path = dt_xasprintf("%s/docs/ditto.1", tu_src_dir());
     char *committed = dt_read_file(path, NULL, NULL);
     cr_assert_not_null(committed, "no %s: run make man", path);
-    cr_assert_str_eq(committed, p.out, "docs/ditto.1 differs from 'ditto --help-man': run make man");
+    cr_assert_str_eq(committed, p.out,
+                     "docs/ditto.1 differs from 'ditto --help-man': run make man");
     /* every command has its section, with its usage */
     char *cmds = help_commands();
     char *save = NULL;
@@ -76,10 +77,11 @@ Test(conventions, readme_and_the_bash_completion_should_know_every_command)
         free(row);
         /* the completion offers it from its first letters */
         char pre[3] = {c[0], c[1], '\0'};
-        tu_proc p = tu_run("PATH=\"$(dirname '%s'):$PATH\" bash -c 'source \"%s/scripts/completions/"
-                           "ditto.bash\"; COMP_WORDS=(ditto %s); COMP_CWORD=1; _ditto; "
-                           "printf \"%%s\\n\" \"${COMPREPLY[@]}\"'",
-                           tu_ditto_bin(), tu_src_dir(), pre);
+        tu_proc p =
+            tu_run("PATH=\"$(dirname '%s'):$PATH\" bash -c 'source \"%s/scripts/completions/"
+                   "ditto.bash\"; COMP_WORDS=(ditto %s); COMP_CWORD=1; _ditto; "
+                   "printf \"%%s\\n\" \"${COMPREPLY[@]}\"'",
+                   tu_ditto_bin(), tu_src_dir(), pre);
         cr_assert_eq(p.status, 0, "%s", p.err);
         char *line = dt_xasprintf("%s\n", c);
         cr_assert(strncmp(p.out, line, strlen(line)) == 0 || strstr(p.out, line),
@@ -120,9 +122,10 @@ Test(conventions, example_hooks_should_give_usage_lines_that_run, .timeout = 120
         cr_assert(strstr(text, "ditto run SPEC.json --hook FILE"), "%s: no usage line", f);
         free(text);
         /* as the line says: the hook loads and the run goes through */
-        tu_proc p = tu_run("cd '%s' && XDG_DATA_HOME='%s' XDG_CONFIG_HOME='%s/c' XDG_CACHE_HOME='%s/k' "
-                           "'%s' run spec.json --hook '%s' --no-session < /dev/null",
-                           dir, dir, dir, dir, tu_ditto_bin(), f);
+        tu_proc p =
+            tu_run("cd '%s' && XDG_DATA_HOME='%s' XDG_CONFIG_HOME='%s/c' XDG_CACHE_HOME='%s/k' "
+                   "'%s' run spec.json --hook '%s' --no-session < /dev/null",
+                   dir, dir, dir, dir, tu_ditto_bin(), f);
         cr_assert(p.status == 0 || p.status == 1 || p.status == 3, "%s: exit %d\n%s", f, p.status,
                   p.err);
         cr_assert_null(strstr(p.err, "hooks:"), "%s did not load: %s", f, p.err);
@@ -181,8 +184,8 @@ Test(conventions, gz_and_stdin_should_read_as_the_plain_file)
      * input goes to a file in the cache, removed afterwards */
     char *k = dt_xasprintf("%s/kernels/spmv_csr_thread.cu", tu_src_dir());
     char *m = tu_matrix("west0479.mtx");
-    tu_proc c = tu_run("XDG_CACHE_HOME='%s/cache' '%s' check '%s' - < '%s'", dir, tu_ditto_bin(), k,
-                       m);
+    tu_proc c =
+        tu_run("XDG_CACHE_HOME='%s/cache' '%s' check '%s' - < '%s'", dir, tu_ditto_bin(), k, m);
     cr_assert(strstr(c.out, "479 x 479, 1910 nonzeros"), "exit %d: %s%s", c.status, c.out, c.err);
     tu_proc_free(&c);
     c = tu_run("ls '%s/cache/ditto' | grep -c stdin", dir);
@@ -195,9 +198,10 @@ Test(conventions, gz_and_stdin_should_read_as_the_plain_file)
     free(m);
     /* a damaged .gz is an error naming the file, not a crash or a partial matrix */
     char *west = tu_matrix("west0479.mtx");
-    tu_proc p = tu_run("cd '%s' && (gzip -dc '%s' | head -c 4000 | gzip -c | head -c 900) > bad.mtx.gz "
-                       "&& '%s' profile bad.mtx.gz",
-                       dir, west, tu_ditto_bin());
+    tu_proc p =
+        tu_run("cd '%s' && (gzip -dc '%s' | head -c 4000 | gzip -c | head -c 900) > bad.mtx.gz "
+               "&& '%s' profile bad.mtx.gz",
+               dir, west, tu_ditto_bin());
     free(west);
     cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
     cr_assert(strstr(p.err, "bad.mtx.gz"), "%s", p.err);

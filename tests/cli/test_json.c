@@ -69,9 +69,10 @@ Test(json, the_checker_should_tell_json_and_json_lines_from_mixed_text)
 Test(json, every_command_should_print_only_json_under_json, .timeout = 240)
 {
     char *dir = tu_tmpdir();
-    char *spec = tu_write(dir, "spec.json",
-                          "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=30000,seed=2\", "
-                          "\"dtype\": \"fp32\", \"review\": \"auto\"}");
+    char *spec =
+        tu_write(dir, "spec.json",
+                 "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=30000,seed=2\", "
+                 "\"dtype\": \"fp32\", \"review\": \"auto\"}");
     /* the pipeline: JSON Lines, the session it recorded as the last line */
     tu_proc p = tu_run("cd '%s' && XDG_DATA_HOME='%s' XDG_CACHE_HOME='%s/cache' "
                        "XDG_CONFIG_HOME='%s/config' '%s' run spec.json --json < /dev/null",
@@ -120,8 +121,8 @@ Test(json, every_command_should_print_only_json_under_json, .timeout = 240)
     check_json(dir, args, 0);
     free(args);
     /* a verdict whatever it is (exit 3 without a GPU) */
-    args = dt_xasprintf("check '%s/kernels/spmv_csr_thread.cu' gen:uniform:rows=100,nnz=1000 --json",
-                        tu_src_dir());
+    args = dt_xasprintf(
+        "check '%s/kernels/spmv_csr_thread.cu' gen:uniform:rows=100,nnz=1000 --json", tu_src_dir());
     check_json(dir, args, -1);
     free(args);
     /* usage errors print nothing on stdout */

@@ -299,8 +299,8 @@ static int check_reason(const char *reason, char *why, size_t n)
         }
         int ok = *p == '>' ? (eq ? a >= b : a > b) : (eq ? a <= b : a < b);
         if (!ok) {
-            snprintf(why, n, "'%s' states %g %c%s %g, which is false", reason, a, *p,
-                     eq ? "=" : "", b);
+            snprintf(why, n, "'%s' states %g %c%s %g, which is false", reason, a, *p, eq ? "=" : "",
+                     b);
             return -1;
         }
         checked++;
@@ -343,12 +343,11 @@ Test(pattern, the_checker_should_catch_the_old_false_statements)
 {
     char why[512];
     /* what cv 0.4996 and max/mean 3.96 printed as, rounded: false */
-    static const char *bad[] = {"cv 0.50 > 0.5", "cv 0.49 > 0.5 (gini 0.3)",
-                                "max/mean row 3.8 > 4", "mean row 32.0 < 32", "cv 0.5>0.5"};
+    static const char *bad[] = {"cv 0.50 > 0.5", "cv 0.49 > 0.5 (gini 0.3)", "max/mean row 3.8 > 4",
+                                "mean row 32.0 < 32", "cv 0.5>0.5"};
     for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++)
         cr_assert_eq(check_reason(bad[i], why, sizeof why), -1, "%s passed", bad[i]);
-    cr_assert_eq(check_reason("cv 0.52 > 0.5, max/mean row 4.21 > 4 (max row 40)", why,
-                              sizeof why),
+    cr_assert_eq(check_reason("cv 0.52 > 0.5, max/mean row 4.21 > 4 (max row 40)", why, sizeof why),
                  2, "%s", why);
     cr_assert_eq(check_reason("bandwidth 51 <= 51.15 (5% of 1003 rows, plus 1)", why, sizeof why),
                  1, "%s", why);

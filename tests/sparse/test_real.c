@@ -139,8 +139,9 @@ static void check_file(const char *dir, const sources *s, const char *rel)
     char *path = dt_xasprintf("%s/%s", dir, rel);
     dt_err e = {0};
     sp_read_opts o = {.quiet = 1};
-    sp_csr *a = dt_endswith(rel, ".smtx") || dt_endswith(rel, ".smtx.gz") ? sp_smtx_read(path, &o, &e)
-                                                                          : sp_mm_read(path, &o, &e);
+    sp_csr *a = dt_endswith(rel, ".smtx") || dt_endswith(rel, ".smtx.gz")
+                    ? sp_smtx_read(path, &o, &e)
+                    : sp_mm_read(path, &o, &e);
     cr_assert_not_null(a, "%s", e.msg);
     cr_assert_eq(sp_csr_validate(a, &e), 0, "%s: %s", rel, e.msg);
     cr_assert_eq(a->rows, src->rows, "%s: rows %d, SOURCES.tsv says %lld", rel, a->rows,

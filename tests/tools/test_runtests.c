@@ -31,7 +31,9 @@ static tu_proc run_tests(const char *env, const char *exes)
 Test(runtests, skips_should_be_counted_and_named_with_their_reason)
 {
     char *dir = tu_tmpdir();
-    char *a = fake_exe(dir, "test_a", PASS2 "[====] Synthesis: Tested: 2 | Passing: 2 | Failing: 0 | Crashing: 0 \n", 0);
+    char *a =
+        fake_exe(dir, "test_a",
+                 PASS2 "[====] Synthesis: Tested: 2 | Passing: 2 | Failing: 0 | Crashing: 0 \n", 0);
     char *b = fake_exe(dir, "test_b",
                        "[RUN ] b::one\n[PASS] b::one: (0.00s)\n"
                        "[RUN ] b::gpu\n[SKIP] b::gpu: no GPU: no CUDA driver\n"
