@@ -8,7 +8,8 @@
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
 #   make bundle     dist/: the binary, data and the non-base libraries
 #   make format     clang-format every C source
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local  (binary, data, man page, bash/zsh completions)
+#   make man        docs/ditto.1 from the --help texts
 #
 # CUDA_HOME points at the CUDA toolkit (headers only at build time: every
 # CUDA library is loaded at run time). Set CI=1 for -Werror.
@@ -23,7 +24,7 @@ CUDA_HOME ?= /usr/local/cuda
 PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 60
 
-PKGS := ncursesw panelw lua5.4 libcjson libcurl
+PKGS := ncursesw panelw lua5.4 libcjson libcurl zlib
 # Evaluated once, on first use, so that `make test` can install packages
 # before pkg-config is asked about them.
 PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS)))$(PKG_CFLAGS)
@@ -74,7 +75,7 @@ DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(C
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
 .PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
-        bundle format install clean deps
+        bundle format install clean deps man
 
 all: ditto
 
@@ -152,7 +153,10 @@ test: deps
 test-build: $(TEST_EXES) $(DBG)/ditto
 
 # Each module's executable prints its own Criterion synthesis; the last line
-# sums them in the same format. test_compile runs one test at a time: with
+# sums them, with the skipped tests counted and named (SKIPPED suite::test:
+# reason); a sanitizer report anywhere fails the run (scripts/run-tests.sh).
+# The matrices the tests read are in tests/data; ../shared/matrices, when
+# present, is checked too. test_compile runs one test at a time: with
 # its four-minute corner sweep beside another test, LeakSanitizer reports 48
 # bytes that Criterion's own runner (libcriterion 2.4) allocates and never
 # frees, which fails the run though every test passed; one at a time it
@@ -168,9 +172,10 @@ gpu-test-build: $(REL)/tests/test_gpu ditto
 # GPU_TEST_DITTO=dist/ditto.
 GPU_TEST_BIN ?= $(REL)/tests/test_gpu
 GPU_TEST_DITTO ?= $(CURDIR)/ditto
+# Without a GPU it exits 3 and says that nothing ran on one (run-tests.sh).
 gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 	@DITTO_BIN=$(GPU_TEST_DITTO) DITTO_SRC=$(CURDIR) DITTO_SHARE=$${DITTO_SHARE:-$(CURDIR)} \
-	  TEST_JOBS=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
+	  TEST_JOBS=1 REQUIRE_GPU=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu
@@ -189,8 +194,8 @@ FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
 fuzz: $(FUZZ_TARGETS)
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h sparse/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson) \
-	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson) -lm
+	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson zlib) \
+	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson zlib) -lm
 
 fuzz-run: fuzz
 	@for t in $(FUZZ_TARGETS); do \
@@ -218,9 +223,19 @@ bundle: all
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
+# The man page is generated from the --help texts (ditto --help-man); the
+# committed copy is checked against it by tests/cli/test_conventions.c.
+man: ditto
+	./ditto --help-man > docs/ditto.1
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/ditto
 	install -m 0755 ditto $(DESTDIR)$(PREFIX)/bin/ditto
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 docs/ditto.1 $(DESTDIR)$(PREFIX)/share/man/man1/ditto.1
+	install -m 0644 scripts/completions/ditto.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ditto
+	install -m 0644 scripts/completions/_ditto $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ditto
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/ditto/$$d && \
 	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec install -m 0644 {} $(DESTDIR)$(PREFIX)/share/ditto/$$d/ \; ; fi; done

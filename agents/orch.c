@@ -460,7 +460,9 @@ static void run_profile(ag_run *r, ag_step *s)
 
 /* ---- the constraint checker ------------------------------------------------------------- */
 
-static hw_spec *run_hw(ag_run *r)
+/* The spec of the run's GPU. With say, a "gpu": "auto" that had to take
+ * another part's limits (no file for the device) says so in the log. */
+static hw_spec *run_hw(ag_run *r, int say)
 {
     dt_err e = {0};
     if (r->spec.gpu && strcmp(r->spec.gpu, "auto") != 0)
@@ -468,7 +470,12 @@ static hw_spec *run_hw(ag_run *r)
     int maj = 9, min = 0;
     if (r->cc[0])
         sscanf(r->cc, "%d.%d", &maj, &min);
-    return hw_match(r->gpu_name[0] ? r->gpu_name : "NVIDIA H200", maj, min, 0, NULL, NULL, 0, &e);
+    char warn[512] = "";
+    hw_spec *g = hw_match(r->gpu_name[0] ? r->gpu_name : "NVIDIA H200", maj, min, 0, NULL, warn,
+                          sizeof warn, &e);
+    if (say && warn[0] && r->gpu_name[0])
+        ag_log(r, "warning", "gpu auto: %s", warn);
+    return g;
 }
 
 static void report_vars(ag_run *r, gpu_vars *v)
@@ -524,7 +531,7 @@ static void run_check(ag_run *r, ag_step *s)
     }
     free(src);
     free(path);
-    hw_spec *g = run_hw(r);
+    hw_spec *g = run_hw(r, 1);
     if (have_c && g) {
         int64_t bx = 1, by = 1, bz = 1, smem = 0;
         dt_err ee = {0};
@@ -610,7 +617,7 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
                 dt_json_num(k, "registers", 0), dt_json_num(k, "smem", 0), dt_json_num(k, "stack", 0),
                 dt_json_num(k, "spill_stores", 0), dt_json_num(k, "spill_loads", 0));
         /* The real occupancy now that registers are known. */
-        hw_spec *g = run_hw(r);
+        hw_spec *g = run_hw(r, 0);
         gpu_contract c;
         dt_err e = {0};
         if (g && gpu_contract_parse(cJSON_GetObjectItem(r->plan, "contract"), &c, &e) == 0) {
@@ -781,7 +788,7 @@ static void diagnose(ag_run *r, ag_step *s, cJSON *art)
 
 static void place_roofline(ag_run *r, cJSON *art)
 {
-    hw_spec *g = run_hw(r);
+    hw_spec *g = run_hw(r, 0);
     if (g == NULL)
         return;
     hw_roofline rl;

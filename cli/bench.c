@@ -39,11 +39,12 @@ const char cli_bench_usage[] =
     "calibrate`'s, or, when it has not run on this machine, one measured (and saved as\n"
     "calibrate would) before the first case.\n"
     "\n"
-    "Matrices: the arguments (files or generator specs), else every .mtx and dlmc/*.smtx in\n"
-    "--matrices-dir (default $DITTO_MATRICES, else ../shared/matrices; give it again for\n"
-    "more folders: --matrices-dir ../shared/matrices --matrices-dir ../shared/matrices/train2),\n"
-    "with --part only those the split (--split, default knowledge/corpus-split.tsv, `ditto\n"
-    "kb split`) puts in that part (fit, validate). The HBM regime runs\n"
+    "Matrices: the arguments (files, .gz or not, - for standard input, or generator specs),\n"
+    "else every .mtx and dlmc/*.smtx in --matrices-dir (default $DITTO_MATRICES, else\n"
+    "../shared/matrices; give it again for more folders: --matrices-dir ../shared/matrices\n"
+    "--matrices-dir ../shared/matrices/train2), with --part only those the split (--split,\n"
+    "default knowledge/corpus-split.tsv, `ditto kb split`) puts in that part (fit,\n"
+    "validate). The HBM regime runs\n"
     "on --hbm-matrices: a count (the first N of a representative list, default 8) or\n"
     "comma-separated names, each the end of a matrix's path with or without its extension\n"
     "(crack, dlmc/rn50__magnitude_pruning__0.8__final_dense); a name that matches none is an\n"
@@ -446,7 +447,24 @@ static void print_strategies(const cJSON *res)
     }
 }
 
+/* path ends with name, or with name and ".gz" (a compressed copy). */
+static int ends_as(const char *path, const char *name)
+{
+    if (dt_endswith(path, name))
+        return 1;
+    size_t n = strlen(path);
+    return n > 3 && dt_endswith(path, ".gz") && n - 3 >= strlen(name) &&
+           strncmp(path + n - 3 - strlen(name), name, strlen(name)) == 0;
+}
+
+static int bench_cmd(int argc, char **argv);
+
 int cli_bench(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("bench", argc, argv, bench_cmd);
+}
+
+static int bench_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("bench");
@@ -527,6 +545,14 @@ int cli_bench(int argc, char **argv)
             return cli_usage_error("bench", "unknown option '%s'", a);
         } else
             mats[nm++] = dt_xstrdup(a);
+    }
+    for (int i = 0; i < nm; i++) {
+        if (cli_matrix_missing("bench", mats[i])) {
+            for (int j = 0; j < nm; j++)
+                free(mats[j]);
+            free(mats);
+            return CLI_NOT_FOUND;
+        }
     }
     if (strcmp(regime, "orig") != 0 && strcmp(regime, "hbm") != 0 && strcmp(regime, "both") != 0) {
         free(mats);
@@ -618,7 +644,7 @@ int cli_bench(int argc, char **argv)
         int picked = 0;
         for (size_t d = 0; d < DT_ARRAY_LEN(hbm_default) && picked < hcount; d++)
             for (int i = 0; i < nm; i++)
-                if (dt_endswith(mats[i], hbm_default[d]) && !hbm[i]) {
+                if (ends_as(mats[i], hbm_default[d]) && !hbm[i]) {
                     hbm[i] = 1;
                     picked++;
                     break;
@@ -637,8 +663,7 @@ int cli_bench(int argc, char **argv)
             int found = 0;
             char *mtx = dt_xasprintf("%s.mtx", t), *smtx = dt_xasprintf("%s.smtx", t);
             for (int i = 0; i < nm; i++)
-                if (dt_endswith(mats[i], t) || dt_endswith(mats[i], mtx) ||
-                    dt_endswith(mats[i], smtx)) {
+                if (ends_as(mats[i], t) || ends_as(mats[i], mtx) || ends_as(mats[i], smtx)) {
                     hbm[i] = 1;
                     found = 1;
                 }

@@ -2,7 +2,8 @@
  *
  * Each command takes the arguments after its name (argv[0] is the command
  * name) and returns the process exit status: 0 success, 1 failure of the
- * work, 2 misuse (bad flags or arguments). Commands print results on stdout
+ * work, 2 misuse (bad flags or arguments), 66 something named does not exist
+ * (CLI_NOT_FOUND); some commands add their own. Commands print results on stdout
  * and errors on stderr as one line naming what to fix. */
 #ifndef DITTO_CLI_H
 #define DITTO_CLI_H
@@ -12,6 +13,10 @@
 #define CLI_OK    0
 #define CLI_FAIL  1
 #define CLI_USAGE 2
+/* Something named on the command line does not exist: a file, a matrix, a
+ * session, a knowledge-base entry, a GPU. The same status from every command
+ * (sysexits.h's EX_NOINPUT), documented in `ditto --help` and the man page. */
+#define CLI_NOT_FOUND 66
 
 typedef struct cli_command {
     const char *name;
@@ -34,6 +39,47 @@ int cli_print_usage(const char *cmd);
  * advancing *i past it; NULL when argv[*i] is not this flag, with *missing
  * set when it is but the value is absent. */
 const char *cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
+/* A spec's "gpu" (cli/wiring.c): "auto" or a name hw_load knows. Else prints
+ * "ditto CMD: SPEC: $.gpu: unknown GPU 'X'; known: ..." and returns -1 (the
+ * caller exits CLI_USAGE): a misspelt GPU is never replaced by another. */
+int cli_check_spec_gpu(const char *cmd, const char *spec_path, const char *gpu);
+/* True (after printing "ditto CMD: PATH: no such file") when the file PATH
+ * names does not exist: the caller exits CLI_NOT_FOUND. */
+int cli_file_missing(const char *cmd, const char *path);
+/* The exit status for a session that could not be read (sess_log_read's
+ * error): CLI_NOT_FOUND when there is no such session, else CLI_FAIL. */
+int cli_session_status(const dt_err *e);
+/* True (after printing "ditto CMD: MATRIX: no such file ...") when a matrix
+ * argument names a file that is found neither as given nor in
+ * $DITTO_MATRIX_PATH; generator specs, rep: and "-" are not files. Checked
+ * before a GPU is looked for, so a typo is told first. */
+int cli_matrix_missing(const char *cmd, const char *matrix);
+/* Progress of a long read on stderr, only when stderr is a terminal and only
+ * once the step has run for a second: "reading NAME: 120 MB of 293 MB (41%)",
+ * redrawn at most five times a second and erased by cli_progress_end.
+ * Pass cli_progress_bytes and the cli_progress as sp_read_opts' progress
+ * and progress_ud. */
+/* A matrix argument "-" for a command whose worker reads the matrix (the
+ * worker's stdin is its protocol): standard input is copied, as it is (plain
+ * or gzip), to a file under $XDG_CACHE_HOME/ditto/ of at most
+ * CLI_STDIN_MAX bytes. Returns that path (caller unlinks and frees), or NULL
+ * after printing "ditto CMD: ..." (the caller exits CLI_FAIL). */
+#define CLI_STDIN_MAX ((int64_t)64 << 30)
+char *cli_spool_stdin(const char *cmd);
+/* Run fn(argc, argv) with an argument "-" (a matrix on standard input)
+ * replaced by the path cli_spool_stdin gives, removed afterwards; without
+ * one, fn runs on argv as it is. Two "-" are a usage error. */
+int cli_with_stdin_matrix(const char *cmd, int argc, char **argv, int (*fn)(int, char **));
+typedef struct cli_progress {
+    const char *what; /* borrowed */
+    double t0, last;  /* start; last redraw */
+    int tty, shown;
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *what);
+void cli_progress_bytes(void *ud, int64_t done, int64_t total);
+/* The same for rows: "profiling NAME: 1.2M of 2.0M rows (60%)". */
+void cli_progress_rows(void *ud, int64_t done, int64_t total);
+void cli_progress_end(cli_progress *p);
 /* The hardware commands (cli/hw.c, cli/occupancy.c, cli/roofline.c) and
  * their usage texts, which live beside them. */
 int cli_hw(int argc, char **argv);

@@ -1001,8 +1001,10 @@ static char *kernel_file(ex_ctx *x, dt_err *e)
         &o,
         "\n * The launch contract is the @contract comment below; harness.cu launches it. */\n");
     dt_buf_printf(&o,
-                  "#define DITTO_T %s\n#define DITTO_S %s\n#define DITTO_DTYPE_%s\n"
-                  "#define DITTO_EPILOGUE_%s\n",
+                  /* "1", as the worker's -DDITTO_DTYPE_X defines them: re-checking
+                   * the file with `ditto check` redefines them compatibly. */
+                  "#define DITTO_T %s\n#define DITTO_S %s\n#define DITTO_DTYPE_%s 1\n"
+                  "#define DITTO_EPILOGUE_%s 1\n",
                   t_name(x->spec.dtype), x->spec.dtype == SP_FP64 ? "double" : "float",
                   dtype_macro(x->spec.dtype),
                   x->spec.epilogue == SP_EPI_RELU   ? "RELU"
@@ -1651,7 +1653,7 @@ int cli_export(int argc, char **argv)
     free(root);
     if (log == NULL) {
         fprintf(stderr, "ditto export: %s\n", e.msg);
-        return CLI_FAIL;
+        return cli_session_status(&e);
     }
     ex_ctx x;
     memset(&x, 0, sizeof x);

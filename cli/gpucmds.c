@@ -312,6 +312,55 @@ static void print_measure(const cJSON *m)
  * defaults with each given one replaced, every value one the manifest lists
  * and every constraint holding (gpu_manifest_check). NULL after printing what
  * is wrong. */
+/* The first line "#define NAME INTEGER" of source, at the start of a line
+ * (an exported kernel.cu defines its parameters so) and not a default under
+ * "#ifndef NAME" on the line before (a template's): 1 with the value and the
+ * line number, else 0. */
+static int source_define(const char *source, const char *name, int64_t *value, int *line)
+{
+    size_t n = strlen(name);
+    int ln = 1;
+    const char *prev = NULL;
+    for (const char *p = source; *p; ln++) {
+        const char *eol = strchr(p, '\n');
+        int guarded = prev && strncmp(prev, "#ifndef ", 8) == 0 &&
+                      strncmp(prev + 8, name, n) == 0 &&
+                      (prev[8 + n] == '\n' || prev[8 + n] == ' ');
+        if (!guarded && strncmp(p, "#define ", 8) == 0 && strncmp(p + 8, name, n) == 0 &&
+            p[8 + n] == ' ') {
+            char *end = NULL;
+            long long v = strtoll(p + 9 + n, &end, 10);
+            if (end != p + 9 + n && (*end == '\n' || *end == '\0' || *end == ' ')) {
+                *value = v;
+                *line = ln;
+                return 1;
+            }
+        }
+        if (eol == NULL)
+            break;
+        prev = p;
+        p = eol + 1;
+    }
+    return 0;
+}
+
+/* Whether source #defines a parameter its manifest names (an exported
+ * kernel does): its parameters then come from the file, not the defaults. */
+static int defines_params(const char *source)
+{
+    gpu_manifest m;
+    if (gpu_manifest_from_source(source, &m, NULL) != 0)
+        return 0;
+    int found = 0;
+    for (int k = 0; k < m.nparams && !found; k++) {
+        int64_t v;
+        int ln;
+        found = source_define(source, m.params[k].name, &v, &ln);
+    }
+    gpu_manifest_clear(&m);
+    return found;
+}
+
 static cJSON *check_params(const char *kfile, const char *source, char **args, int n)
 {
     gpu_manifest m;
@@ -322,6 +371,15 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
         return NULL;
     }
     cJSON *params = gpu_manifest_defaults(&m);
+    /* A parameter the file #defines itself is that value: the worker's -D
+     * then agrees with it (no redefinition, and the launch contract sees the
+     * value the kernel was built with). */
+    for (int k = 0; k < m.nparams; k++) {
+        int64_t v;
+        int ln;
+        if (source_define(source, m.params[k].name, &v, &ln))
+            dt_json_set_int(params, m.params[k].name, v);
+    }
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
         const char *eq = strchr(args[i], '=');
@@ -346,6 +404,15 @@ static cJSON *check_params(const char *kfile, const char *source, char **args, i
                             names.data ? names.data : "none");
             ok = 0;
         } else {
+            int64_t fv;
+            int ln;
+            if (source_define(source, mp->name, &fv, &ln) && fv != v) {
+                cli_usage_error("check",
+                                "--param %s: %s:%d defines %s %lld itself; change the "
+                                "file or drop --param",
+                                args[i], kfile, ln, mp->name, (long long)fv);
+                ok = 0;
+            }
             dt_json_set_int(params, mp->name, v);
         }
         dt_buf_free(&names);
@@ -372,15 +439,15 @@ const char cli_check_usage[] =
     "\n"
     "Compile a hand-written kernel under its launch contract (a /*@contract {...} @*/\n"
     "block in the source; see gpu/PROTOCOL.md), run the verification battery on MATRIX\n"
-    "(--sets input sets, default 3; from 3 on, the last has alpha and beta away from 1\n"
-    "and 0), on MATRIX's pattern with fresh values and on edge matrices, then time it\n"
-    "next to every cuSPARSE algorithm with the same method: CUDA-graph replay when the\n"
-    "data fits half of L2 and the kernel takes under 20 us warm, else cold (L2 flushed\n"
-    "before each run); a mode not timed prints \"-\". Timed launches are checked too:\n"
-    "inputs rotate between sets, the output is re-seeded before each one and checked\n"
-    "after, so a kernel that behaves differently when timed fails. The battery's launch\n"
-    "order, poison, scalars and edge-matrix sizes follow a seed drawn per run and\n"
-    "printed; --seed N repeats one.\n"
+    "(read as `ditto profile --help` says, - for standard input included; --sets input\n"
+    "sets, default 3; from 3 on, the last has alpha and beta away from 1 and 0), on\n"
+    "MATRIX's pattern with fresh values and on edge matrices, then time it next to every\n"
+    "cuSPARSE algorithm with the same method: CUDA-graph replay when the data fits half of\n"
+    "L2 and the kernel takes under 20 us warm, else cold (L2 flushed before each run); a\n"
+    "mode not timed prints \"-\". Timed launches are checked too: inputs rotate between\n"
+    "sets, the output is re-seeded before each one and checked after, so a kernel that\n"
+    "behaves differently when timed fails. The battery's launch order, poison, scalars\n"
+    "and edge-matrix sizes follow a seed drawn per run and printed; --seed N repeats one.\n"
     "The speedup comes from timing the kernel and the best algorithm in alternating\n"
     "rounds (over 7 placements of the operands when they fit in L2). Without a GPU it\n"
     "stops after compiling. --deadline bounds each request (default 300 s): a kernel\n"
@@ -393,9 +460,16 @@ const char cli_check_usage[] =
     "\n"
     "Exit status: 0 verified (and measured), 1 the kernel failed (compile error, a check,\n"
     "a wrong output while timed, a time below the physical floor, a fault or a hang),\n"
-    "2 usage, 3 no GPU or worker.\n";
+    "2 usage, 3 no GPU or worker, 66 the kernel file or the matrix does not exist.\n";
+
+static int check_cmd(int argc, char **argv);
 
 int cli_check(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("check", argc, argv, check_cmd);
+}
+
+static int check_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("check");
@@ -458,6 +532,8 @@ int cli_check(int argc, char **argv)
     }
     if (kfile == NULL || matrix == NULL)
         return cli_usage_error("check", "give a kernel file and a matrix");
+    if (cli_file_missing("check", kfile) || cli_matrix_missing("check", matrix))
+        return CLI_NOT_FOUND;
     dt_err e = {0};
     char *source = dt_read_file(kfile, NULL, &e);
     if (source == NULL) {
@@ -465,7 +541,8 @@ int cli_check(int argc, char **argv)
         return CLI_FAIL;
     }
     cJSON *params = NULL;
-    if (npargs > 0 && (params = check_params(kfile, source, pargs, npargs)) == NULL) {
+    if ((npargs > 0 || defines_params(source)) &&
+        (params = check_params(kfile, source, pargs, npargs)) == NULL) {
         free(source);
         return CLI_USAGE;
     }
@@ -651,9 +728,17 @@ const char cli_baseline_usage[] =
     "Time every applicable cuSPARSE generic-API algorithm on each matrix (SpMV CSR ALG1/2,\n"
     "COO ALG1/2, SELL; SpMM CSR ALG1/2/3; SDDMM), each result checked against the fp64\n"
     "reference, and name the best. Timing: CUDA events around the call only, L2 flushed\n"
-    "(cold) and warm, CUDA-graph replay for short calls; preprocessing reported apart.\n";
+    "(cold) and warm, CUDA-graph replay for short calls; preprocessing reported apart.\n"
+    "A MATRIX is read as `ditto profile --help` says, - (standard input) included.\n";
+
+static int baseline_cmd(int argc, char **argv);
 
 int cli_baseline(int argc, char **argv)
+{
+    return cli_with_stdin_matrix("baseline", argc, argv, baseline_cmd);
+}
+
+static int baseline_cmd(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("baseline");
@@ -683,6 +768,12 @@ int cli_baseline(int argc, char **argv)
     if (nm == 0) {
         free(mats);
         return cli_usage_error("baseline", "give at least one matrix");
+    }
+    for (int i = 0; i < nm; i++) {
+        if (cli_matrix_missing("baseline", mats[i])) {
+            free(mats);
+            return CLI_NOT_FOUND;
+        }
     }
     gpu_session s;
     if (session_open(&s, "baseline", launcher, json, 0) != 0) {

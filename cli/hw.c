@@ -9,7 +9,7 @@ const char cli_hw_usage[] =
     "usage: ditto hw list [--json]\n"
     "       ditto hw show NAME [--json]\n"
     "       ditto hw check FILE...\n"
-    "       ditto hw match DEVICE-NAME CC [--sms N] [--json]\n"
+    "       ditto hw match DEVICE-NAME CC [--sms N] [--approximate] [--json]\n"
     "\n"
     "The GPU spec files: one JSON file per part in the shipped hardware/ folder, and\n"
     "calibrated copies in $XDG_DATA_HOME/ditto/hardware/, which take precedence.\n"
@@ -17,7 +17,11 @@ const char cli_hw_usage[] =
     "  list    every known GPU: compute capability, SMs, bandwidth, shared memory\n"
     "  show    one GPU's limits, peaks, measured values and sources (--json: the file)\n"
     "  check   run the schema check on files; prints every problem as FILE: KEY: what\n"
-    "  match   which file `gpu: auto` picks for a device name and compute capability\n";
+    "  match   which file `gpu: auto` picks for a device name and compute capability;\n"
+    "          a compute capability no file has is refused (exit 66) unless\n"
+    "          --approximate, which takes the nearest part and prints the limits assumed\n"
+    "\n"
+    "An unknown NAME exits 66 with the list of known ones.\n";
 
 static void print_json(cJSON *j)
 {
@@ -191,7 +195,7 @@ static int hw_show_cmd(int argc, char **argv)
     hw_spec *g = hw_load(name, &e);
     if (g == NULL) {
         fprintf(stderr, "ditto hw: %s\n", e.msg);
-        return CLI_FAIL;
+        return e.code == HW_ENOTFOUND ? CLI_NOT_FOUND : CLI_FAIL;
     }
     if (json)
         print_json(cJSON_Duplicate(g->doc, 1));
@@ -222,10 +226,12 @@ static int hw_check_cmd(int argc, char **argv)
 static int hw_match_cmd(int argc, char **argv)
 {
     const char *dev = NULL, *cc = NULL;
-    int sms = 0, json = 0;
+    int sms = 0, json = 0, approximate = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
+        } else if (strcmp(argv[i], "--approximate") == 0) {
+            approximate = 1;
         } else if (strcmp(argv[i], "--sms") == 0) {
             if (i + 1 >= argc)
                 return cli_usage_error("hw", "match: --sms needs the SM count");
@@ -258,6 +264,29 @@ static int hw_match_cmd(int argc, char **argv)
         fprintf(stderr, "ditto hw: %s\n", e.msg);
         return CLI_FAIL;
     }
+    /* Another architecture's limits (registers, shared memory, warps) decide
+     * occupancy and what compiles: only on request, and then said. */
+    if (how == HW_MATCH_NEAREST && !approximate) {
+        char *known = hw_known_names();
+        fprintf(stderr,
+                "ditto hw: match: no hardware file for '%s' (cc %d.%d), and no known GPU has "
+                "that compute capability (known: %s); add hardware/NAME.json for it (ditto hw "
+                "check FILE checks one), or give --approximate to use the nearest part, %s "
+                "(cc %d.%d), and its limits\n",
+                dev, ma, mi, known ? known : "?", g->name, g->cc_major, g->cc_minor);
+        free(known);
+        hw_spec_free(g);
+        return CLI_NOT_FOUND;
+    }
+    char assumed[512] = "";
+    if (how == HW_MATCH_NEAREST)
+        snprintf(assumed, sizeof assumed,
+                 "cc %d.%d, %d SMs, %d threads and %d warps and %d blocks per SM, %d threads per "
+                 "block, %d registers per SM (%d per thread), %d KB shared memory per SM (%d KB "
+                 "per block after opt-in), %.0f GB/s",
+                 g->cc_major, g->cc_minor, g->sm_count, g->max_threads_per_sm, g->max_warps_per_sm,
+                 g->max_blocks_per_sm, g->max_threads_per_block, g->regs_per_sm, g->regs_per_thread,
+                 g->smem_per_sm / 1024, g->smem_per_block_optin / 1024, g->mem_bandwidth_gbs);
     static const char *const kinds[] = {"name", "compute_capability", "nearest"};
     if (json) {
         cJSON *o = dt_json_obj();
@@ -266,9 +295,13 @@ static int hw_match_cmd(int argc, char **argv)
         dt_json_set_str(o, "matched_by", kinds[how]);
         if (warn[0])
             dt_json_set_str(o, "warning", warn);
+        if (assumed[0])
+            dt_json_set_str(o, "assumed_limits", assumed);
         print_json(o);
     } else {
         printf("%s (%s), matched by %s\n", g->name, g->full_name, kinds[how]);
+        if (assumed[0])
+            printf("assumed limits (%s's): %s\n", g->name, assumed);
     }
     if (warn[0])
         fprintf(stderr, "ditto hw: warning: %s\n", warn);

@@ -262,7 +262,7 @@ static int kb_cmd_show(int argc, char **argv)
     if (e == NULL) {
         fprintf(stderr, "ditto kb show: no entry '%s' (see 'ditto kb list')\n", id);
         kb_close(k);
-        return CLI_FAIL;
+        return CLI_NOT_FOUND;
     }
     if (json) {
         print_json(e);
@@ -503,12 +503,12 @@ static cJSON *features_from_matrix(const char *matrix, int32_t n)
 {
     sp_read_opts ro = {0};
     dt_err e = {0};
-    int tty = isatty(2);
-    if (tty)
-        fprintf(stderr, "reading %s ...", matrix);
+    cli_progress prog;
+    cli_progress_start(&prog, matrix);
+    ro.progress = cli_progress_bytes;
+    ro.progress_ud = &prog;
     sp_csr *a = sp_load(matrix, &ro, &e);
-    if (tty)
-        fprintf(stderr, "\r\033[K");
+    cli_progress_end(&prog);
     if (a == NULL) {
         fprintf(stderr, "ditto kb retrieve: %s\n", e.msg);
         return NULL;

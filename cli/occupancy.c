@@ -192,7 +192,7 @@ int cli_occupancy(int argc, char **argv)
     hw_spec *g = hw_load(gpu, &e);
     if (g == NULL) {
         fprintf(stderr, "ditto %s: --gpu: %s\n", CMD, e.msg);
-        return CLI_USAGE;
+        return e.code == HW_ENOTFOUND ? CLI_NOT_FOUND : CLI_USAGE;
     }
     hw_occ o;
     if (hw_occupancy(g, threads, regs, (size_t)smem, (size_t)dyn, carveout, optin, &o, &e) != 0) {

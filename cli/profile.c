@@ -53,6 +53,10 @@ int cli_profile(int argc, char **argv)
     const char *matrix = source;
     if (dt_endswith(source, ".json")) {
         dt_buf problems = DT_BUF_INIT;
+        if (cli_file_missing("profile", source)) {
+            sp_spec_clear(&spec);
+            return CLI_NOT_FOUND;
+        }
         if (sp_spec_load(&spec, source, &problems) != 0) {
             fputs(dt_buf_str(&problems), stderr);
             dt_buf_free(&problems);
@@ -60,6 +64,10 @@ int cli_profile(int argc, char **argv)
             return CLI_FAIL;
         }
         dt_buf_free(&problems);
+        if (cli_check_spec_gpu("profile", source, spec.gpu) != 0) {
+            sp_spec_clear(&spec);
+            return CLI_FAIL;
+        }
         matrix = spec.matrix;
         if (n == 0 && spec.op == SP_SPMM)
             n = spec.n;
@@ -67,22 +75,25 @@ int cli_profile(int argc, char **argv)
             k = spec.n;
     }
 
-    int tty = isatty(2);
     double t0 = dt_now();
-    if (tty)
-        fprintf(stderr, "reading %s ...", matrix);
+    cli_progress prog;
+    cli_progress_start(&prog, matrix);
+    ro.progress = cli_progress_bytes;
+    ro.progress_ud = &prog;
     dt_err e = {0};
     sp_csr *a = sp_load(matrix, &ro, &e);
-    if (tty)
-        fprintf(stderr, "\r\033[K");
+    cli_progress_end(&prog);
     if (a == NULL) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_spec_clear(&spec);
-        return CLI_FAIL;
+        return e.code == SP_ENOTFOUND ? CLI_NOT_FOUND : CLI_FAIL;
     }
     double load_s = dt_now() - t0;
+    cli_progress_start(&prog, matrix);
     sp_report r;
-    if (sp_report_compute(a, n, k, &r, &e) != 0) {
+    int rc = sp_report_compute_progress(a, n, k, &r, &e, cli_progress_rows, &prog);
+    cli_progress_end(&prog);
+    if (rc != 0) {
         fprintf(stderr, "ditto profile: %s\n", e.msg);
         sp_csr_free(a);
         sp_spec_clear(&spec);

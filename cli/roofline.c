@@ -213,7 +213,7 @@ int cli_roofline(int argc, char **argv)
     hw_spec *g = hw_load(gpu, &e);
     if (g == NULL) {
         fprintf(stderr, "ditto %s: --gpu: %s\n", CMD, e.msg);
-        return CLI_USAGE;
+        return e.code == HW_ENOTFOUND ? CLI_NOT_FOUND : CLI_USAGE;
     }
     hw_roofline r;
     if (hw_roofline_init(&r, g, primary, extra, !datasheet, &e) != 0) {

@@ -98,6 +98,25 @@ static void summary_line(const cJSON *art, const char *kind, char *out, size_t l
 
 static void decide_line(printer *p, const char *line);
 
+/* Where text for the person goes: stdout, or stderr under --json, whose
+ * stdout is JSON Lines from the first line to the last. */
+static FILE *human(const printer *p)
+{
+    return p->json ? stderr : stdout;
+}
+
+static void print_session_json(const char *id, const char *dir)
+{
+    cJSON *j = cJSON_CreateObject();
+    dt_json_set_str(j, "type", "session");
+    dt_json_set_str(j, "session", id);
+    dt_json_set_str(j, "path", dir);
+    char *s = dt_json_print(j, 0);
+    puts(s);
+    free(s);
+    cJSON_Delete(j);
+}
+
 /* The next typed-ahead line, or NULL (caller frees). */
 static char *pop_line(printer *p)
 {
@@ -120,12 +139,13 @@ static int drain(printer *p)
     while (ag_awaiting(p->run) && (line = pop_line(p)) != NULL) {
         const ag_step *s = ag_awaiting(p->run);
         if (!p->tty_in)
-            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s), line);
+            fprintf(human(p), "review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)),
+                    ag_step_version(s), line);
         if (p->waiting == 2) {
             dt_err e = {0};
             p->waiting = 0;
             if (ag_decide(p->run, AG_REJECT, NULL, line, &e) != 0)
-                printf("%s\n", e.msg);
+                fprintf(human(p), "%s\n", e.msg);
         } else {
             decide_line(p, line);
         }
@@ -146,16 +166,16 @@ static void prompt_review(printer *p)
         return;
     if (p->eof) {
         /* Nobody can answer: not a person's stop, the session stays open. */
-        printf("stdin is closed and a review is pending: stopping (resume the session to "
-               "answer it)\n");
+        fprintf(human(p), "stdin is closed and a review is pending: stopping (resume the "
+                          "session to answer it)\n");
         ag_stop_unattended(p->run, "stdin is closed");
         return;
     }
     if (p->tty_in) {
-        printf("review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  "
-               "[s]top > ",
-               ag_kind_name(ag_step_kind(s)), ag_step_version(s));
-        fflush(stdout);
+        fprintf(human(p),
+                "review %s v%d: [a]pprove  [e]dit  [r]eject REASON  [A]pprove the rest  [s]top > ",
+                ag_kind_name(ag_step_kind(s)), ag_step_version(s));
+        fflush(human(p));
     }
 }
 
@@ -299,8 +319,8 @@ static void decide_line(printer *p, const char *line)
             reason++;
         if (*reason == '\0') {
             if (p->tty_in)
-                printf("reason (it goes back to the agent): ");
-            fflush(stdout);
+                fprintf(human(p), "reason (it goes back to the agent): ");
+            fflush(human(p));
             p->waiting = 2; /* the next line is the reason */
             return;
         }
@@ -345,7 +365,7 @@ static void decide_line(printer *p, const char *line)
         dt_err_set(&e, "answer a, e, r REASON, A or s");
     }
     if (rc != 0) {
-        printf("%s\n", e.msg);
+        fprintf(human(p), "%s\n", e.msg);
         prompt_review(p);
         return;
     }
@@ -365,8 +385,8 @@ static void on_stdin(dt_loop *l, int fd, int mask, void *ud)
         /* stdin closed with a gate open and nothing typed ahead: nobody can
          * answer it. */
         if (ag_awaiting(p->run) && p->queue.len == 0) {
-            printf("\nstdin closed while a review was pending: stopping (resume the session "
-                   "to answer it)\n");
+            fprintf(human(p), "\nstdin closed while a review was pending: stopping (resume "
+                              "the session to answer it)\n");
             ag_stop_unattended(p->run, "stdin is closed");
         }
         return;
@@ -389,7 +409,9 @@ const char cli_run_usage[] =
     "tune, learn -- one line per step (-v streams each agent's reasoning). With --review ask\n"
     "every step waits for a decision typed on stdin: a (approve), e (edit the plan or the\n"
     "kernel in $VISUAL/$EDITOR), r REASON (reject: the reason goes back to the agent),\n"
-    "A (approve the rest), s (stop). --json prints the events (agents/EVENTS.md).\n"
+    "A (approve the rest), s (stop). --json prints the events as JSON Lines\n"
+    "(agents/EVENTS.md), the last one {\"type\": \"session\", \"session\": ID, \"path\": DIR}\n"
+    "when the session was recorded; prompts and messages then go to stderr.\n"
     "The session is recorded under $XDG_DATA_HOME/ditto/sessions (or --session-dir);\n"
     "`ditto resume ID` continues one after a crash from its last finished step.\n"
     "\n"
@@ -405,7 +427,9 @@ const char cli_run_usage[] =
     "Exit status: 0 a verified kernel was produced, 1 none passed verification, 2 usage,\n"
     "3 no GPU (stopped after compiling), 4 stopped (by a person, or a review pending\n"
     "with stdin closed), 5 an error (matrix, worker, LLM), 6 the session could not be\n"
-    "recorded (nothing ran) or recording stopped mid-run (the message says where).\n";
+    "recorded (nothing ran) or recording stopped mid-run (the message says where), 66\n"
+    "the spec file or the session does not exist. A spec's \"gpu\" must be \"auto\" or a\n"
+    "known GPU (ditto hw list): a misspelt one is refused (exit 2).\n";
 
 static void quiet_worker_log(int w, const char *line, void *ud)
 {
@@ -515,6 +539,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         log = sess_log_read(root, a.spec, &e);
         if (log == NULL) {
             fprintf(stderr, "ditto resume: %s\n", e.msg);
+            if (cli_session_status(&e) == CLI_NOT_FOUND)
+                status = CLI_NOT_FOUND;
             goto out;
         }
         if (log->warnings.len)
@@ -529,8 +555,15 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
         if (probs.len)
             fprintf(stderr, "ditto resume: %s", probs.data);
         dt_buf_reset(&probs);
+    } else if (cli_file_missing(cmd, a.spec)) {
+        status = CLI_NOT_FOUND;
+        goto out;
     } else if (sp_spec_load(&spec, a.spec, &probs) != 0) {
         fputs(dt_buf_str(&probs), stderr);
+        status = AG_EXIT_USAGE;
+        goto out;
+    }
+    if (cli_check_spec_gpu(cmd, resume ? "the session's spec.json" : a.spec, spec.gpu) != 0) {
         status = AG_EXIT_USAGE;
         goto out;
     }
@@ -646,8 +679,11 @@ done:
                 "ended with status %d. Free space or make the folder writable, then `ditto "
                 "resume %s` re-runs what is missing.\n",
                 cmd, sess_id(ss.s), sess_dir(ss.s), status, sess_id(ss.s));
-        printf("recording stopped: session %s is incomplete (see stderr)\n", sess_id(ss.s));
+        if (!a.json) /* --json keeps stdout JSON Lines: the message is on stderr */
+            printf("recording stopped: session %s is incomplete (see stderr)\n", sess_id(ss.s));
         status = AG_EXIT_UNRECORDED;
+    } else if (ss.s && have_run && a.json) { /* the last line of the JSON Lines stream */
+        print_session_json(sess_id(ss.s), sess_dir(ss.s));
     } else if (ss.s && have_run) {
         if (status == AG_EXIT_NO_GPU)
             printf("the kernel and its predicted occupancy are in the session\n");

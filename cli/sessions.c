@@ -395,7 +395,7 @@ static int show_session(const char *root, const char *id, int json, int events)
             fprintf(stderr, "ditto " CMD ": %s (ditto sessions lists them)\n", e.msg);
         else
             fprintf(stderr, "ditto " CMD ": %s\n", e.msg);
-        return CLI_FAIL;
+        return cli_session_status(&e);
     }
     print_warnings(dt_buf_str(&l->warnings));
     cJSON *files = folder_files(l->dir);

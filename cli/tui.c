@@ -37,7 +37,9 @@ const char cli_tui_usage[] =
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
     "session can be resumed), 5 an error before the workbench opened, 6 the session's\n"
-    "recording stopped (disk full, folder not writable: the message says which).\n";
+    "recording stopped (disk full, folder not writable: the message says which), 66 the\n"
+    "spec file does not exist. A spec's \"gpu\" must be \"auto\" or a known GPU (ditto hw\n"
+    "list).\n";
 
 const char cli_replay_usage[] =
     "usage: ditto replay SESSION [--session-dir DIR]\n"
@@ -180,6 +182,8 @@ int cli_tui(int argc, char **argv)
     if (a.spec == NULL)
         return cli_usage_error("tui", "give a problem spec (JSON); `ditto` alone opens a "
                                       "built-in one");
+    if (cli_file_missing("tui", a.spec))
+        return CLI_NOT_FOUND;
     sp_spec spec;
     sp_spec_init(&spec);
     dt_buf probs = DT_BUF_INIT;
@@ -190,6 +194,10 @@ int cli_tui(int argc, char **argv)
         return AG_EXIT_USAGE;
     }
     dt_buf_free(&probs);
+    if (cli_check_spec_gpu("tui", a.spec, spec.gpu) != 0) {
+        sp_spec_clear(&spec);
+        return AG_EXIT_USAGE;
+    }
     rc = workbench(&a, &spec);
     sp_spec_clear(&spec);
     return rc;
@@ -245,7 +253,7 @@ int cli_replay(int argc, char **argv)
     free(root);
     if (log == NULL) {
         fprintf(stderr, "ditto replay: %s\n", e.msg);
-        return CLI_FAIL;
+        return cli_session_status(&e);
     }
     if (!isatty(0) || !isatty(1)) {
         fprintf(stderr,

@@ -225,8 +225,17 @@ int cli_tune(int argc, char **argv)
     sp_spec spec;
     sp_spec_init(&spec);
     dt_buf probs = DT_BUF_INIT;
+    if (cli_file_missing("tune", specf)) {
+        sp_spec_clear(&spec);
+        return CLI_NOT_FOUND;
+    }
     if (sp_spec_load(&spec, specf, &probs) != 0) {
         fputs(dt_buf_str(&probs), stderr);
+        dt_buf_free(&probs);
+        sp_spec_clear(&spec);
+        return CLI_USAGE;
+    }
+    if (cli_check_spec_gpu("tune", specf, spec.gpu) != 0) {
         dt_buf_free(&probs);
         sp_spec_clear(&spec);
         return CLI_USAGE;

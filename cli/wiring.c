@@ -4,9 +4,13 @@
  * (cli/cli.h). */
 #include "cli/wiring.h"
 #include "cli/cli.h"
+#include "hardware/hardware.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the session sink ------------------------------------------------------------------------ */
 
@@ -327,4 +331,177 @@ const char *cli_flag_value(int argc, char **argv, int *i, const char *flag, int 
         return NULL;
     }
     return argv[++*i];
+}
+
+int cli_check_spec_gpu(const char *cmd, const char *spec_path, const char *gpu)
+{
+    if (gpu == NULL || strcmp(gpu, "auto") == 0)
+        return 0;
+    dt_err e = {0};
+    hw_spec *g = hw_load(gpu, &e);
+    if (g != NULL) {
+        hw_spec_free(g);
+        return 0;
+    }
+    fprintf(stderr, "ditto %s: %s: $.gpu: %s, or \"auto\" for the GPU the worker finds\n", cmd,
+            spec_path, e.msg);
+    return -1;
+}
+
+int cli_file_missing(const char *cmd, const char *path)
+{
+    struct stat st;
+    if (path == NULL || stat(path, &st) == 0 || errno != ENOENT)
+        return 0;
+    fprintf(stderr, "ditto %s: %s: no such file\n", cmd, path);
+    return 1;
+}
+
+int cli_session_status(const dt_err *e)
+{
+    return e->code == SESS_ENOTFOUND && dt_startswith(e->msg, "no session '") ? CLI_NOT_FOUND
+                                                                              : CLI_FAIL;
+}
+
+int cli_matrix_missing(const char *cmd, const char *matrix)
+{
+    if (dt_startswith(matrix, "gen:") || dt_startswith(matrix, "rep:") || strcmp(matrix, "-") == 0)
+        return 0;
+    dt_err e = {0};
+    char *path = sp_resolve_path(matrix, &e);
+    free(path);
+    if (path != NULL || e.code != SP_ENOTFOUND)
+        return 0;
+    fprintf(stderr, "ditto %s: %s\n", cmd, e.msg);
+    return 1;
+}
+
+void cli_progress_start(cli_progress *p, const char *what)
+{
+    p->what = what;
+    p->t0 = p->last = dt_now();
+    p->tty = isatty(STDERR_FILENO);
+    p->shown = 0;
+}
+
+void cli_progress_bytes(void *ud, int64_t done, int64_t total)
+{
+    cli_progress *p = ud;
+    double now = dt_now();
+    if (!p->tty || now - p->t0 < 1.0 || now - p->last < 0.2)
+        return;
+    p->last = now;
+    p->shown = 1;
+    const double mb = 1024.0 * 1024.0;
+    if (total > 0)
+        fprintf(stderr, "\r\033[Kreading %s: %.0f MB of %.0f MB (%.0f%%)", p->what, done / mb,
+                total / mb, 100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r\033[Kreading %s: %.0f MB", p->what, done / mb);
+}
+
+void cli_progress_rows(void *ud, int64_t done, int64_t total)
+{
+    cli_progress *p = ud;
+    double now = dt_now();
+    if (!p->tty || now - p->t0 < 1.0 || now - p->last < 0.2 || total <= 0)
+        return;
+    p->last = now;
+    p->shown = 1;
+    fprintf(stderr, "\r\033[Kprofiling %s: %.1fM of %.1fM rows (%.0f%%)", p->what, done / 1e6,
+            total / 1e6, 100.0 * (double)done / (double)total);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->shown)
+        fprintf(stderr, "\r\033[K");
+    p->shown = 0;
+}
+
+char *cli_spool_stdin(const char *cmd)
+{
+    char *cache = dt_cache_dir();
+    dt_err e = {0};
+    if (cache == NULL || dt_mkdir_p(cache, &e) != 0) {
+        fprintf(stderr, "ditto %s: -: no cache folder to hold standard input (%s)\n", cmd,
+                cache ? e.msg : "set XDG_CACHE_HOME or HOME");
+        free(cache);
+        return NULL;
+    }
+    char *path = dt_xasprintf("%s/stdin-XXXXXX", cache);
+    free(cache);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "ditto %s: -: %s: %s\n", cmd, path, strerror(errno));
+        free(path);
+        return NULL;
+    }
+    char buf[1 << 16];
+    int64_t total = 0;
+    ssize_t n;
+    int ok = 1;
+    while ((n = read(STDIN_FILENO, buf, sizeof buf)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || (total += n) > CLI_STDIN_MAX) {
+            fprintf(stderr, "ditto %s: -: %s\n", cmd,
+                    n < 0 ? strerror(errno)
+                          : "standard input passed 64 GiB: give the matrix as a file instead");
+            ok = 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n && ok;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                fprintf(stderr, "ditto %s: -: writing %s: %s\n", cmd, path, strerror(errno));
+                ok = 0;
+            } else {
+                off += w;
+            }
+        }
+        if (!ok)
+            break;
+    }
+    if (close(fd) != 0 && ok) {
+        fprintf(stderr, "ditto %s: -: writing %s: %s\n", cmd, path, strerror(errno));
+        ok = 0;
+    }
+    if (ok && total == 0) {
+        fprintf(stderr, "ditto %s: -: standard input is empty: no matrix\n", cmd);
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(path);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+int cli_with_stdin_matrix(const char *cmd, int argc, char **argv, int (*fn)(int, char **))
+{
+    int at = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-") != 0)
+            continue;
+        if (at >= 0)
+            return cli_usage_error(cmd, "'-' (standard input) can be given once");
+        at = i;
+    }
+    if (at < 0 || cli_wants_help(argc, argv))
+        return fn(argc, argv);
+    char *path = cli_spool_stdin(cmd);
+    if (path == NULL)
+        return CLI_FAIL;
+    char **args = dt_xcalloc((size_t)argc + 1, sizeof *args);
+    memcpy(args, argv, (size_t)argc * sizeof *args);
+    args[at] = path;
+    int rc = fn(argc, args);
+    unlink(path);
+    free(path);
+    free(args);
+    return rc;
 }

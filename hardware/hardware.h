@@ -36,6 +36,7 @@ int hw_dtype_parse(const char *s, hw_dtype *out);
 /* ---- specs -------------------------------------------------------------- */
 
 #define HW_MAX_NAMES     16
+#define HW_ENOTFOUND     2 /* e->code of hw_load when no GPU has that name */
 #define HW_MAX_CARVEOUTS 16
 
 /* A loaded, checked spec. Read-only for callers: the numbers mirror the

@@ -996,6 +996,8 @@ hw_spec *hw_load(const char *name, dt_err *e)
         for (int k = 0; k < n; k++)
             dt_buf_printf(&b, "%s%s", k ? ", " : "", v[k]->name);
         dt_err_set(e, "unknown GPU '%s'; known: %s", name, n ? dt_buf_str(&b) : "(none)");
+        if (e)
+            e->code = HW_ENOTFOUND;
         dt_buf_free(&b);
     }
     hw_list_free(v, n);

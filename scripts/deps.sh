@@ -9,9 +9,9 @@ set -u
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 packages=(build-essential pkg-config libncurses-dev liblua5.4-dev libcjson-dev
-          libcurl4-openssl-dev libcriterion-dev tmux clang python3)
+          libcurl4-openssl-dev libcriterion-dev zlib1g-dev tmux clang python3)
 # clang builds the fuzzers (`make fuzz`), tmux drives the TUI tests, python3
-# runs the fake LLM server in the tests.
+# runs the fake LLM server in the tests, zlib reads .mtx.gz matrices.
 
 missing=()
 for p in "${packages[@]}"; do

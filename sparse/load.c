@@ -24,6 +24,8 @@ char *sp_resolve_path(const char *path, dt_err *e)
     }
     if (path[0] == '/') {
         dt_err_set(e, "%s: no such file", path);
+        if (e)
+            e->code = SP_ENOTFOUND;
         return NULL;
     }
     const char *mp = getenv("DITTO_MATRIX_PATH");
@@ -47,6 +49,8 @@ char *sp_resolve_path(const char *path, dt_err *e)
         dt_err_set(e, "%s: no such file (also looked in $DITTO_MATRIX_PATH: %s)", path, tried.data);
     else
         dt_err_set(e, "%s: no such file (set DITTO_MATRIX_PATH to search other folders)", path);
+    if (e)
+        e->code = SP_ENOTFOUND;
     dt_buf_free(&tried);
     return NULL;
 }
@@ -123,17 +127,6 @@ static sp_csr *load_replicated(const char *spec, const sp_read_opts *o, dt_err *
     return r;
 }
 
-static int looks_like_mm(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return 0;
-    char head[16] = {0};
-    size_t n = fread(head, 1, sizeof head - 1, f);
-    fclose(f);
-    return n >= 14 && strncmp(head, "%%MatrixMarket", 14) == 0;
-}
-
 sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e)
 {
     static const sp_read_opts defaults = {0};
@@ -143,14 +136,20 @@ sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e)
         return sp_generate(source, e);
     if (dt_startswith(source, "rep:"))
         return load_replicated(source, o, e);
-    char *path = sp_resolve_path(source, e);
+    char *path = strcmp(source, "-") == 0 ? dt_xstrdup(source) : sp_resolve_path(source, e);
     if (path == NULL)
         return NULL;
-    sp_csr *a;
-    if (dt_endswith(path, ".smtx") && !looks_like_mm(path))
-        a = sp_smtx_read(path, o, e);
-    else
-        a = sp_mm_read(path, o, e);
+    char head[SP_INPUT_HEAD];
+    size_t head_len;
+    FILE *f = sp_input_open(path, head, &head_len, e);
+    sp_csr *a = NULL;
+    if (f != NULL) {
+        if (sp_input_is_smtx(path, head, head_len))
+            a = sp_smtx_read_stream(f, sp_input_name(path), o, e);
+        else
+            a = sp_mm_read_stream(f, sp_input_name(path), o, e);
+        fclose(f);
+    }
     free(path);
     return a;
 }

@@ -38,6 +38,8 @@ typedef struct rd {
     int64_t line;      /* lines consumed so far: the number of the last one */
     int64_t remaining; /* bytes left in f when it is a regular file, else -1 */
     dt_err *e;
+    const sp_read_opts *o; /* its progress callback, if any */
+    int64_t done, total;   /* bytes read so far; remaining at the start */
 } rd;
 
 static int rd_fail(rd *r, int64_t line, const char *fmt, ...) DT_PRINTF(3, 4);
@@ -91,6 +93,9 @@ static int rd_fill(rd *r)
     r->len = keep;
     size_t n = fread(r->buf + keep, 1, SP_IO_CHUNK, r->f);
     r->len += n;
+    r->done += (int64_t)n;
+    if (r->o && r->o->progress)
+        r->o->progress(r->o->progress_ud, r->done, r->total);
     if (n < SP_IO_CHUNK) {
         /* fread only comes back short at the end or on an error. */
         if (ferror(r->f))
@@ -157,10 +162,11 @@ static int is_blank(int c)
 }
 
 /* A token ends at a blank or at the NUL that ends the line (or a stray NUL,
- * which the caller reports). */
+ * which the caller reports), or at the '\n' the entry fast path stops at (a
+ * line rd_line hands out holds none). */
 static int is_delim(int c)
 {
-    return c == ' ' || c == '\t' || c == '\0';
+    return c == ' ' || c == '\t' || c == '\0' || c == '\n';
 }
 
 static const char *skip_blanks(const char *p)
@@ -762,6 +768,43 @@ static int coo_reserve(sp_coo *c, int64_t need, int64_t most, rd *r)
     return 0;
 }
 
+/* The fast path for the usual entry line, "ROW COL[ VALUE]\n" with single
+ * spaces, read in place in the buffer at p without finding the line's end
+ * first. Returns the start of the next line, or NULL for anything else --
+ * another layout, a bad number, an index out of range, a non-finite value --
+ * which the line-by-line path then reads, and reports, as it always has. The
+ * caller leaves at least FAST_MARGIN bytes after p in the buffer, and checks
+ * that the result is inside the data read (a digit run past it stops at the
+ * buffer's zeroed tail). */
+#define FAST_MARGIN 256
+static const char *fast_entry(const char *p, int64_t rows, int64_t cols, int value, int32_t *i,
+                              int32_t *j, double *v)
+{
+    uint64_t a = 0, b = 0;
+    const char *s = p;
+    while ((unsigned)(*p - '0') < 10u && p - s < 10)
+        a = a * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || *p != ' ' || a < 1 || a > (uint64_t)rows)
+        return NULL;
+    s = ++p;
+    while ((unsigned)(*p - '0') < 10u && p - s < 10)
+        b = b * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || b < 1 || b > (uint64_t)cols)
+        return NULL;
+    if (value) {
+        if (*p != ' ')
+            return NULL;
+        p = parse_double(p + 1, v);
+        if (p == NULL || !isfinite(*v))
+            return NULL;
+    }
+    if (*p != '\n')
+        return NULL;
+    *i = (int32_t)(a - 1);
+    *j = (int32_t)(b - 1);
+    return p + 1;
+}
+
 /* One 1-based index token checked against [1, limit]; stored 0-based. */
 static int entry_index(rd *r, const char **pp, const char *end, const char *what, int64_t limit,
                        const char *expected, int32_t *out)
@@ -782,11 +825,44 @@ static int entry_index(rd *r, const char **pp, const char *end, const char *what
     return 0;
 }
 
+/* A COO whose entries came in CSR order (rows ascending, columns strictly
+ * ascending within a row: no duplicates) as a CSR that takes its column and
+ * value arrays instead of copying them: the file's own order saves the
+ * scatter and the second set of arrays. NULL when memory is short (c is
+ * then unchanged). */
+static sp_csr *coo_take_sorted(sp_coo *c, dt_err *e)
+{
+    sp_csr *a = calloc(1, sizeof *a);
+    int64_t *rowptr = calloc((size_t)c->rows + 1, sizeof *rowptr);
+    if (a == NULL || rowptr == NULL) {
+        free(a);
+        free(rowptr);
+        dt_err_set(e, "out of memory converting to CSR");
+        return NULL;
+    }
+    for (int64_t k = 0; k < c->nnz; k++)
+        rowptr[c->row[k] + 1]++;
+    for (int32_t i = 0; i < c->rows; i++)
+        rowptr[i + 1] += rowptr[i];
+    a->rows = c->rows;
+    a->cols = c->cols;
+    a->nnz = c->nnz;
+    a->rowptr = rowptr;
+    a->col = c->col;
+    a->val = c->val;
+    c->col = NULL;
+    c->val = NULL;
+    c->nnz = c->cap = 0;
+    return a;
+}
+
 sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_err *e)
 {
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     sp_coo *c = NULL;
     sp_csr *a = NULL;
     mm_header h;
@@ -812,33 +888,45 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                            : h.field == MM_COMPLEX ? "row col real imaginary"
                                                    : "row col value";
     int64_t count = 0;
+    const int fast = h.field != MM_COMPLEX;
+    int sorted = !mirror; /* every entry so far after the previous in CSR order */
+    int32_t last_i = -1, last_j = -1;
     for (;;) {
-        char *line;
-        size_t n;
-        int rc = rd_line(&r, &line, &n);
-        if (rc < 0)
-            goto fail;
-        if (rc == 0)
-            break;
-        const char *end = line + n;
-        const char *p = skip_blanks(line);
-        if (p == end)
-            continue; /* blank lines are harmless */
-        if (count == h.nnz) {
-            rd_fail(&r, r.line, "more entries than the %lld declared", (long long)h.nnz);
-            goto fail;
-        }
         int32_t i, j;
         double v = 1.0, im;
-        if (entry_index(&r, &p, end, "row", h.rows, expected, &i) < 0 ||
-            entry_index(&r, &p, end, "column", h.cols, expected, &j) < 0)
-            goto fail;
-        if (h.field != MM_PATTERN && entry_value(&r, &p, end, o, expected, &v) < 0)
-            goto fail;
-        if (h.field == MM_COMPLEX && entry_value(&r, &p, end, o, expected, &im) < 0)
-            goto fail;
-        if (trailing(&r, p, end) < 0)
-            goto fail;
+        const char *q = NULL;
+        if (fast && count < h.nnz && r.len - r.pos >= FAST_MARGIN)
+            q = fast_entry(r.buf + r.pos, h.rows, h.cols, h.field != MM_PATTERN, &i, &j, &v);
+        if (q != NULL && q <= r.buf + r.len) {
+            r.pos = (size_t)(q - r.buf);
+            r.line++;
+        } else {
+            char *line;
+            size_t n;
+            int rc = rd_line(&r, &line, &n);
+            if (rc < 0)
+                goto fail;
+            if (rc == 0)
+                break;
+            const char *end = line + n;
+            const char *p = skip_blanks(line);
+            if (p == end)
+                continue; /* blank lines are harmless */
+            if (count == h.nnz) {
+                rd_fail(&r, r.line, "more entries than the %lld declared", (long long)h.nnz);
+                goto fail;
+            }
+            v = 1.0;
+            if (entry_index(&r, &p, end, "row", h.rows, expected, &i) < 0 ||
+                entry_index(&r, &p, end, "column", h.cols, expected, &j) < 0)
+                goto fail;
+            if (h.field != MM_PATTERN && entry_value(&r, &p, end, o, expected, &v) < 0)
+                goto fail;
+            if (h.field == MM_COMPLEX && entry_value(&r, &p, end, o, expected, &im) < 0)
+                goto fail;
+            if (trailing(&r, p, end) < 0)
+                goto fail;
+        }
         if (h.sym == MM_SKEW && i == j) {
             rd_fail(&r, r.line, "diagonal entry (%d, %d) in a skew-symmetric matrix", i + 1, j + 1);
             goto fail;
@@ -846,6 +934,9 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
         if (coo_reserve(c, c->nnz + 1 + mirror, most, &r) < 0)
             goto fail;
         int64_t k = c->nnz;
+        sorted &= i > last_i || (i == last_i && j > last_j);
+        last_i = i;
+        last_j = j;
         c->row[k] = i;
         c->col[k] = j;
         c->val[k] = v;
@@ -865,7 +956,7 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
                 (long long)h.nnz);
         goto fail;
     }
-    a = sp_coo_to_csr(c, e);
+    a = sorted && c->nnz > 0 ? coo_take_sorted(c, e) : sp_coo_to_csr(c, e);
     if (a == NULL) {
         dt_err_prefix(e, "%s", r.name);
         goto fail;
@@ -902,12 +993,12 @@ fail:
 
 sp_csr *sp_mm_read(const char *path, const sp_read_opts *o, dt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        dt_err_set(e, "%s: %s", path, strerror(errno));
+    char head[SP_INPUT_HEAD];
+    size_t head_len;
+    FILE *f = sp_input_open(path, head, &head_len, e);
+    if (f == NULL)
         return NULL;
-    }
-    sp_csr *a = sp_mm_read_stream(f, path, o, e);
+    sp_csr *a = sp_mm_read_stream(f, sp_input_name(path), o, e);
     fclose(f);
     return a;
 }
@@ -920,6 +1011,8 @@ double *sp_mm_read_dense(FILE *f, const char *name, int32_t *rows, int32_t *cols
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     double *a = NULL;
     mm_header h;
     if (mm_read_header(&r, 1, o, &h) < 0)
@@ -1111,6 +1204,8 @@ sp_csr *sp_smtx_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt
     rd r;
     if (rd_open(&r, f, name, e) < 0)
         return NULL;
+    r.o = o;
+    r.total = r.remaining;
     sp_csr *a = NULL;
     int64_t rows, cols, nnz;
     char d[16];
@@ -1300,12 +1395,12 @@ fail:
 
 sp_csr *sp_smtx_read(const char *path, const sp_read_opts *o, dt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        dt_err_set(e, "%s: %s", path, strerror(errno));
+    char head[SP_INPUT_HEAD];
+    size_t head_len;
+    FILE *f = sp_input_open(path, head, &head_len, e);
+    if (f == NULL)
         return NULL;
-    }
-    sp_csr *a = sp_smtx_read_stream(f, path, o, e);
+    sp_csr *a = sp_smtx_read_stream(f, sp_input_name(path), o, e);
     fclose(f);
     return a;
 }

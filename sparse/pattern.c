@@ -31,14 +31,38 @@ const char *sp_class_name(sp_class c)
 #define SKEW_MAXMEAN_MIN 4   /* ... max row above this many times the mean */
 #define LONG_ROW_MEAN 32     /* uniform-long: mean row length at least a warp */
 
+/* "NAME VALUE OP THRESHOLD" appended to b, with VALUE printed to as many
+ * decimals (from digits up to 6) as it takes for the printed number to
+ * satisfy the comparison the unrounded one does: cv 0.4996 is not printed
+ * as "0.50 > 0.5". The caller only states comparisons that hold. */
+static void rel(dt_buf *b, const char *name, double v, const char *op, double thr, int digits)
+{
+    char num[64];
+    for (int d = digits; d <= 6; d++) {
+        snprintf(num, sizeof num, "%.*f", d, v);
+        double pv = strtod(num, NULL);
+        int ok = op[0] == '>' ? (op[1] == '=' ? pv >= thr : pv > thr)
+                              : (op[1] == '=' ? pv <= thr : pv < thr);
+        if (ok)
+            break;
+    }
+    dt_buf_printf(b, "%s%s %s %s %g", b->len ? ", " : "", name, num, op, thr);
+}
+
+static void set_reason(sp_report *r, dt_buf *b)
+{
+    snprintf(r->cls_reason, sizeof r->cls_reason, "%s", dt_buf_str(b));
+    dt_buf_free(b);
+}
+
 static void classify(sp_report *r)
 {
-    char *why = r->cls_reason;
-    size_t n = sizeof r->cls_reason;
+    dt_buf b = DT_BUF_INIT;
     double maxmean = r->row_mean > 0 ? r->row_max / r->row_mean : 0;
     if (r->nnz > 0 && r->diag_fraction == 1.0) {
         r->cls = SP_CLASS_DIAGONAL;
-        snprintf(why, n, "all %lld nonzeros on the main diagonal", (long long)r->nnz);
+        dt_buf_printf(&b, "all %lld nonzeros on the main diagonal", (long long)r->nnz);
+        set_reason(r, &b);
         return;
     }
     int best_b = -1;
@@ -50,41 +74,53 @@ static void classify(sp_report *r)
     }
     if (best_b >= 0) {
         r->cls = SP_CLASS_BLOCK;
-        snprintf(why, n, "block fill %.2f at %dx%d blocks (>= %.2f)", r->block_fill[best_b],
-                 block_sizes[best_b], block_sizes[best_b], BLOCK_FILL_MIN);
+        char name[48];
+        snprintf(name, sizeof name, "block fill at %dx%d blocks", block_sizes[best_b],
+                 block_sizes[best_b]);
+        rel(&b, name, r->block_fill[best_b], ">=", BLOCK_FILL_MIN, 2);
+        set_reason(r, &b);
         return;
     }
-    if (r->diagonals <= BANDED_DIAGS_MAX && r->rows > 0 &&
-        r->bandwidth <= BANDED_BW_FRAC * r->rows + 1) {
+    const double bw_max = BANDED_BW_FRAC * r->rows + 1;
+    if (r->diagonals <= BANDED_DIAGS_MAX && r->rows > 0 && r->bandwidth <= bw_max) {
         r->cls = SP_CLASS_BANDED;
-        snprintf(why, n, "%lld diagonals (<= %d), bandwidth %d <= %.0f%% of %d rows",
-                 (long long)r->diagonals, BANDED_DIAGS_MAX, r->bandwidth, BANDED_BW_FRAC * 100,
-                 r->rows);
+        rel(&b, "diagonals", (double)r->diagonals, "<=", BANDED_DIAGS_MAX, 0);
+        rel(&b, "bandwidth", r->bandwidth, "<=", bw_max, 0);
+        dt_buf_printf(&b, " (%.0f%% of %d rows, plus 1)", BANDED_BW_FRAC * 100, r->rows);
+        set_reason(r, &b);
         return;
     }
     if (r->row_gini >= POWER_GINI_MIN && maxmean >= POWER_MAXMEAN_MIN) {
         r->cls = SP_CLASS_POWER_LAW;
-        snprintf(why, n, "gini %.2f (>= %.1f) and max row %d = %.0fx mean %.1f (>= %dx)",
-                 r->row_gini, POWER_GINI_MIN, r->row_max, maxmean, r->row_mean,
-                 POWER_MAXMEAN_MIN);
+        rel(&b, "gini", r->row_gini, ">=", POWER_GINI_MIN, 2);
+        rel(&b, "max/mean row", maxmean, ">=", POWER_MAXMEAN_MIN, 1);
+        dt_buf_printf(&b, " (max row %d, mean %.1f)", r->row_max, r->row_mean);
+        set_reason(r, &b);
         return;
     }
     if (r->row_cv > SKEW_CV_MIN || maxmean > SKEW_MAXMEAN_MIN) {
         r->cls = SP_CLASS_SKEWED;
-        snprintf(why, n, "cv %.2f (> %.1f) or max row %d = %.1fx mean %.1f (> %dx); gini %.2f",
-                 r->row_cv, SKEW_CV_MIN, r->row_max, maxmean, r->row_mean, SKEW_MAXMEAN_MIN,
-                 r->row_gini);
+        /* Either condition makes it skewed: state the ones that hold. */
+        if (r->row_cv > SKEW_CV_MIN)
+            rel(&b, "cv", r->row_cv, ">", SKEW_CV_MIN, 2);
+        if (maxmean > SKEW_MAXMEAN_MIN)
+            rel(&b, "max/mean row", maxmean, ">", SKEW_MAXMEAN_MIN, 1);
+        dt_buf_printf(&b, " (max row %d, mean %.1f, gini %.2f)", r->row_max, r->row_mean,
+                      r->row_gini);
+        set_reason(r, &b);
         return;
     }
+    /* Not skewed: cv and max/mean are at most the skew thresholds. */
+    rel(&b, "cv", r->row_cv, "<=", SKEW_CV_MIN, 2);
+    rel(&b, "max/mean row", maxmean, "<=", SKEW_MAXMEAN_MIN, 1);
     if (r->row_mean >= LONG_ROW_MEAN) {
         r->cls = SP_CLASS_UNIFORM_LONG;
-        snprintf(why, n, "cv %.2f, max %.1fx mean; mean row %.1f >= %d", r->row_cv, maxmean,
-                 r->row_mean, LONG_ROW_MEAN);
+        rel(&b, "mean row", r->row_mean, ">=", LONG_ROW_MEAN, 1);
     } else {
         r->cls = SP_CLASS_UNIFORM_SHORT;
-        snprintf(why, n, "cv %.2f, max %.1fx mean; mean row %.1f < %d", r->row_cv, maxmean,
-                 r->row_mean, LONG_ROW_MEAN);
+        rel(&b, "mean row", r->row_mean, "<", LONG_ROW_MEAN, 1);
     }
+    set_reason(r, &b);
 }
 
 void sp_cost(int32_t rows, int32_t cols, int64_t nnz, sp_op op, sp_dtype t, int32_t n,
@@ -126,6 +162,12 @@ static void cost_model(sp_report *r)
 }
 
 int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e)
+{
+    return sp_report_compute_progress(a, n, k, r, e, NULL, NULL);
+}
+
+int sp_report_compute_progress(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e,
+                               void (*progress)(void *ud, int64_t done, int64_t total), void *ud)
 {
     double t0 = dt_now();
     memset(r, 0, sizeof *r);
@@ -171,6 +213,8 @@ int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_er
     int32_t bandwidth = 0;
     int32_t minlen = a->rows > 0 ? INT32_MAX : 0;
     for (int32_t i = 0; i < a->rows; i++) {
+        if (progress && (i & 0xFFFF) == 0 && i > 0)
+            progress(ud, i, a->rows);
         int64_t beg = a->rowptr[i], end = a->rowptr[i + 1];
         int32_t len = (int32_t)(end - beg);
         lencount[len]++;

@@ -179,6 +179,11 @@ typedef struct sp_read_opts {
     int quiet;           /* do not log warnings (complex -> real part) */
     int64_t max_bytes;   /* refuse a matrix whose host arrays would need more, judged
                             from the declared sizes before reading (0: no limit) */
+    /* Called after each chunk read (about 1 MB) with the bytes read so far
+     * (decompressed) and the file's size (-1 when unknown: a pipe, a .gz);
+     * NULL: none. */
+    void (*progress)(void *ud, int64_t done, int64_t total);
+    void *progress_ud;
 } sp_read_opts;
 
 /* Matrix Market coordinate (real / integer / pattern / complex, the last
@@ -247,6 +252,24 @@ sp_csr *sp_load(const char *source, const sp_read_opts *o, dt_err *e);
 /* Resolve a relative matrix path as sp_load would; caller frees. NULL when
  * no candidate exists (e says which were tried). */
 char *sp_resolve_path(const char *path, dt_err *e);
+
+/* Matrix inputs (sparse/input.c). PATH "-" is standard input; a file or
+ * stream that starts with the gzip magic is decompressed as it is read
+ * (zlib), so NAME.mtx.gz and NAME.smtx.gz read like NAME.mtx and NAME.smtx.
+ * sp_input_open returns a stream positioned at the start of the (plain)
+ * data, with its first bytes (up to SP_INPUT_HEAD) copied into head for
+ * format detection; close it with fclose. On error NULL with e->msg
+ * "PATH: what is wrong". */
+#define SP_INPUT_HEAD 16
+/* e->code of sp_load, sp_resolve_path and sp_input_open when the file does
+ * not exist (anything else: another nonzero code). */
+#define SP_ENOTFOUND 2
+FILE *sp_input_open(const char *path, char head[SP_INPUT_HEAD], size_t *head_len, dt_err *e);
+/* The name messages use for PATH: "(stdin)" for "-". Borrowed. */
+const char *sp_input_name(const char *path);
+/* True when the input is a DLMC .smtx file: not a Matrix Market header, and
+ * named .smtx or .smtx.gz (or, on standard input, starting "ROWS,"). */
+int sp_input_is_smtx(const char *path, const char *head, size_t head_len);
 
 /* Generator spec parsed from "gen:KIND:..." (exposed for tests and --help). */
 sp_csr *sp_generate(const char *spec, dt_err *e);
@@ -379,6 +402,10 @@ void sp_cost(int32_t rows, int32_t cols, int64_t nnz, sp_op op, sp_dtype t, int3
 /* Compute every feature. n and k set the SpMM / SDDMM cost columns (0 -> 32).
  * Threads as for the references. Extra memory is O(rows + cols). */
 int sp_report_compute(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e);
+/* The same, calling progress(ud, rows done, rows) every 65536 rows of its
+ * main pass (progress may be NULL). */
+int sp_report_compute_progress(const sp_csr *a, int32_t n, int32_t k, sp_report *r, dt_err *e,
+                               void (*progress)(void *ud, int64_t done, int64_t total), void *ud);
 /* JSON (every field) and a human-readable multi-line text. */
 cJSON *sp_report_json(const sp_report *r);
 void sp_report_text(const sp_report *r, dt_buf *out);

@@ -1,7 +1,8 @@
 -- auto_approve.lua -- approve a kernel step without asking when it is verified
 -- and measured at least 1.1x as fast as the cuSPARSE baseline.
 --
--- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/ or run `ditto --hook FILE`.
+-- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/, or give it to one run:
+--   ditto run SPEC.json --hook FILE   (also ditto tui SPEC.json --hook FILE)
 --
 -- A review function sees the step as the event log records it (see
 -- agents/EVENTS.md); the fields this one reads:

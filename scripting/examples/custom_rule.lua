@@ -2,7 +2,8 @@
 -- ditto's built-in checks: no printf in kernels, and __restrict__ on every
 -- pointer parameter of a __global__ function.
 --
--- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/ or run `ditto --hook FILE`.
+-- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/, or give it to one run:
+--   ditto run SPEC.json --hook FILE   (also ditto tui SPEC.json --hook FILE)
 --
 -- A rule's check(source) gets the kernel's CUDA source as a string and
 -- returns what it flags, as a list of

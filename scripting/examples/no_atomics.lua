@@ -1,7 +1,8 @@
 -- no_atomics.lua -- reject generated kernels that use atomic operations, and
 -- tell the Code Generator why.
 --
--- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/ or run `ditto --hook FILE`.
+-- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/, or give it to one run:
+--   ditto run SPEC.json --hook FILE   (also ditto tui SPEC.json --hook FILE)
 --
 -- Why: for SpMV/SpMM on a fixed sparsity pattern each output element can have
 -- one owner (a thread, a warp, a block) that reduces its row with warp

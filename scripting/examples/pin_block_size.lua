@@ -1,7 +1,8 @@
 -- pin_block_size.lua -- pin the thread-block size to 256: narrow the tuner's
 -- parameter space and make the plan itself carry the pinned value.
 --
--- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/ or run `ditto --hook FILE`.
+-- Use: copy into $XDG_CONFIG_HOME/ditto/hooks/, or give it to one run:
+--   ditto run SPEC.json --hook FILE   (also ditto tui SPEC.json --hook FILE)
 --
 -- Why: to compare strategies at one block size, or because earlier sessions
 -- showed 256 is right for this GPU and the tuner's time is better spent on

@@ -158,7 +158,7 @@ Test(profile, bad_inputs_should_give_one_clear_line_each)
 Test(profile, missing_files_and_bad_generators_should_say_what_to_do)
 {
     tu_proc p = tu_run("'%s' profile /nonexistent/m.mtx", tu_ditto_bin());
-    cr_assert_eq(p.status, 1);
+    cr_assert_eq(p.status, 66);
     cr_assert(strstr(p.err, "/nonexistent/m.mtx: no such file"), "%s", p.err);
     tu_proc_free(&p);
     p = tu_run("'%s' profile gen:foo:rows=10", tu_ditto_bin());

@@ -13,6 +13,25 @@ const char *tu_src_dir(void)
     return (s && *s) ? s : ".";
 }
 
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const char *tu_data_dir(void)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data", tu_src_dir());
+    return path;
+}
+
 const char *tu_matrices_dir(void)
 {
     static char path[4096];
@@ -21,18 +40,28 @@ const char *tu_matrices_dir(void)
         snprintf(path, sizeof path, "%s", env);
     else
         snprintf(path, sizeof path, "%s/../shared/matrices", tu_src_dir());
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return NULL;
-    return path;
+    return is_dir(path) ? path : NULL;
 }
 
 char *tu_matrix(const char *name)
 {
-    const char *dir = tu_matrices_dir();
-    if (dir == NULL)
-        cr_skip_test("no shared matrices folder (../shared/matrices or $DITTO_MATRICES)");
-    return dt_xasprintf("%s/%s", dir, name);
+    const char *dirs[] = {getenv("DITTO_MATRICES"), tu_data_dir()};
+    for (size_t d = 0; d < DT_ARRAY_LEN(dirs); d++) {
+        if (dirs[d] == NULL || dirs[d][0] == '\0')
+            continue;
+        char *path = dt_xasprintf("%s/%s", dirs[d], name);
+        if (is_file(path))
+            return path;
+        free(path);
+        path = dt_xasprintf("%s/%s.gz", dirs[d], name);
+        if (is_file(path))
+            return path;
+        free(path);
+    }
+    cr_assert_fail("test matrix %s is in neither %s nor $DITTO_MATRICES: add it there (gzip -9n) "
+                   "with its line in tests/data/SOURCES.tsv",
+                   name, tu_data_dir());
+    return NULL;
 }
 
 const char *tu_ditto_bin(void)

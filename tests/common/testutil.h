@@ -6,12 +6,18 @@
 
 #include "core/core.h"
 
-/* Folder of the shared real matrices (../shared/matrices beside the checkout,
- * or $DITTO_MATRICES). Borrowed; NULL when it does not exist. */
-const char *tu_matrices_dir(void);
-/* Full path of one shared matrix, or skip the current test with a one-line
- * reason when the folder is absent. Caller frees. */
+/* The matrices the tests need, in the checkout: tests/data (gzip copies of
+ * public matrices, described in tests/data/SOURCES.tsv). Borrowed. */
+const char *tu_data_dir(void);
+/* Full path of one test matrix by its plain name ("bcsstk13.mtx",
+ * "dlmc/x.smtx"): $DITTO_MATRICES/NAME[.gz] when that is set and holds it,
+ * else tests/data/NAME[.gz]. Fails the test when neither holds it. Caller
+ * frees. */
 char *tu_matrix(const char *name);
+/* The optional folder of extra real matrices (../shared/matrices beside the
+ * checkout, or $DITTO_MATRICES), which tests cover when present on top of
+ * tests/data. Borrowed; NULL when it does not exist. */
+const char *tu_matrices_dir(void);
 /* The source checkout ($DITTO_SRC, else the working directory). Borrowed. */
 const char *tu_src_dir(void);
 /* The ditto binary under test ($DITTO_BIN, else ./ditto). Borrowed. */

@@ -14,14 +14,14 @@ static void one_line(const tu_proc *p, const char *needle)
     cr_assert(nl != NULL && nl[1] == '\0', "not one line:\n%s", p->err);
 }
 
-Test(export_errors, an_unknown_session_should_exit_1_naming_it)
+Test(export_errors, an_unknown_session_should_exit_66_naming_it)
 {
     ex_fix f = ex_fixture();
     f.id = dt_xstrdup("20990101-000000-none");
     char *args = dt_xasprintf("--out '%s'", f.out);
     tu_proc p = ex_export(&f, args);
     free(args);
-    cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+    cr_assert_eq(p.status, 66, "exit %d: %s", p.status, p.err);
     one_line(&p, "ditto export: no session '20990101-000000-none'");
     cr_assert(!dt_file_exists(f.out), "an output folder was made for nothing");
     tu_proc_free(&p);

@@ -43,6 +43,7 @@ static void builds_with_nvcc(const ex_fix *f)
         cr_skip_test("nvcc is not on PATH: the exported harness's build is not tested");
     tu_proc p = tu_run("make -C '%s' 2>&1", f->out);
     cr_assert_eq(p.status, 0, "make failed (exit %d):\n%s", p.status, p.out);
+    cr_assert_null(strstr(p.out, "warning"), "nvcc warns:\n%s", p.out);
     tu_proc_free(&p);
     char *exe = dt_xasprintf("%s/harness", f->out);
     struct stat st;
@@ -74,8 +75,8 @@ Test(export, an_spmv_kernel_should_come_out_standalone_with_its_contract_and_num
     has(k, "kernel.cu", "/*@contract");
     has(k, "kernel.cu", "\"entry\": \"spmv_csr_thread\"");
     has(k, "kernel.cu",
-        "#define DITTO_T float\n#define DITTO_S float\n#define DITTO_DTYPE_FP32\n"
-        "#define DITTO_EPILOGUE_NONE\n");
+        "#define DITTO_T float\n#define DITTO_S float\n#define DITTO_DTYPE_FP32 1\n"
+        "#define DITTO_EPILOGUE_NONE 1\n");
     has(k, "kernel.cu", "#define BLOCK 256\n");
     has(k, "kernel.cu", "__device__ __forceinline__ S dt_epilogue("); /* ditto.cuh, inlined */
     has(k, "kernel.cu", "spmv_csr_thread(int rows");
@@ -149,7 +150,7 @@ Test(export, an_spmm_kernel_should_bake_the_sessions_matrix_constants_and_write_
     char *k = ex_read(&f, "kernel.cu");
     has(k, "kernel.cu", "#define ROWS 300 /* rows */\n#define NCOLS 40 /* n */\n");
     has(k, "kernel.cu", "#define WARPS 8\n");
-    has(k, "kernel.cu", "#define DITTO_EPILOGUE_RELU\n");
+    has(k, "kernel.cu", "#define DITTO_EPILOGUE_RELU 1\n");
     lacks(k, "kernel.cu", "#include \"ditto.cuh\"");
     char *h = ex_read(&f, "harness.cu");
     has(h, "harness.cu", "#define DX_OP 1");
@@ -296,6 +297,40 @@ Test(export, a_session_that_never_measured_should_export_its_last_kernel_and_say
     free(r);
     free(h);
     free(k);
+    free(src);
+    /* DX_S_SPEEDUP is 0 here: the harness must still build without a
+     * division-by-zero warning */
+    builds_with_nvcc(&f);
+    ex_fixture_free(&f);
+}
+
+/* `ditto check` on an exported kernel.cu compiles it with the parameters the
+ * file defines: no macro is redefined (the worker's -D agree with the file),
+ * and a --param that contradicts the file is refused naming its line. */
+Test(export, re_checking_an_exported_kernel_should_compile_without_redefinitions, .timeout = 300)
+{
+    ex_fix f = ex_fixture();
+    char *src = ex_spmv_source(128);
+    ex_opts o = {.v = {{src, "{\"BLOCK\": 128}", 0}}, .nversions = 1};
+    ex_session(&f, &o);
+    export_ok(&f, NULL);
+    tu_proc p = tu_run("'%s' check '%s/kernel.cu' gen:uniform:rows=300,nnz=3000 2>&1",
+                       tu_ditto_bin(), f.out);
+    ex_no_sanitizer(&p);
+    if (strstr(p.out, "NVRTC") == NULL || strstr(p.out, "compile") == NULL)
+        cr_skip_test("NVRTC is not available here: %s", p.out);
+    cr_assert(strstr(p.out, ": ok"), "the exported kernel did not compile:\n%s", p.out);
+    cr_assert_null(strstr(p.out, "redefinition"), "%s", p.out);
+    cr_assert_null(strstr(p.out, "warning"), "%s", p.out);
+    cr_assert(strstr(p.out, "\"BLOCK\":128"), "not checked with the file's BLOCK:\n%s", p.out);
+    tu_proc_free(&p);
+    p = tu_run("'%s' check '%s/kernel.cu' gen:uniform:rows=300,nnz=3000 --param BLOCK=256",
+               tu_ditto_bin(), f.out);
+    ex_no_sanitizer(&p);
+    cr_assert_eq(p.status, 2, "exit %d: %s", p.status, p.err);
+    cr_assert(strstr(p.err, "kernel.cu:") && strstr(p.err, "defines BLOCK 128 itself"), "%s",
+              p.err);
+    tu_proc_free(&p);
     free(src);
     ex_fixture_free(&f);
 }

@@ -107,7 +107,7 @@ Test(kbcli, show_should_print_one_entry)
     cr_assert_str_eq(dt_json_str(cJSON_GetObjectItem(j, "parameters"), "pattern", ""),
                      "uses too much shared data");
     cJSON_Delete(j);
-    expect_error("show rule.none", 1, "ditto kb show: no entry 'rule.none'");
+    expect_error("show rule.none", 66, "ditto kb show: no entry 'rule.none'");
     expect_error("show", 2, "give an entry id");
     expect_error("show a b", 2, "one id at a time");
 }

@@ -394,7 +394,7 @@ Test(cli_sessions, a_corrupted_or_unknown_session_should_give_one_clear_line)
     p = tu_run("'%s' sessions show 20990101-000000-nope --session-dir '%s'", tu_ditto_bin(),
                f.root);
     no_sanitizer(&p);
-    cr_assert_eq(p.status, 1);
+    cr_assert_eq(p.status, 66);
     want = dt_xasprintf("ditto sessions: no session '20990101-000000-nope' under %s "
                         "(ditto sessions lists them)\n",
                         f.root);

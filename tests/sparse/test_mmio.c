@@ -944,3 +944,122 @@ Test(mmio, smtx_read_should_name_the_path_it_cannot_open)
     cr_assert_null(sp_smtx_read("/nonexistent/w.smtx", NULL, &e));
     cr_assert(strstr(e.msg, "/nonexistent/w.smtx: No such file or directory") != NULL, "%s", e.msg);
 }
+
+/* ---- progress and compressed input --------------------------------------------------- */
+
+typedef struct prog_log {
+    int calls;
+    int64_t last_done, total;
+    int decreasing;
+} prog_log;
+
+static void prog_cb(void *ud, int64_t done, int64_t total)
+{
+    prog_log *l = ud;
+    l->decreasing |= done < l->last_done;
+    l->calls++;
+    l->last_done = done;
+    l->total = total;
+}
+
+/* The callback sees every chunk: the bytes read so far, rising to the
+ * whole file, and the file's size; through gzip the size is unknown (-1)
+ * and the bytes are the decompressed ones. */
+Test(mmio, progress_should_count_the_bytes_read_up_to_the_file_size)
+{
+    char *gz = tu_matrix("fidapex6.mtx"); /* 1,321,187 bytes uncompressed: two chunks */
+    char *dir = tu_tmpdir();
+    tu_proc p = tu_run("gzip -dc '%s' > '%s/m.mtx'", gz, dir);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    char *plain = dt_xasprintf("%s/m.mtx", dir);
+    prog_log l = {0};
+    sp_read_opts o = {.progress = prog_cb, .progress_ud = &l};
+    dt_err e = {0};
+    sp_csr *a = sp_mm_read(plain, &o, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    cr_assert_geq(l.calls, 2);
+    cr_assert(!l.decreasing);
+    cr_assert_eq(l.last_done, 1321187);
+    cr_assert_eq(l.total, 1321187);
+    sp_csr *b = sp_mm_read(gz, &(sp_read_opts){.progress = prog_cb, .progress_ud = &l}, &e);
+    cr_assert_not_null(b, "%s", e.msg);
+    cr_assert_eq(l.total, -1);
+    cr_assert_eq(l.last_done, 1321187);
+    char fa[17], fb[17];
+    sp_csr_fingerprint(a, fa);
+    sp_csr_fingerprint(b, fb);
+    cr_assert_str_eq(fa, fb, "the .gz reads as another matrix");
+    sp_csr_free(a);
+    sp_csr_free(b);
+    free(plain);
+    free(gz);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* A truncated .gz stream is an error naming the file (zlib's words), never a
+ * shorter matrix. */
+Test(mmio, a_truncated_gzip_file_should_fail_naming_it)
+{
+    char *gz = tu_matrix("bcsstk13.mtx");
+    char *dir = tu_tmpdir();
+    tu_proc p = tu_run("head -c 100000 '%s' > '%s/cut.mtx.gz'", gz, dir);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    char *cut = dt_xasprintf("%s/cut.mtx.gz", dir);
+    dt_err e = {0};
+    sp_read_opts o = {.quiet = 1};
+    cr_assert_null(sp_mm_read(cut, &o, &e));
+    cr_assert(strstr(e.msg, "cut.mtx.gz"), "%s", e.msg);
+    cr_assert_null(sp_load(cut, &o, &e));
+    free(cut);
+    free(gz);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The in-place fast path and the line-by-line path read the same matrix
+ * (a file whose lines mix both forms across chunk boundaries), and an error
+ * on a line of the fast form is reported as before, with its line. */
+Test(mmio, fast_and_line_by_line_entries_should_read_the_same_and_fail_the_same)
+{
+    dt_err e = {0};
+    sp_csr *g = sp_generate("gen:uniform:rows=20000,nnz=200000,seed=7", &e);
+    cr_assert_not_null(g, "%s", e.msg);
+    char *dir = tu_tmpdir();
+    char *plain = dt_xasprintf("%s/plain.mtx", dir), *mixed = dt_xasprintf("%s/mixed.mtx", dir);
+    cr_assert_eq(sp_mm_write(g, plain, &e), 0, "%s", e.msg);
+    /* every third entry line with tabs, every fifth with CRLF, every seventh
+     * with two spaces: the fast path takes none of those */
+    tu_proc p = tu_run("awk 'NR > 2 && NR %% 3 == 0 { gsub(/ /, \"\\t\") } "
+                       "NR > 2 && NR %% 5 == 0 { $0 = $0 \"\\r\" } "
+                       "NR > 2 && NR %% 7 == 0 { sub(/ /, \"  \") } { print }' '%s' > '%s'",
+                       plain, mixed);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    sp_csr *a = sp_mm_read(plain, NULL, &e), *b = sp_mm_read(mixed, NULL, &e);
+    cr_assert(a && b, "%s", e.msg);
+    char fg[17], fa[17], fb[17];
+    sp_csr_fingerprint(g, fg);
+    sp_csr_fingerprint(a, fa);
+    sp_csr_fingerprint(b, fb);
+    cr_assert_str_eq(fa, fg);
+    cr_assert_str_eq(fb, fg);
+    sp_csr_free(a);
+    sp_csr_free(b);
+    /* line 100003 (entry 100001): a row index past the size, in the fast form */
+    p = tu_run("awk 'NR == 100003 { $1 = 20001 } { print }' '%s' > '%s/bad.mtx'", plain, dir);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    tu_proc_free(&p);
+    char *bad = dt_xasprintf("%s/bad.mtx", dir);
+    cr_assert_null(sp_mm_read(bad, NULL, &e));
+    cr_assert(strstr(e.msg, "bad.mtx:100003: row index 20001 out of range [1, 20000]"), "%s",
+              e.msg);
+    free(bad);
+    sp_csr_free(g);
+    free(plain);
+    free(mixed);
+    tu_rmtree(dir);
+    free(dir);
+}

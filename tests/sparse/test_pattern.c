@@ -266,3 +266,161 @@ Test(pattern, empty_matrix_should_not_divide_by_zero)
     cr_assert(!isnan(rep.row_cv) && !isnan(rep.x_lines_per_nnz) && !isnan(rep.spmv_ai[0]));
     sp_csr_free(a);
 }
+
+/* ---- the class explanation states only true comparisons ------------------------------ */
+
+/* Every "A OP B" in reason (OP one of < <= > >=, spaces around it, A and B
+ * numbers, an 'x' or '%' suffix allowed) must hold for the printed numbers.
+ * Returns how many were checked, or -1 with why set at the first that is
+ * false or unreadable. */
+static int check_reason(const char *reason, char *why, size_t n)
+{
+    int checked = 0;
+    for (const char *p = reason; (p = strpbrk(p, "<>")) != NULL; p++) {
+        const int eq = p[1] == '=';
+        const char *after = p + 1 + eq;
+        if (p == reason || p[-1] != ' ' || *after != ' ') {
+            snprintf(why, n, "'%s': an operator without spaces around it", reason);
+            return -1;
+        }
+        const char *start = p - 1;
+        while (start > reason && start[-1] != ' ')
+            start--;
+        char *end = NULL;
+        double a = strtod(start, &end);
+        if (end == start || (end != p - 1 && *end != 'x' && *end != '%')) {
+            snprintf(why, n, "'%s': no number before '%c'", reason, *p);
+            return -1;
+        }
+        double b = strtod(after + 1, &end);
+        if (end == after + 1) {
+            snprintf(why, n, "'%s': no number after '%c'", reason, *p);
+            return -1;
+        }
+        int ok = *p == '>' ? (eq ? a >= b : a > b) : (eq ? a <= b : a < b);
+        if (!ok) {
+            snprintf(why, n, "'%s' states %g %c%s %g, which is false", reason, a, *p, eq ? "=" : "",
+                     b);
+            return -1;
+        }
+        checked++;
+    }
+    return checked;
+}
+
+static void check_report_of(const char *path, int *n)
+{
+    dt_err e = {0};
+    sp_read_opts o = {.quiet = 1};
+    sp_csr *a = sp_load(path, &o, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_report r = report_of(a);
+    char why[512] = "";
+    int k = check_reason(r.cls_reason, why, sizeof why);
+    cr_assert_geq(k, 0, "%s: %s", path, why);
+    cr_assert(k > 0 || r.cls == SP_CLASS_DIAGONAL, "%s: class %s, no comparison in '%s'", path,
+              sp_class_name(r.cls), r.cls_reason);
+    sp_csr_free(a);
+    (*n)++;
+}
+
+static void check_folder(const char *dir, int *n)
+{
+    tu_proc p = tu_run("cd '%s' && find . -name '*.mtx' -o -name '*.mtx.gz' -o -name '*.smtx' "
+                       "-o -name '*.smtx.gz' | sort",
+                       dir);
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    char *save = NULL;
+    for (char *l = strtok_r(p.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char *path = dt_xasprintf("%s/%s", dir, l + 2);
+        check_report_of(path, n);
+        free(path);
+    }
+    tu_proc_free(&p);
+}
+
+Test(pattern, the_checker_should_catch_the_old_false_statements)
+{
+    char why[512];
+    /* what cv 0.4996 and max/mean 3.96 printed as, rounded: false */
+    static const char *bad[] = {"cv 0.50 > 0.5", "cv 0.49 > 0.5 (gini 0.3)", "max/mean row 3.8 > 4",
+                                "mean row 32.0 < 32", "cv 0.5>0.5"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++)
+        cr_assert_eq(check_reason(bad[i], why, sizeof why), -1, "%s passed", bad[i]);
+    cr_assert_eq(check_reason("cv 0.52 > 0.5, max/mean row 4.21 > 4 (max row 40)", why, sizeof why),
+                 2, "%s", why);
+    cr_assert_eq(check_reason("bandwidth 51 <= 51.15 (5% of 1003 rows, plus 1)", why, sizeof why),
+                 1, "%s", why);
+}
+
+Test(pattern, class_reasons_should_state_only_true_comparisons_on_every_test_matrix, .timeout = 300)
+{
+    int n = 0;
+    check_folder(tu_data_dir(), &n);
+    cr_assert_geq(n, 34, "only %d matrices in %s", n, tu_data_dir());
+    const char *shared = tu_matrices_dir();
+    if (shared) {
+        check_folder(shared, &n);
+        cr_log_info("also checked the matrices in %s: %d in all", shared, n);
+    }
+}
+
+/* Row lengths that put cv and max/mean a hair from the skew thresholds,
+ * where rounding to two decimals used to print a false comparison. */
+Test(pattern, class_reasons_should_stay_true_next_to_the_thresholds)
+{
+    enum { ROWS = 400 };
+    int len[ROWS];
+    int checked = 0;
+    for (int top = 30; top <= 50; top++) {
+        for (int alt = 4; alt <= 16; alt++) {
+            for (int i = 0; i < ROWS; i++)
+                len[i] = i == 0 ? top : (i % 2 ? 10 : alt);
+            sp_csr *a = from_lengths(ROWS, 64, len);
+            sp_report r = report_of(a);
+            char why[512] = "";
+            int k = check_reason(r.cls_reason, why, sizeof why);
+            cr_assert_geq(k, 0, "top %d, alt %d: %s", top, alt, why);
+            checked += k;
+            sp_csr_free(a);
+        }
+    }
+    cr_assert_gt(checked, 0);
+}
+
+typedef struct rows_log {
+    int calls;
+    int64_t last, total;
+    int backwards;
+} rows_log;
+
+static void rows_cb(void *ud, int64_t done, int64_t total)
+{
+    rows_log *l = ud;
+    l->backwards |= done <= l->last;
+    l->last = done;
+    l->total = total;
+    l->calls++;
+}
+
+/* The report's progress counts rows up through its main pass, and the
+ * report is the one sp_report_compute gives. */
+Test(pattern, report_progress_should_count_the_rows_and_change_nothing)
+{
+    dt_err e = {0};
+    sp_csr *a = sp_generate("gen:uniform:rows=300000,nnz=600000,seed=3", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    rows_log l = {0};
+    sp_report r1, r2;
+    cr_assert_eq(sp_report_compute_progress(a, 0, 0, &r1, &e, rows_cb, &l), 0, "%s", e.msg);
+    cr_assert_eq(sp_report_compute(a, 0, 0, &r2, &e), 0, "%s", e.msg);
+    cr_assert_eq(l.calls, 300000 / 65536, "%d calls", l.calls);
+    cr_assert(!l.backwards);
+    cr_assert_eq(l.total, 300000);
+    cr_assert_lt(l.last, 300000);
+    cr_assert_eq(r1.cls, r2.cls);
+    cr_assert_str_eq(r1.cls_reason, r2.cls_reason);
+    cr_assert_eq(r1.row_max, r2.row_max);
+    cr_assert_eq(r1.bandwidth, r2.bandwidth);
+    sp_csr_free(a);
+}

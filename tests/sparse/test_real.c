@@ -1,4 +1,5 @@
-/* test_real.c -- every shared real matrix reads with the sizes SOURCES.tsv records for it. */
+/* test_real.c -- every real matrix reads with the sizes SOURCES.tsv records for it: those in
+ * tests/data (gzip copies, always there), and those in ../shared/matrices when present. */
 #include "tests/common/testutil.h"
 
 #include "sparse/sparse.h"
@@ -45,6 +46,18 @@ static int64_t num(const char *s, const char *what, const char *file)
     return v;
 }
 
+/* The column of name in the header fields, or -1. */
+static int column(char **hdr, int nh, const char *name)
+{
+    for (int i = 0; i < nh; i++)
+        if (strcmp(hdr[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* SOURCES.tsv of dir, its columns found by the header line ("file\t..."):
+ * tests/data's names rows, cols, nnz_full, max_row, empty_rows for every
+ * file; ../shared's DLMC lines carry "rows, cols, nnz" in the rows column. */
 static sources read_sources(const char *dir)
 {
     char *path = dt_xasprintf("%s/SOURCES.tsv", dir);
@@ -52,33 +65,46 @@ static sources read_sources(const char *dir)
     char *text = dt_read_file(path, NULL, &e);
     cr_assert_not_null(text, "%s", e.msg);
     sources s = {dt_xcalloc(256, sizeof(source)), 0};
+    char *hdr[32];
+    int nh = 0, c_rows = -1, c_cols = -1, c_nnz = -1, c_max = -1, c_empty = -1;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (line[0] == '#' || dt_startswith(line, "file\t"))
+        if (line[0] == '#')
             continue;
-        char *f[16];
-        int nf = split_tabs(line, f, 16);
-        cr_assert(nf >= 6, "SOURCES.tsv: too few fields in '%s'", line);
+        if (dt_startswith(line, "file\t")) {
+            nh = split_tabs(line, hdr, 32);
+            c_rows = column(hdr, nh, "rows");
+            c_cols = column(hdr, nh, "cols");
+            c_nnz = column(hdr, nh, "nnz_full");
+            c_max = column(hdr, nh, "max_row");
+            c_empty = column(hdr, nh, "empty_rows");
+            cr_assert(c_rows > 0 && c_cols > 0 && c_nnz > 0, "%s: no rows, cols or nnz_full column",
+                      path);
+            continue;
+        }
+        cr_assert_gt(nh, 0, "%s: a line before the header 'file\t...'", path);
+        char *f[32];
+        int nf = split_tabs(line, f, 32);
+        cr_assert(nf > c_rows, "%s: too few fields in '%s'", path, line);
         cr_assert_lt(s.n, 256);
         source *src = &s.v[s.n++];
         snprintf(src->file, sizeof src->file, "%s", f[0]);
-        if (dt_endswith(f[0], ".smtx")) {
-            long long r, c, z;
-            cr_assert_eq(sscanf(f[5], "%lld, %lld, %lld", &r, &c, &z), 3,
-                         "SOURCES.tsv: '%s' is not 'rows, cols, nnz' for %s", f[5], f[0]);
-            src->rows = r;
+        long long r, c, z;
+        if (sscanf(f[c_rows], "%lld, %lld, %lld", &r, &c, &z) == 3) {
+            src->rows = r; /* a DLMC line of ../shared: "rows, cols, nnz" */
             src->cols = c;
             src->nnz = z;
             src->max_row = src->empty_rows = -1;
-        } else {
-            cr_assert(nf >= 14, "SOURCES.tsv: too few fields for %s", f[0]);
-            src->rows = num(f[5], "rows", f[0]);
-            src->cols = num(f[6], "cols", f[0]);
-            src->nnz = num(f[8], "nnz_full", f[0]);
-            src->max_row = num(f[12], "max_row", f[0]);
-            src->empty_rows = num(f[13], "empty_rows", f[0]);
+            continue;
         }
+        cr_assert(nf > c_nnz && nf > c_cols, "%s: too few fields for %s", path, f[0]);
+        src->rows = num(f[c_rows], "rows", f[0]);
+        src->cols = num(f[c_cols], "cols", f[0]);
+        src->nnz = num(f[c_nnz], "nnz_full", f[0]);
+        src->max_row = c_max >= 0 && c_max < nf ? num(f[c_max], "max_row", f[0]) : -1;
+        src->empty_rows = c_empty >= 0 && c_empty < nf ? num(f[c_empty], "empty_rows", f[0]) : -1;
     }
+    cr_assert_gt(nh, 0, "%s: no header line 'file\t...'", path);
     free(text);
     free(path);
     return s;
@@ -113,7 +139,9 @@ static void check_file(const char *dir, const sources *s, const char *rel)
     char *path = dt_xasprintf("%s/%s", dir, rel);
     dt_err e = {0};
     sp_read_opts o = {.quiet = 1};
-    sp_csr *a = dt_endswith(rel, ".smtx") ? sp_smtx_read(path, &o, &e) : sp_mm_read(path, &o, &e);
+    sp_csr *a = dt_endswith(rel, ".smtx") || dt_endswith(rel, ".smtx.gz")
+                    ? sp_smtx_read(path, &o, &e)
+                    : sp_mm_read(path, &o, &e);
     cr_assert_not_null(a, "%s", e.msg);
     cr_assert_eq(sp_csr_validate(a, &e), 0, "%s: %s", rel, e.msg);
     cr_assert_eq(a->rows, src->rows, "%s: rows %d, SOURCES.tsv says %lld", rel, a->rows,
@@ -130,7 +158,7 @@ static void check_file(const char *dir, const sources *s, const char *rel)
     if (src->empty_rows >= 0)
         cr_assert_eq(empty, src->empty_rows, "%s: %lld empty rows, SOURCES.tsv says %lld", rel,
                      (long long)empty, (long long)src->empty_rows);
-    if (dt_endswith(rel, ".smtx"))
+    if (dt_endswith(rel, ".smtx") || dt_endswith(rel, ".smtx.gz"))
         cr_assert_eq(a->pattern, 1, "%s: a .smtx matrix is a pattern", rel);
     sp_csr_free(a);
     free(path);
@@ -157,49 +185,93 @@ static int check_folder(const char *dir, const sources *s, const char *sub, cons
     return n;
 }
 
-static const char *matrices_or_skip(void)
+/* The folders checked: tests/data always, ../shared/matrices too when it is
+ * there (logged, so a run says what it covered). */
+static int folders(const char *dirs[2])
 {
-    const char *dir = tu_matrices_dir();
-    if (dir == NULL)
-        cr_skip_test("no shared matrices folder (../shared/matrices or $DITTO_MATRICES)");
-    return dir;
+    dirs[0] = tu_data_dir();
+    dirs[1] = tu_matrices_dir();
+    if (dirs[1] != NULL)
+        cr_log_info("also checking the shared matrices in %s", dirs[1]);
+    return dirs[1] != NULL ? 2 : 1;
 }
 
 Test(real, every_mtx_should_read_with_the_sizes_and_rows_in_sources)
 {
-    const char *dir = matrices_or_skip();
-    sources s = read_sources(dir);
-    int n = check_folder(dir, &s, NULL, ".mtx");
-    cr_assert_gt(n, 0, "no .mtx file in %s", dir);
-    free(s.v);
+    const char *dirs[2];
+    for (int d = 0, nd = folders(dirs); d < nd; d++) {
+        sources s = read_sources(dirs[d]);
+        int n = check_folder(dirs[d], &s, NULL, d == 0 ? ".mtx.gz" : ".mtx");
+        cr_assert_gt(n, 0, "no matrix file in %s", dirs[d]);
+        free(s.v);
+    }
 }
 
 Test(real, every_dlmc_smtx_should_read_with_the_sizes_in_sources)
 {
-    const char *dir = matrices_or_skip();
-    char *sub = dt_xasprintf("%s/dlmc", dir);
-    DIR *d = opendir(sub);
-    free(sub);
-    if (d == NULL)
-        cr_skip_test("no dlmc folder in %s", dir);
-    closedir(d);
-    sources s = read_sources(dir);
-    int n = check_folder(dir, &s, "dlmc", ".smtx");
-    cr_assert_gt(n, 0, "no .smtx file in %s/dlmc", dir);
-    free(s.v);
+    const char *dirs[2];
+    for (int d = 0, nd = folders(dirs); d < nd; d++) {
+        sources s = read_sources(dirs[d]);
+        int n = check_folder(dirs[d], &s, "dlmc", d == 0 ? ".smtx.gz" : ".smtx");
+        cr_assert_gt(n, 0, "no .smtx file in %s/dlmc", dirs[d]);
+        free(s.v);
+    }
 }
 
 Test(real, every_file_in_sources_should_exist)
 {
-    const char *dir = matrices_or_skip();
-    sources s = read_sources(dir);
-    cr_assert_gt(s.n, 0);
-    for (int i = 0; i < s.n; i++) {
-        char *path = dt_xasprintf("%s/%s", dir, s.v[i].file);
-        cr_assert(dt_file_exists(path), "SOURCES.tsv lists %s, which is missing", s.v[i].file);
-        free(path);
+    const char *dirs[2];
+    for (int d = 0, nd = folders(dirs); d < nd; d++) {
+        sources s = read_sources(dirs[d]);
+        cr_assert_gt(s.n, 0);
+        for (int i = 0; i < s.n; i++) {
+            char *path = dt_xasprintf("%s/%s", dirs[d], s.v[i].file);
+            cr_assert(dt_file_exists(path), "%s/SOURCES.tsv lists %s, which is missing", dirs[d],
+                      s.v[i].file);
+            free(path);
+        }
+        free(s.v);
     }
-    free(s.v);
+}
+
+/* tests/data's provenance holds: each .gz decompresses to the bytes whose
+ * sha256 SOURCES.tsv records for the original, and names a license. */
+Test(real, every_test_matrix_should_match_the_checksum_and_name_a_license_in_sources)
+{
+    char *path = dt_xasprintf("%s/SOURCES.tsv", tu_data_dir());
+    dt_err e = {0};
+    char *text = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(text, "%s", e.msg);
+    int n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#' || dt_startswith(line, "file\t"))
+            continue;
+        char *f[32];
+        int nf = split_tabs(line, f, 32);
+        cr_assert_geq(nf, 8, "SOURCES.tsv: too few fields in '%s'", line);
+        cr_assert(strlen(f[5]) > 0 && strcmp(f[5], "-") != 0, "%s: no license", f[0]);
+        cr_assert(strlen(f[2]) > 0 && strlen(f[4]) > 0, "%s: no repository or commit", f[0]);
+        tu_proc p = tu_run("gzip -dc '%s/%s' | sha256sum", tu_data_dir(), f[0]);
+        cr_assert_eq(p.status, 0, "%s: %s", f[0], p.err);
+        cr_assert(strncmp(p.out, f[7], 64) == 0, "%s: sha256 %.64s, SOURCES.tsv says %s", f[0],
+                  p.out, f[7]);
+        tu_proc_free(&p);
+        n++;
+    }
+    cr_assert_gt(n, 0);
+    free(text);
+    free(path);
+}
+
+/* The whole of tests/data stays small: a fresh clone carries it. */
+Test(real, test_data_should_stay_under_five_megabytes)
+{
+    tu_proc p = tu_run("du -sk '%s'", tu_data_dir());
+    cr_assert_eq(p.status, 0, "%s", p.err);
+    long kb = atol(p.out);
+    cr_assert(kb > 0 && kb < 5 * 1024, "tests/data holds %ld KB", kb);
+    tu_proc_free(&p);
 }
 
 Test(real, bcsstk13_should_expand_to_83883_entries_with_rows_up_to_95)
@@ -230,33 +302,35 @@ Test(real, bcsstk13_should_expand_to_83883_entries_with_rows_up_to_95)
 
 Test(real, every_mtx_should_survive_a_write_and_read_back_unchanged)
 {
-    const char *dir = matrices_or_skip();
     char *tmp = tu_tmpdir();
     char *out = dt_xasprintf("%s/copy.mtx", tmp);
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d);
-    struct dirent *ent;
-    while ((ent = readdir(d)) != NULL) {
-        if (!dt_endswith(ent->d_name, ".mtx"))
-            continue;
-        char *path = dt_xasprintf("%s/%s", dir, ent->d_name);
-        dt_err e = {0};
-        sp_read_opts o = {.quiet = 1};
-        sp_csr *a = sp_mm_read(path, &o, &e);
-        cr_assert_not_null(a, "%s", e.msg);
-        cr_assert_eq(sp_mm_write(a, out, &e), 0, "%s", e.msg);
-        sp_csr *b = sp_mm_read(out, &o, &e);
-        cr_assert_not_null(b, "%s", e.msg);
-        char fa[17], fb[17];
-        sp_csr_fingerprint(a, fa);
-        sp_csr_fingerprint(b, fb);
-        cr_assert_str_eq(fa, fb, "%s changed in a write and read back", ent->d_name);
-        cr_assert_eq(a->pattern, b->pattern);
-        sp_csr_free(a);
-        sp_csr_free(b);
-        free(path);
+    const char *dirs[2];
+    for (int dd = 0, nd = folders(dirs); dd < nd; dd++) {
+        DIR *d = opendir(dirs[dd]);
+        cr_assert_not_null(d);
+        struct dirent *ent;
+        while ((ent = readdir(d)) != NULL) {
+            if (!dt_endswith(ent->d_name, ".mtx") && !dt_endswith(ent->d_name, ".mtx.gz"))
+                continue;
+            char *path = dt_xasprintf("%s/%s", dirs[dd], ent->d_name);
+            dt_err e = {0};
+            sp_read_opts o = {.quiet = 1};
+            sp_csr *a = sp_mm_read(path, &o, &e);
+            cr_assert_not_null(a, "%s", e.msg);
+            cr_assert_eq(sp_mm_write(a, out, &e), 0, "%s", e.msg);
+            sp_csr *b = sp_mm_read(out, &o, &e);
+            cr_assert_not_null(b, "%s", e.msg);
+            char fa[17], fb[17];
+            sp_csr_fingerprint(a, fa);
+            sp_csr_fingerprint(b, fb);
+            cr_assert_str_eq(fa, fb, "%s changed in a write and read back", ent->d_name);
+            cr_assert_eq(a->pattern, b->pattern);
+            sp_csr_free(a);
+            sp_csr_free(b);
+            free(path);
+        }
+        closedir(d);
     }
-    closedir(d);
     free(out);
     tu_rmtree(tmp);
     free(tmp);

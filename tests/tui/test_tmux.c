@@ -645,7 +645,7 @@ Test(tmux, without_a_terminal_the_commands_should_say_what_to_use)
     cr_assert_not_null(strstr(p.err, "ditto run"), "%s", p.err);
     tu_proc_free(&p);
     p = tu_run("'%s' replay nosuch --session-dir '%s' </dev/null", tu_ditto_bin(), dir);
-    cr_assert_eq(p.status, 1);
+    cr_assert_eq(p.status, 66);
     cr_assert_not_null(strstr(p.err, "no session 'nosuch'"), "%s", p.err);
     tu_proc_free(&p);
     p = tu_run("'%s' replay", tu_ditto_bin());
