@@ -157,6 +157,18 @@ static void sink(ag_run *r, const cJSON *ev, void *ud)
 
 /* ---- layout --------------------------------------------------------------------------------- */
 
+/* Overlays take four fifths of the width, all of a narrow one, at most
+ * 110 columns. */
+static int modal_width(void)
+{
+    int w = COLS * 4 / 5;
+    if (w < 60)
+        w = COLS;
+    if (w > 110)
+        w = 110;
+    return w;
+}
+
 static void place_modal(tui_app *a)
 {
     /* top_panel would show a hidden overlay again */
@@ -170,11 +182,7 @@ static void place_modal(tui_app *a)
         x = 0;
     } else {
         h = LINES * 4 / 5;
-        w = COLS * 4 / 5;
-        if (w < 40)
-            w = COLS;
-        if (w > 110)
-            w = 110;
+        w = modal_width();
         if (a->modal == TUI_MODAL_VERSIONS) {
             int want = a->model.nrevs + 3;
             if (h > want)
@@ -262,8 +270,61 @@ static void draw_text_modal(tui_app *a)
         a->text_top = a->text.n - rows;
     if (a->text_top < 0)
         a->text_top = 0;
-    for (int i = 0; i < rows && a->text_top + i < a->text.n; i++)
-        tui_put_line(w, 1 + i, 2, &a->text.v[a->text_top + i], 0, wd - 4, -1, NULL, a->utf8);
+    for (int i = 0; i < rows && a->text_top + i < a->text.n; i++) {
+        const tui_line *ln = &a->text.v[a->text_top + i];
+        if (tui_str_width(ln->text, ln->len) <= wd - 4)
+            tui_put_line(w, 1 + i, 2, ln, 0, wd - 4, -1, NULL, a->utf8);
+        else
+            tui_put_fit(w, 1 + i, 2, ln->text, ln->len, wd - 4, tui_attr(ln->role),
+                        tui_pair(ln->role), a->utf8);
+    }
+    /* more above or below: say where we are */
+    if (a->text.n > rows && wd > 30) {
+        char pos[48];
+        int last = a->text_top + rows < a->text.n ? a->text_top + rows : a->text.n;
+        snprintf(pos, sizeof pos, " %d-%d/%d, arrows scroll ", a->text_top + 1, last, a->text.n);
+        tui_put_fit(w, h - 1, 2, pos, -1, wd - 4, tui_attr(TUI_R_TITLE_FOCUS),
+                    tui_pair(TUI_R_TITLE_FOCUS), a->utf8);
+    }
+}
+
+typedef struct help_wrap {
+    tui_lines *out;
+    int first;
+    int indent;
+} help_wrap;
+
+static void help_piece(const char *s, int len, void *ud)
+{
+    help_wrap *h = ud;
+    dt_buf b = DT_BUF_INIT;
+    for (int i = 0; i < h->indent && !h->first; i++)
+        dt_buf_putc(&b, ' ');
+    dt_buf_append(&b, s, (size_t)len);
+    tui_lines_add(h->out, b.data, (int)b.len, TUI_R_NORMAL);
+    h->first = 0;
+    dt_buf_free(&b);
+}
+
+/* A help line ("  key      what it does") wrapped to width, later lines
+ * under the description, so a narrow overlay cuts nothing. */
+static void help_line(tui_lines *out, const char *text, int role, int width)
+{
+    int len = (int)strlen(text);
+    if (role != TUI_R_NORMAL || tui_str_width(text, len) <= width || width < 24) {
+        tui_lines_add(out, text, len, role);
+        return;
+    }
+    /* the description's column: after the key and its run of blanks */
+    int col = 2;
+    while (col < len && text[col] != ' ')
+        col++;
+    while (col < len && text[col] == ' ')
+        col++;
+    if (col >= len || col > width / 2)
+        col = 4;
+    help_wrap h = {out, 1, col};
+    tui_wrap(text, len, width, help_piece, &h);
 }
 
 static void draw_prompt(tui_app *a)
@@ -322,11 +383,31 @@ void tui_app_render(tui_app *a)
     if (a->lay.too_small) {
         WINDOW *w = a->status_win;
         werase(w);
-        char msg[96];
-        snprintf(msg, sizeof msg, "ditto: the terminal is too small (%dx%d; need %dx%d)", COLS,
-                 LINES, TUI_MIN_COLS, TUI_MIN_ROWS);
-        tui_put(w, 0, 0, msg, (int)strlen(msg), 0, COLS, tui_attr(TUI_R_WARNING),
-                tui_pair(TUI_R_WARNING), a->utf8);
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "ditto: the terminal is too small (%dx%d; the workbench needs %dx%d). Make it "
+                 "larger, or q to quit.",
+                 COLS, LINES, TUI_MIN_COLS, TUI_MIN_ROWS);
+        /* wrapped over the rows there are; the last one shown ends in an
+         * ellipsis when even that is not enough */
+        tui_lines l = {0};
+        tui_wrap_lines(msg, COLS, &l);
+        for (int i = 0; i < l.n && i < LINES; i++) {
+            const char *t = l.v[i].text;
+            int len = l.v[i].len;
+            if (i == LINES - 1 && i < l.n - 1) {
+                dt_buf b = DT_BUF_INIT;
+                dt_buf_append(&b, t, (size_t)len);
+                dt_buf_puts(&b, " ...");
+                tui_put_fit(w, i, 0, b.data, (int)b.len, COLS, tui_attr(TUI_R_WARNING),
+                            tui_pair(TUI_R_WARNING), a->utf8);
+                dt_buf_free(&b);
+            } else {
+                tui_put_fit(w, i, 0, t, len, COLS, tui_attr(TUI_R_WARNING),
+                            tui_pair(TUI_R_WARNING), a->utf8);
+            }
+        }
+        tui_lines_clear(&l);
         update_panels();
         doupdate();
         return;
@@ -467,14 +548,15 @@ static void help(tui_app *a)
         "  q        quit (asks first while the run is working)",
     };
     tui_lines_clear(&a->text);
+    int width = modal_width() - 4;
     if (a->replay)
         for (size_t i = 0; i < DT_ARRAY_LEN(replay_keys); i++)
-            tui_lines_add(&a->text, replay_keys[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+            help_line(&a->text, replay_keys[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     else
         for (size_t i = 0; i < DT_ARRAY_LEN(live); i++)
-            tui_lines_add(&a->text, live[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+            help_line(&a->text, live[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     for (size_t i = 0; i < DT_ARRAY_LEN(common); i++)
-        tui_lines_add(&a->text, common[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+        help_line(&a->text, common[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     tui_app_show_text(a, "Keys");
 }
 

@@ -112,6 +112,8 @@ int tui_col_to_byte(const char *s, int len, int col);
  * broke at). Returns the number of pieces (an empty text gives 0). */
 typedef void tui_wrap_fn(const char *s, int len, void *ud);
 int tui_wrap(const char *text, int len, int width, tui_wrap_fn *fn, void *ud);
+/* tui_wrap into plain lines appended to out; returns how many. */
+int tui_wrap_lines(const char *text, int width, tui_lines *out);
 
 /* ---- layout ------------------------------------------------------------------ */
 
@@ -144,11 +146,12 @@ typedef struct tui_layout {
 #define TUI_MIN_COLS 40
 #define TUI_MIN_ROWS 12
 
-/* Pane rectangles for a terminal of cols x rows. Small (under 120 x 30):
- * steps on the left; reasoning over one slot shared by source, diagnostics
- * and performance. Medium: steps over diagnostics on the left; reasoning
- * over a slot shared by source and performance. Wide (180 x 45 and up):
- * every pane has its own place, performance in a right-hand column.
+/* Pane rectangles for a terminal of cols x rows. Small (under 110 x 30):
+ * steps on the left; the current step's reasoning over one slot shared by
+ * source, diagnostics and performance. Medium (110 x 30 and up, 120 x 40
+ * the design point): every pane in its own place, steps over performance
+ * on the left, reasoning, source and diagnostics stacked on the right.
+ * Wide (180 x 45 and up): performance in a right-hand column of its own.
  * This function can't fail. */
 void tui_layout_compute(int cols, int rows, tui_layout *out);
 
@@ -293,8 +296,12 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
 void tui_source_build(const tui_model *m, int from, int to, int width, int side_by_side,
                       int whole_file, int utf8, tui_lines *out);
 
-/* Diagnostics and logs, newest last (tag: diagnostic index). */
+/* Diagnostics and logs, newest last (tag: diagnostic index); those about an
+ * older kernel version than the latest are dimmed and name their version. */
 void tui_diag_build(const tui_model *m, int width, tui_lines *out);
+/* Errors and warnings about the current kernel version (or, before one
+ * exists, the plan), and errors about older versions. */
+void tui_diag_counts(const tui_model *m, int *err, int *warn, int *older_err);
 
 /* Occupancy (theoretical, achieved, limiter, three what-if curves), the
  * measurements table and the roofline with every measured version and the
@@ -312,5 +319,11 @@ void tui_sparkline(const hw_occ_curve *c, int width, int utf8, dt_buf *out, int 
  * step shown, sel an index or -1), tokens and cost, the run's state; in a
  * replay, the event position pos of nev first. */
 void tui_status_text(const tui_model *m, int sel, int replay, int pos, int nev, dt_buf *out);
+/* The same row for width columns: the least telling pieces (the matrix,
+ * the problem, the GPU, the backend, the step) are left out, in that
+ * order, until it fits; the run's state always stays (the caller draws
+ * it with an ellipsis if even that is too wide). */
+void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, int width,
+                    dt_buf *out);
 
 #endif /* DITTO_TUI_INTERNAL_H */

@@ -357,6 +357,10 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         int off = tui_col_to_byte(ln->text, ln->len, col);
         tui_line_span(ln, off, 1, i == nbase ? TUI_R_BASE_POINT : TUI_R_POINT);
     }
+    /* the axes' units always: the figure drops its FLOP/B label when the
+     * tick labels leave no room for it */
+    if (strstr(fig.data, "FLOP/B") == NULL)
+        tui_lines_add(out, "  x: arithmetic intensity, FLOP/B; y: FLOP/s", -1, TUI_R_DIM);
     dt_buf_free(&fig);
     /* the legend: marker, label, where it sits against the roof */
     for (int i = 0; i < np && i < info.npoints; i++) {

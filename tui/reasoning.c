@@ -149,6 +149,33 @@ static void reason_text(const tui_step *s, size_t from, int width, tui_is_link_f
         *last_line = ll;
 }
 
+/* The step's outcome includes its errors: on a small terminal the
+ * diagnostics pane may be hidden, and a failed compile must not look like
+ * a quiet step. At most four, then how many more. */
+static void step_errors(const tui_model *m, const tui_step *s, int width, wrapper *w)
+{
+    int n = 0;
+    for (int i = 0; i < m->ndiags; i++) {
+        const tui_diag *d = &m->diags[i];
+        if (d->is_log || d->step != s->id || !dt_streq(d->severity, "error"))
+            continue;
+        if (n++ >= 4)
+            continue;
+        char *t = d->line > 0 ? dt_xasprintf("Error (%s, line %d): %s", d->source, d->line,
+                                             d->message)
+                              : dt_xasprintf("Error (%s): %s", d->source, d->message);
+        /* a compiler's caret excerpt stays in Diagnostics: its first line */
+        char *nl = strchr(t, '\n');
+        if (nl)
+            *nl = '\0';
+        w->role = TUI_R_ERROR;
+        wrap(w, t, width);
+        free(t);
+    }
+    if (n > 4)
+        tui_lines_addf(w->out, TUI_R_ERROR, "  and %d more errors: see Diagnostics", n - 4);
+}
+
 void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_link_fn *is_link,
                       void *ud, tui_lines *out)
 {
@@ -162,10 +189,21 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
                    s->agent, s->id, s->status);
     wrapper w = {.out = out, .indent = "  ", .is_link = is_link, .ud = ud};
     if (s->came_from) {
-        char *t = dt_xasprintf("after %s", s->came_from);
-        w.role = TUI_R_DIM;
-        wrap(&w, t, width);
-        free(t);
+        /* The transition's reason is often the feedback itself (a
+         * rejection's reason): say it once, as the feedback. */
+        int keep = (int)strlen(s->came_from);
+        const char *dup = s->feedback && *s->feedback ? strstr(s->came_from, s->feedback) : NULL;
+        if (dup) {
+            keep = (int)(dup - s->came_from);
+            while (keep > 0 && strchr(" :\"'", s->came_from[keep - 1]))
+                keep--;
+        }
+        if (keep > 0) {
+            char *t = dt_xasprintf("after %.*s", keep, s->came_from);
+            w.role = TUI_R_DIM;
+            wrap(&w, t, width);
+            free(t);
+        }
     }
     if (s->feedback) {
         char *t = dt_xasprintf("Feedback: %s", s->feedback);
@@ -211,6 +249,7 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         wrap(&w, t, width);
         free(t);
     }
+    step_errors(m, s, width, &w);
     if (s->t_end > 0) {
         dt_buf b = DT_BUF_INIT;
         dt_buf_printf(&b, "took %.2f s", s->seconds);

@@ -32,6 +32,11 @@ const char *tui_glyph_status(const char *status, int utf8, int spin);
  * non-ASCII one without utf8) are drawn as '?'. Returns columns drawn. */
 int tui_put(WINDOW *w, int y, int x, const char *s, int len, int skip, int cols, attr_t a,
             short pair, int utf8);
+/* Draw UTF-8 text in at most cols columns; text that does not fit ends in
+ * an ellipsis ("..." without utf8) instead of being cut silently.
+ * len < 0: strlen. Returns columns drawn. */
+int tui_put_fit(WINDOW *w, int y, int x, const char *s, int len, int cols, attr_t a, short pair,
+                int utf8);
 /* Draw a styled line: its role, spans, and search matches highlighted. */
 void tui_put_line(WINDOW *w, int y, int x, const tui_line *ln, int skip, int cols, int base_role,
                   const char *search, int utf8);
@@ -99,6 +104,10 @@ void tui_pane_refresh(tui_pane *p, tui_app *a);
 /* Scrolling and cursor keys shared by every pane; 1 when handled. */
 int tui_pane_key(tui_pane *p, tui_app *a, int key);
 void tui_pane_scroll_to(tui_pane *p, int line);
+/* The panes hidden behind this one in its slot, in words ("Tab:
+ * Diagnostics (2 errors), Roofline & occupancy") into buf; returns how
+ * many (0: the pane has its place to itself, buf empty). */
+int tui_pane_hidden_note(tui_app *a, int pane, char *buf, size_t n);
 void tui_pane_free(tui_pane *p);
 
 /* ---- the app (app.c) ---------------------------------------------------------------- */
