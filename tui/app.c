@@ -1020,6 +1020,30 @@ static void key(tui_app *a, int k, int is_char)
     global_key(a, k);
 }
 
+/* Esc acts at once (curses waits no escape delay, TUI_ESCDELAY_MS). A
+ * key's sequence always arrives whole from the terminal, and curses reads
+ * it as one key; should one be split in transit, its tail would follow a
+ * lone Esc within moments and read as keys ('[' then 'A' would approve
+ * every step): that tail is swallowed here. 1 when k was such a tail. */
+static int esc_tail(tui_app *a, int k, int is_char)
+{
+    if (a->esc_state == 0)
+        return 0;
+    if (!is_char || dt_now() - a->esc_t > 0.1) {
+        a->esc_state = 0;
+        return 0;
+    }
+    if (a->esc_state == 1) {
+        /* right after the Esc: CSI ("[") or SS3 ("O") start a tail */
+        a->esc_state = k == '[' ? 2 : k == 'O' ? 3 : 0;
+        return a->esc_state != 0;
+    }
+    /* CSI: parameters until a final byte; SS3: one character */
+    if (a->esc_state == 3 || (k >= 0x40 && k <= 0x7e))
+        a->esc_state = 0;
+    return 1;
+}
+
 int tui_app_input(tui_app *a)
 {
     int n = 0;
@@ -1029,6 +1053,12 @@ int tui_app_input(tui_app *a)
         if (rc == ERR)
             break;
         n++;
+        if (esc_tail(a, (int)wch, rc != KEY_CODE_YES))
+            continue;
+        if (rc != KEY_CODE_YES && wch == 27) {
+            a->esc_state = 1;
+            a->esc_t = dt_now();
+        }
         key(a, (int)wch, rc != KEY_CODE_YES);
         if (a->quit)
             break;

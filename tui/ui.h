@@ -45,6 +45,12 @@ void tui_frame(WINDOW *w, const char *title, const char *note, int focused, int 
 
 /* ---- terminal (term.c) ------------------------------------------------------------ */
 
+/* How long curses waits after an Esc for the rest of a key's sequence,
+ * unless ESCDELAY is set: none. A terminal writes a sequence whole, so its
+ * bytes are there when the Esc is read; a tail split off in transit is
+ * swallowed by the app (app.c, esc_tail) instead of waited for. */
+#define TUI_ESCDELAY_MS 0
+
 /* Curses on, signal handlers that restore the terminal before a crash or a
  * kill, stderr captured into a pipe (read end in *err_fd) so stray writes
  * never scribble on the screen. -1 with e when there is no terminal. */
@@ -197,6 +203,9 @@ struct tui_app {
     int nev, pos;      /* events applied: [0, pos) */
     int playing;
     long long play_timer;
+    /* Esc: 1 just after a lone Esc, 2 inside a CSI tail, 3 an SS3 tail */
+    int esc_state;
+    double esc_t;
     /* measurement hooks for the latency benchmark */
     long frames;
 };
