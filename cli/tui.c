@@ -39,14 +39,25 @@ const char cli_tui_usage[] =
     "session can be resumed), 5 an error before the workbench opened.\n";
 
 const char cli_replay_usage[] =
-    "usage: ditto replay SESSION [--session-dir DIR]\n"
+    "usage: ditto replay SESSION [--session-dir DIR] [--speed X] [--step N]\n"
+    "                    [--export FILE.cast [--size COLSxROWS]]\n"
     "\n"
     "Open the workbench on a recorded session, offline (no worker, no LLM, no GPU):\n"
-    "step through its events to see how each decision was made -- . next event,\n"
-    ", previous, > next step, < previous step, space play, 0 and $ the first and last\n"
-    "event, Enter on a rule opens its knowledge-base entry, ? every key, q quit.\n"
+    "step through its events to see how each decision was made -- . next event (a\n"
+    "whole agent message at once), , previous, > next step, < previous step, j jump\n"
+    "to a step, space play on the recording's clock (pauses over a second shortened\n"
+    "to one), + and - play faster or slower, m add a note for later replays, 0 and $\n"
+    "the first and last event, Enter on a rule opens its knowledge-base entry, ? every\n"
+    "key, q quit. Notes are kept in the session folder's annotations.jsonl (never in\n"
+    "events.jsonl) and show at their moment in every later replay.\n"
     "SESSION is an id under the session folder ($XDG_DATA_HOME/ditto/sessions, or\n"
-    "--session-dir) or a path.\n";
+    "--session-dir) or a path.\n"
+    "\n"
+    "  --speed X          play X times the recording's speed (0.125 to 64; default 1)\n"
+    "  --step N           open at the end of step N\n"
+    "  --export FILE.cast write the replay as an asciicast v2 recording (asciinema\n"
+    "                     play FILE.cast) instead of opening it; no terminal needed\n"
+    "  --size COLSxROWS   the recording's terminal size (default 120x40)\n";
 
 /* The built-in default problem: a generated power-law matrix, SpMV in fp32,
  * the expert backend, every step asking for review. */
@@ -212,12 +223,37 @@ int cli_replay(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("replay");
-    const char *id = NULL, *dir = NULL;
+    const char *id = NULL, *dir = NULL, *cast = NULL;
+    double speed = 1;
+    int step = 0, cols = 120, rows = 40;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--session-dir") == 0) {
             if (i + 1 >= argc)
                 return cli_usage_error("replay", "--session-dir needs a value");
             dir = argv[++i];
+        } else if (strcmp(argv[i], "--speed") == 0 || strcmp(argv[i], "--step") == 0 ||
+                   strcmp(argv[i], "--export") == 0 || strcmp(argv[i], "--size") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("replay", "%s needs a value", argv[i]);
+            const char *opt = argv[i], *v = argv[++i];
+            char *end = NULL;
+            if (strcmp(opt, "--export") == 0) {
+                cast = v;
+            } else if (strcmp(opt, "--speed") == 0) {
+                speed = strtod(v, &end);
+                if (end == v || *end || !(speed >= 0.125 && speed <= 64))
+                    return cli_usage_error("replay", "--speed takes 0.125 to 64, not '%s'", v);
+            } else if (strcmp(opt, "--step") == 0) {
+                long n = strtol(v, &end, 10);
+                if (end == v || *end || n < 1 || n > 1000000)
+                    return cli_usage_error("replay", "--step takes a step number, not '%s'", v);
+                step = (int)n;
+            } else if (sscanf(v, "%dx%d", &cols, &rows) != 2 || cols < 40 || rows < 12 ||
+                       cols > 500 || rows > 200) {
+                return cli_usage_error("replay", "--size takes COLSxROWS from 40x12 to 500x200, "
+                                                 "not '%s'",
+                                       v);
+            }
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error("replay", "unknown option '%s'", argv[i]);
         } else if (id == NULL) {
@@ -236,7 +272,22 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "ditto replay: %s\n", e.msg);
         return CLI_FAIL;
     }
+    char *notes = dt_xasprintf("%s/annotations.jsonl", log->dir);
+    if (cast) {
+        tui_opts xo = {.events = log->events, .title = log->id, .notes_path = notes,
+                       .speed = speed, .start_step = step};
+        int rc = tui_export_cast(&xo, cast, cols, rows, &e) == 0 ? CLI_OK : CLI_FAIL;
+        if (rc != CLI_OK)
+            fprintf(stderr, "ditto replay: %s\n", e.msg);
+        else
+            printf("ditto replay: wrote %s (asciicast v2, %dx%d; asciinema play %s)\n", cast,
+                   cols, rows, cast);
+        free(notes);
+        sess_log_free(log);
+        return rc;
+    }
     if (!isatty(0) || !isatty(1)) {
+        free(notes);
         fprintf(stderr,
                 "ditto replay: the workbench needs a terminal on stdin and stdout "
                 "(`ditto sessions show %s` prints a session)\n",
@@ -246,7 +297,8 @@ int cli_replay(int argc, char **argv)
     }
     dt_buf probs = DT_BUF_INIT;
     kb *k = kb_open(NULL, NULL, &probs, &e);
-    tui_opts o = {.kb = k, .events = log->events, .title = log->id};
+    tui_opts o = {.kb = k, .events = log->events, .title = log->id, .notes_path = notes,
+                  .speed = speed, .start_step = step};
     int rc = tui_run_replay(&o, &e);
     if (rc < 0) {
         fprintf(stderr, "ditto replay: %s\n", e.msg);
@@ -258,6 +310,7 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "ditto: knowledge base: %s", probs.data);
     kb_close(k);
     dt_buf_free(&probs);
+    free(notes);
     sess_log_free(log);
     return rc;
 }

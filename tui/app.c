@@ -22,7 +22,6 @@ static const tui_pane_ops *const pane_ops[TUI_NPANES] = {
     [TUI_P_SOURCE] = &tui_source_ops, [TUI_P_DIAG] = &tui_diag_ops, [TUI_P_PERF] = &tui_perf_ops};
 
 static void relayout(tui_app *a);
-static void replay_seek(tui_app *a, int pos);
 
 /* ---- small state helpers ------------------------------------------------------------- */
 
@@ -339,6 +338,8 @@ static void draw_prompt(tui_app *a)
         [TUI_ASK_SEARCH] = "Search: ",
         [TUI_ASK_KB_APPROVE] = "Approve -- note (optional): ",
         [TUI_ASK_KB_REJECT] = "Reject -- note (required): ",
+        [TUI_ASK_JUMP] = "Jump to step: ",
+        [TUI_ASK_NOTE] = "Note for later replays: ",
     };
     const char *label = a->modal == TUI_MODAL_CONFIRM ? a->confirm_q : labels[a->ask];
     wattr_set(w, tui_attr(TUI_R_PROMPT), tui_pair(TUI_R_PROMPT), NULL);
@@ -526,9 +527,12 @@ static void help(tui_app *a)
     };
     static const char *replay_keys[] = {
         "Replay (offline: no worker, no LLM)",
-        "  .  ,     next / previous event",
+        "  .  ,     next / previous event (a whole agent message at once)",
         "  >  <     next / previous step",
-        "  space    play or pause",
+        "  j        jump to step N",
+        "  space    play or pause, on the recording's clock (pauses shortened to 1 s)",
+        "  +  -     play faster / slower (x2, x0.5)",
+        "  m        add a note here for later replays (kept in annotations.jsonl)",
         "  0  $     the first / the last event",
         "  k        the knowledge base",
         "",
@@ -698,6 +702,18 @@ static void submit_prompt(tui_app *a)
             tui_app_flash(a, 1, "a rejection needs a note: other reviewers learn from it");
         else
             tui_kb_review(a, "rejected", text);
+        break;
+    case TUI_ASK_JUMP: {
+        char *end = NULL;
+        long n = strtol(text, &end, 10);
+        if (*text == '\0' || end == NULL || *end != '\0' || n < 1 || n > 1000000)
+            tui_app_flash(a, 1, "a step number, 1 or more (not \"%s\")", text);
+        else if (tui_replay_jump_step(a, (int)n) != 0)
+            tui_app_flash(a, 1, "this session has no step %ld", n);
+        break;
+    }
+    case TUI_ASK_NOTE:
+        tui_replay_note(a, text);
         break;
     }
     free(text);
@@ -898,8 +914,6 @@ static void mouse(tui_app *a)
     }
 }
 
-static void replay_key(tui_app *a, int k);
-
 static void global_key(tui_app *a, int k)
 {
     dt_err e = {0};
@@ -970,7 +984,7 @@ static void global_key(tui_app *a, int k)
         break;
     default:
         if (a->replay)
-            replay_key(a, k);
+            tui_replay_key(a, k);
         break;
     }
 }
@@ -1129,83 +1143,6 @@ static long on_tick(dt_loop *l, long long id, void *ud)
     return 200;
 }
 
-/* ---- replay ---------------------------------------------------------------------------------------------- */
-
-static void replay_seek(tui_app *a, int pos)
-{
-    if (pos < 0)
-        pos = 0;
-    if (pos > a->nev)
-        pos = a->nev;
-    if (pos < a->pos) {
-        /* back: rebuild from the start (events are cheap to apply) */
-        tui_model_clear(&a->model);
-        a->pos = 0;
-    }
-    while (a->pos < pos)
-        tui_app_event(a, a->ev[a->pos++]);
-    a->model.dirty = TUI_D_ALL;
-    a->status_dirty = 1;
-}
-
-/* The position just after the next (dir 1) or previous (dir -1) step_finished. */
-static int step_boundary(tui_app *a, int dir)
-{
-    int i = dir > 0 ? a->pos : a->pos - 2;
-    for (; i >= 0 && i < a->nev; i += dir) {
-        if (dt_streq(dt_json_str(a->ev[i], "type", ""), "step_finished"))
-            return i + 1;
-    }
-    return dir > 0 ? a->nev : 0;
-}
-
-static long on_play(dt_loop *l, long long id, void *ud)
-{
-    (void)l;
-    (void)id;
-    tui_app *a = ud;
-    if (!a->playing || a->pos >= a->nev) {
-        a->playing = 0;
-        a->play_timer = 0;
-        a->status_dirty = 1;
-        return DT_LOOP_NOMORE;
-    }
-    replay_seek(a, a->pos + 1);
-    return 120;
-}
-
-static void replay_key(tui_app *a, int k)
-{
-    switch (k) {
-    case '.':
-        replay_seek(a, a->pos + 1);
-        break;
-    case ',':
-        replay_seek(a, a->pos - 1);
-        break;
-    case '>':
-        replay_seek(a, step_boundary(a, 1));
-        break;
-    case '<':
-        replay_seek(a, step_boundary(a, -1));
-        break;
-    case '0':
-        replay_seek(a, 0);
-        break;
-    case '$':
-        replay_seek(a, a->nev);
-        break;
-    case ' ':
-        a->playing = !a->playing;
-        if (a->playing && a->play_timer == 0)
-            a->play_timer = dt_loop_add_timer(a->loop, 120, on_play, a);
-        a->status_dirty = 1;
-        break;
-    default:
-        break;
-    }
-}
-
 /* ---- lifecycle -------------------------------------------------------------------------------------------- */
 
 tui_app *tui_app_new(const tui_opts *o, int replay)
@@ -1237,14 +1174,15 @@ tui_app *tui_app_new(const tui_opts *o, int replay)
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, o->events) a->ev[i++] = it;
+    a->vt = dt_xcalloc((size_t)a->nev + 1, sizeof *a->vt);
+    tui_timeline(a->ev, a->nev, a->vt);
+    a->speed = o->speed > 0 ? o->speed : 1;
     return a;
 }
 
-int tui_app_open(tui_app *a, dt_err *e)
+void tui_app_windows(tui_app *a, int utf8)
 {
-    if (tui_term_open(&a->err_fd, &a->winch_fd, e) != 0)
-        return -1;
-    a->utf8 = tui_term_utf8();
+    a->utf8 = utf8;
     tui_theme_init();
     /* Keys are read from a pad: wgetch never refreshes a pad, so reading
      * never paints over the panels. */
@@ -1255,6 +1193,13 @@ int tui_app_open(tui_app *a, dt_err *e)
     a->status_panel = new_panel(a->status_win);
     fix_slots(a);
     relayout(a);
+}
+
+int tui_app_open(tui_app *a, dt_err *e)
+{
+    if (tui_term_open(&a->err_fd, &a->winch_fd, e) != 0)
+        return -1;
+    tui_app_windows(a, tui_term_utf8());
     dt_loop_add_fd(a->loop, 0, DT_READABLE, on_tty, a);
     dt_loop_add_fd(a->loop, a->err_fd, DT_READABLE, on_err, a);
     dt_loop_add_fd(a->loop, a->winch_fd, DT_READABLE, on_winch, a);
@@ -1307,6 +1252,7 @@ void tui_app_free(tui_app *a)
     tui_kb_close(a);
     hw_spec_free(a->gpu_spec);
     dt_buf_free(&a->errline);
+    tui_replay_free(a);
     free(a->ev);
     if (a->o->loop == NULL)
         dt_loop_free(a->loop);
@@ -1352,7 +1298,18 @@ int tui_run_replay(const tui_opts *o, dt_err *e)
     }
     if (o->title)
         snprintf(a->model.session, sizeof a->model.session, "%s", o->title);
-    tui_app_flash(a, 0, "replay: . next event, > next step, space play, $ the end, ? help");
+    dt_buf warn = DT_BUF_INIT;
+    if (o->notes_path && tui_notes_load(a, o->notes_path, &warn) != 0)
+        dt_buf_printf(&warn, "%s: cannot be read; the notes in it are not shown\n", o->notes_path);
+    if (o->start_step > 0 && tui_replay_jump_step(a, o->start_step) != 0)
+        tui_app_flash(a, 1, "this session has no step %d: opened at its start", o->start_step);
+    else if (warn.len)
+        tui_app_flash(a, 1, "%s", warn.data); /* the file and line, and what was skipped */
+    else
+        tui_app_flash(a, 0, "replay: . next, > next step, j jump, space play (x%g), + - speed, m "
+                            "note, ? help",
+                      a->speed);
+    dt_buf_free(&warn);
     while (!a->quit)
         if (dt_loop_run_once(a->loop, -1) < 0 && errno != EINTR)
             break;

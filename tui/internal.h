@@ -326,4 +326,17 @@ void tui_status_text(const tui_model *m, int sel, int replay, int pos, int nev, 
 void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, int width,
                     dt_buf *out);
 
+/* ---- replay (replay.c) ------------------------------------------------------------ */
+
+/* vt gets, per event, its time on the replay's clock: the recording's,
+ * with pauses over a second shortened to one (nev entries). */
+void tui_timeline(const cJSON *const *ev, int nev, double *vt);
+/* The position after the next (dir 1) or before the previous (dir -1) unit
+ * from pos: one event, or a whole agent message (a run of one step's text
+ * events). */
+int tui_replay_unit(const cJSON *const *ev, int nev, int pos, int dir);
+/* The position just after step's step_finished (all of it recorded when it
+ * was cut off), -1 when no such step started. */
+int tui_replay_step_end(const cJSON *const *ev, int nev, int step);
+
 #endif /* DITTO_TUI_INTERNAL_H */

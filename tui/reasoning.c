@@ -113,6 +113,53 @@ static void rationale(const tui_step *s, int width, tui_lines *out)
     }
 }
 
+/* A plan after an earlier one (a rejection, an edit, a new iteration):
+ * what changed, as the lines of the two plans' JSON that differ. */
+static void plan_diff(const tui_model *m, int si, tui_lines *out)
+{
+    const tui_step *s = &m->steps[si];
+    const tui_step *prev = NULL;
+    for (int i = si - 1; i >= 0 && prev == NULL; i--)
+        if (dt_streq(m->steps[i].kind, "plan") && m->steps[i].artifact)
+            prev = &m->steps[i];
+    if (prev == NULL || s->artifact == NULL)
+        return;
+    char *a = dt_json_print(prev->artifact, 1);
+    char *b = dt_json_print(s->artifact, 1);
+    dt_diff d;
+    dt_diff_text(a, b, &d);
+    tui_lines_add(out, "", 0, TUI_R_NORMAL);
+    if (d.ndel + d.nins == 0) {
+        tui_lines_addf(out, TUI_R_DIM, "The plan is the same as plan v%d's (step %d)",
+                       prev->version, prev->id);
+    } else {
+        tui_lines_addf(out, TUI_R_HEADING, "Changes from plan v%d (step %d): +%d -%d",
+                       prev->version, prev->id, d.nins, d.ndel);
+        int shown = 0;
+        for (int i = 0; i < d.nops; i++) {
+            const dt_diff_line *op = &d.ops[i];
+            if (op->op == DT_DIFF_EQUAL)
+                continue;
+            if (shown++ == 40) {
+                tui_lines_addf(out, TUI_R_DIM, "  ... %d more changed lines",
+                               d.ndel + d.nins - 40);
+                break;
+            }
+            int del = op->op == DT_DIFF_DELETE;
+            const char *t = del ? d.a_line[op->a] : d.b_line[op->b];
+            int len = del ? d.a_len[op->a] : d.b_len[op->b];
+            dt_buf l = DT_BUF_INIT;
+            dt_buf_puts(&l, del ? "- " : "+ ");
+            dt_buf_append(&l, t, (size_t)len);
+            tui_lines_add(out, l.data, (int)l.len, del ? TUI_R_DEL : TUI_R_ADD);
+            dt_buf_free(&l);
+        }
+    }
+    dt_diff_free(&d);
+    free(a);
+    free(b);
+}
+
 /* The streamed text from byte `from` (a paragraph's start) on, wrapped,
  * paragraph by paragraph; *last_off and *last_line (when not NULL) get
  * where the last paragraph -- the one new tokens extend -- starts, in the
@@ -215,8 +262,10 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         reason_text(s, 0, width, is_link, ud, out, NULL, NULL);
     else if (dt_streq(s->status, "running"))
         tui_lines_add(out, "...", -1, TUI_R_DIM);
-    if (dt_streq(s->kind, "plan"))
+    if (dt_streq(s->kind, "plan")) {
         rationale(s, width, out);
+        plan_diff(m, si, out);
+    }
     w.indent = "  ";
     if (dt_streq(s->status, "awaiting review")) {
         tui_lines_add(out, "", 0, TUI_R_NORMAL);
@@ -283,8 +332,9 @@ static void build(tui_pane *p, tui_app *a, int width)
     const tui_step *s = si >= 0 && si < a->model.nsteps ? &a->model.steps[si] : NULL;
     /* streaming: the text is the last thing the step shows (no artifact,
      * so no rationale; no decision; no time yet) */
+    int notes = s && a->replay ? tui_replay_notes_for(a, s->id) : 0;
     int streaming = s && dt_streq(s->status, "running") && s->text.len > 0 && !s->decision[0] &&
-                    s->artifact == NULL && s->t_end == 0;
+                    s->artifact == NULL && s->t_end == 0 && notes == 0;
     if (streaming && inc.valid && inc.step_id == s->id && inc.width == width &&
         inc.nlines == p->lines.n && s->text.len > inc.len && inc.len > 0) {
         while (p->lines.n > inc.para_line) {
@@ -299,6 +349,9 @@ static void build(tui_pane *p, tui_app *a, int width)
         tui_lines_clear(&p->lines);
         tui_reason_build(&a->model, si, width, !a->replay && a->run != NULL, kb_has, a->k,
                          &p->lines);
+        /* a teacher's notes on this step, once the replay reached them */
+        if (notes)
+            tui_replay_note_lines(a, s->id, width, &p->lines);
         inc.valid = 0;
         if (streaming) {
             /* the text is last while streaming: find where it starts */

@@ -124,8 +124,11 @@ static int keys_now(const tui_app *a, keyitem *k)
         k[n++] = (keyitem){".", "next"};
         k[n++] = (keyitem){",", "back"};
         k[n++] = (keyitem){">", "next step"};
-        k[n++] = (keyitem){"<", "step back"};
+        k[n++] = (keyitem){"j", "jump"};
         k[n++] = (keyitem){"space", a->playing ? "pause" : "play"};
+        k[n++] = (keyitem){"+-", "speed"};
+        k[n++] = (keyitem){"m", "note"};
+        k[n++] = (keyitem){"<", "step back"};
         k[n++] = (keyitem){"$", "end"};
     } else if (si >= 0 && a->run) {
         k[n++] = (keyitem){"a", "approve"};
@@ -155,6 +158,19 @@ void tui_status_draw(tui_app *a)
     werase(w);
     dt_buf b = DT_BUF_INIT;
     tui_status_fit(&a->model, tui_app_sel(a), a->replay, a->pos, a->nev, cols, &b);
+    if (a->replay) {
+        /* how it plays, right after the position */
+        char sp[48];
+        snprintf(sp, sizeof sp, "  x%g%s", a->speed, a->playing ? " playing" : "");
+        const char *bar = strchr(b.data, '|');
+        size_t at = bar ? (size_t)(bar - b.data) - 1 : b.len;
+        dt_buf c = DT_BUF_INIT;
+        dt_buf_append(&c, b.data, at);
+        dt_buf_puts(&c, sp);
+        dt_buf_puts(&c, b.data + at);
+        dt_buf_free(&b);
+        b = c;
+    }
     wattr_set(w, tui_attr(TUI_R_STATUS), tui_pair(TUI_R_STATUS), NULL);
     mvwhline(w, 0, 0, ' ', cols);
     tui_put_fit(w, 0, 0, b.data, (int)b.len, cols, tui_attr(TUI_R_STATUS),

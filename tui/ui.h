@@ -131,8 +131,19 @@ typedef enum {
     TUI_ASK_REJECT,
     TUI_ASK_SEARCH,
     TUI_ASK_KB_APPROVE,
-    TUI_ASK_KB_REJECT
+    TUI_ASK_KB_REJECT,
+    TUI_ASK_JUMP, /* replay: a step number */
+    TUI_ASK_NOTE  /* replay: a teacher's note at this moment */
 } tui_ask;
+
+/* A teacher's note in a replay (annotations.jsonl): shown once the replay
+ * reaches pos (events applied), in the step's reasoning. */
+typedef struct tui_note {
+    int pos;
+    int step;
+    char by[32];
+    char *text;
+} tui_note;
 
 /* The knowledge review screen (kbscreen.c). */
 typedef struct tui_kbscreen {
@@ -203,6 +214,11 @@ struct tui_app {
     int nev, pos;      /* events applied: [0, pos) */
     int playing;
     long long play_timer;
+    double speed;     /* the recording's seconds per real second */
+    double *vt;       /* per event: its time on the replay's clock (gaps capped) */
+    double play_t0, play_vt0; /* when play (re)started, and the clock then */
+    tui_note *notes;
+    int nnotes, capnotes;
     /* Esc: 1 just after a lone Esc, 2 inside a CSI tail, 3 an SS3 tail */
     int esc_state;
     double esc_t;
@@ -243,6 +259,20 @@ void tui_kb_entry_lines(const cJSON *entry, const char *origin, int width, tui_l
 void tui_versions_draw(tui_app *a);
 int tui_versions_key(tui_app *a, int key);
 
+/* replay.c: see there; the pure parts are in internal.h. */
+void tui_replay_seek(tui_app *a, int pos);
+int tui_replay_jump_step(tui_app *a, int step); /* -1: no such step */
+void tui_replay_set_speed(tui_app *a, double speed);
+int tui_replay_key(tui_app *a, int k); /* 1 when handled */
+/* Read notes (a missing file is none); bad lines are skipped with a line in
+ * warn. -1 when the file exists but cannot be read. */
+int tui_notes_load(tui_app *a, const char *path, dt_buf *warn);
+/* Keep a note at the current position: appended to o->notes_path. */
+void tui_replay_note(tui_app *a, const char *text);
+int tui_replay_notes_for(const tui_app *a, int step);
+void tui_replay_note_lines(const tui_app *a, int step, int width, tui_lines *out);
+void tui_replay_free(tui_app *a);
+
 /* status.c */
 void tui_status_draw(tui_app *a);
 
@@ -250,6 +280,9 @@ void tui_status_draw(tui_app *a);
  * benchmark. */
 tui_app *tui_app_new(const tui_opts *o, int replay);
 int tui_app_open(tui_app *a, dt_err *e);   /* the terminal and the windows */
+/* The windows and panels on the current curses screen (tui_app_open's
+ * second half; the export draws on a screen of its own). */
+void tui_app_windows(tui_app *a, int utf8);
 void tui_app_event(tui_app *a, const cJSON *ev);
 void tui_app_render(tui_app *a);           /* draw what is dirty, one doupdate */
 int tui_app_input(tui_app *a);             /* read every pending key; how many */
