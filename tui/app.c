@@ -22,6 +22,8 @@ static const tui_pane_ops *const pane_ops[TUI_NPANES] = {
     [TUI_P_SOURCE] = &tui_source_ops, [TUI_P_DIAG] = &tui_diag_ops, [TUI_P_PERF] = &tui_perf_ops};
 
 static void relayout(tui_app *a);
+static void draw_editor(tui_app *a);
+static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason, int rest);
 
 /* ---- small state helpers ------------------------------------------------------------- */
 
@@ -182,6 +184,8 @@ static void place_modal(tui_app *a)
     } else {
         h = LINES * 4 / 5;
         w = modal_width();
+        if (a->modal == TUI_MODAL_PROMPT && h > 14)
+            h = 14;
         if (a->modal == TUI_MODAL_VERSIONS) {
             int want = a->model.nrevs + 3;
             if (h > want)
@@ -348,6 +352,11 @@ static void draw_prompt(tui_app *a)
                     tui_pair(TUI_R_PROMPT), a->utf8);
     if (a->modal == TUI_MODAL_CONFIRM)
         return;
+    if (a->prompt_multi) {
+        tui_put_fit(w, 1, x, "(in the editor above)", -1, cols - x, tui_attr(TUI_R_PROMPT),
+                    tui_pair(TUI_R_PROMPT), a->utf8);
+        return;
+    }
     /* the tail of the text when it is longer than the row */
     int room = cols - x - 1;
     int start = 0, width = 0;
@@ -427,6 +436,8 @@ void tui_app_render(tui_app *a)
             tui_kb_draw(a);
         else if (a->modal == TUI_MODAL_VERSIONS)
             tui_versions_draw(a);
+        else if (a->modal == TUI_MODAL_PROMPT && a->prompt_multi)
+            draw_editor(a);
         a->mdirty = 0;
         drew = 1;
     }
@@ -518,8 +529,13 @@ static void help(tui_app *a)
         "Review",
         "  a        approve the step awaiting review",
         "  e        edit it: the plan (JSON) or the kernel source in $VISUAL/$EDITOR;",
-        "           the edit is re-validated and the steps after it run again",
-        "  r        reject it with a reason: the reason goes back to the agent",
+        "           the edit is re-validated and the steps after it run again; an edit",
+        "           the run refuses is kept, and the next e opens it again",
+        "  r        reject it with a reason: the reason goes back to the agent (an editor of",
+        "           many lines: Enter sends, Ctrl-J a new line, Ctrl-E $EDITOR for long ones)",
+        "  x        on a hunk of the kernel's diff: reject it (x again accepts it); a then",
+        "           approves the kernel with the rejected hunks' old lines, as an edit",
+        "  u        undo: a decision waits 3 s before the next step starts; u takes it back",
         "  A        approve this and every later step",
         "  t        tune now (after the current measurement)",
         "  k        knowledge review: approve or reject proposed entries",
@@ -608,17 +624,72 @@ static int text_key(tui_app *a, int k)
 
 static tui_modal prompt_return; /* the modal a prompt came from (the KB screen) */
 
+/* Add a character to the typed text; -1 (nothing added) at the limit. */
+static int input_put(tui_app *a, wchar_t c)
+{
+    if (a->input_len >= TUI_INPUT_MAX)
+        return -1;
+    if (a->input_len == a->input_cap) {
+        a->input_cap = a->input_cap ? 2 * a->input_cap : 256;
+        a->input_buf = dt_xrealloc(a->input_buf, (size_t)a->input_cap * sizeof *a->input_buf);
+    }
+    a->input_buf[a->input_len++] = c;
+    return 0;
+}
+
+/* Replace the typed text with UTF-8 text; -1 (text unchanged) when it
+ * holds more than TUI_INPUT_MAX characters. */
+static int input_set(tui_app *a, const char *text)
+{
+    int n = 0, len = (int)strlen(text);
+    for (int i = 0; i < len; n++)
+        i += tui_utf8_next(text + i, len - i, &(unsigned){0});
+    if (n > TUI_INPUT_MAX)
+        return -1;
+    a->input_len = 0;
+    for (int i = 0; i < len;) {
+        unsigned cp;
+        i += tui_utf8_next(text + i, len - i, &cp);
+        input_put(a, (wchar_t)cp);
+    }
+    return 0;
+}
+
+/* Asks whose text may run to paragraphs: an overlay editor of many lines. */
+static int ask_multiline(tui_ask ask)
+{
+    return ask == TUI_ASK_REJECT || ask == TUI_ASK_NOTE;
+}
+
+static void open_modal(tui_app *a, tui_modal m);
+
 void tui_app_prompt(tui_app *a, tui_ask ask, const char *initial)
 {
     prompt_return = a->modal;
     a->ask = ask;
     a->input_len = 0;
     if (initial)
-        for (const char *p = initial; *p && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1; p++)
-            a->input_buf[a->input_len++] = (wchar_t)(unsigned char)*p;
+        input_set(a, initial);
+    a->prompt_multi = ask_multiline(ask) && prompt_return == TUI_MODAL_NONE;
+    if (a->prompt_multi)
+        open_modal(a, TUI_MODAL_PROMPT);
     a->modal = TUI_MODAL_PROMPT;
     curs_set(0);
     a->status_dirty = 1;
+    a->mdirty = 1;
+}
+
+/* The prompt is done (sent or cancelled): back to where it came from. */
+static void prompt_end(tui_app *a)
+{
+    a->modal = prompt_return;
+    if (a->prompt_multi && a->mpanel) {
+        hide_panel(a->mpanel);
+        a->full_redraw = 1;
+    }
+    a->prompt_multi = 0;
+    a->status_dirty = 1;
+    a->mdirty = 1;
 }
 
 /* The typed text as UTF-8 (the session log and the agents speak UTF-8,
@@ -670,20 +741,15 @@ static void search(tui_app *a, int dir, int from_next)
 static void submit_prompt(tui_app *a)
 {
     char *text = input_utf8(a);
-    a->modal = prompt_return;
-    a->status_dirty = 1;
-    a->mdirty = 1;
-    dt_err e = {0};
+    prompt_end(a);
     switch (a->ask) {
     case TUI_ASK_REJECT:
         if (a->run == NULL || ag_awaiting(a->run) == NULL) {
             tui_app_flash(a, 1, "nothing awaits review");
         } else if (*text == '\0') {
             tui_app_flash(a, 1, "a rejection needs a reason (it goes back to the agent)");
-        } else if (ag_decide(a->run, AG_REJECT, NULL, text, &e) != 0) {
-            tui_app_flash(a, 1, "%s", e.msg);
         } else {
-            tui_app_flash(a, 0, "rejected: the agent tries again with your reason");
+            pend_stage(a, AG_REJECT, NULL, text, 0);
         }
         break;
     case TUI_ASK_SEARCH: {
@@ -719,30 +785,96 @@ static void submit_prompt(tui_app *a)
     free(text);
 }
 
+static char *edit_text(const char *text, const char *suffix);
+
+/* Ctrl-E: the typed text in $VISUAL/$EDITOR, for a long reason. */
+static void prompt_in_editor(tui_app *a)
+{
+    char *cur = input_utf8(a);
+    tui_term_suspend();
+    char *t = edit_text(cur, ".txt");
+    tui_term_resume();
+    a->full_redraw = 1;
+    if (t == NULL) {
+        tui_app_flash(a, 1, "the editor failed or its file could not be read back; the text "
+                            "is as it was");
+    } else {
+        size_t n = strlen(t);
+        if (n > 0 && t[n - 1] == '\n')
+            t[n - 1] = '\0'; /* the newline editors add at the end */
+        if (input_set(a, t) != 0)
+            tui_app_flash(a, 1, "the text from the editor is longer than %d characters: it was "
+                                "not taken (shorten it, Ctrl-E again)",
+                          TUI_INPUT_MAX);
+    }
+    free(t);
+    free(cur);
+}
+
 static void prompt_key(tui_app *a, int k, int is_char)
 {
+    a->status_dirty = 1;
+    a->mdirty = 1;
     if (!is_char) {
         if (k == KEY_BACKSPACE && a->input_len > 0)
             a->input_len--;
         else if (k == KEY_ENTER)
             submit_prompt(a);
-        a->status_dirty = 1;
         return;
     }
-    if (k == '\n' || k == '\r') {
+    if (k == '\r' || (k == '\n' && !a->prompt_multi)) {
         submit_prompt(a);
     } else if (k == 27) {
-        a->modal = prompt_return;
-        a->mdirty = 1;
+        prompt_end(a);
     } else if (k == 127 || k == 8) {
         if (a->input_len > 0)
             a->input_len--;
     } else if (k == 21) { /* Ctrl-U */
         a->input_len = 0;
-    } else if (k >= 0x20 && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1) {
-        a->input_buf[a->input_len++] = (wchar_t)k;
+    } else if (k == 5 && a->prompt_multi) { /* Ctrl-E */
+        prompt_in_editor(a);
+    } else if ((k >= 0x20 || (k == '\n' && a->prompt_multi)) && input_put(a, (wchar_t)k) != 0) {
+        /* never cut silently: say where the limit is and what to do */
+        tui_app_flash(a, 1, "the text is at its limit of %d characters%s", TUI_INPUT_MAX,
+                      a->prompt_multi ? "; Ctrl-E edits it in $EDITOR" : "");
     }
-    a->status_dirty = 1;
+}
+
+/* The multi-line editor: the text wrapped, its end (where typing goes) in
+ * view, and the keys in the border. */
+static void draw_editor(tui_app *a)
+{
+    WINDOW *w = a->mwin;
+    int h, wd;
+    getmaxyx(w, h, wd);
+    werase(w);
+    char note[48];
+    snprintf(note, sizeof note, "%d/%d characters", a->input_len, TUI_INPUT_MAX);
+    tui_frame(w,
+              a->ask == TUI_ASK_REJECT ? "Reject: your reason goes back to the agent"
+                                       : "A note for later replays",
+              note, 1, a->utf8);
+    char *t = input_utf8(a);
+    tui_lines l = {0};
+    tui_wrap_lines(t, wd - 4, &l);
+    /* a text that ends in a newline goes on on a new, empty line */
+    if (l.n == 0 || (a->input_len > 0 && a->input_buf[a->input_len - 1] == L'\n'))
+        tui_lines_add(&l, "", 0, TUI_R_NORMAL);
+    int rows = h - 2;
+    int first = l.n > rows ? l.n - rows : 0;
+    for (int i = first; i < l.n; i++)
+        tui_put(w, 1 + i - first, 2, l.v[i].text, l.v[i].len, 0, wd - 4, tui_attr(TUI_R_NORMAL),
+                tui_pair(TUI_R_NORMAL), a->utf8);
+    /* the cursor after the last character */
+    const tui_line *last = &l.v[l.n - 1];
+    int cx = 2 + tui_str_width(last->text, last->len);
+    if (cx < wd - 1)
+        tui_put(w, 1 + l.n - 1 - first, cx, " ", 1, 0, 1, tui_attr(TUI_R_CURSOR),
+                tui_pair(TUI_R_CURSOR), a->utf8);
+    tui_put_fit(w, h - 1, 2, " Enter sends  Ctrl-J new line  Ctrl-E $EDITOR  Esc cancels ", -1,
+                wd - 4, tui_attr(TUI_R_TITLE_FOCUS), tui_pair(TUI_R_TITLE_FOCUS), a->utf8);
+    tui_lines_clear(&l);
+    free(t);
 }
 
 /* ---- decisions ---------------------------------------------------------------------------------- */
@@ -792,36 +924,196 @@ static void edit(tui_app *a)
         return;
     }
     const cJSON *art = ag_step_artifact(s);
-    char *before = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
-                                       : dt_json_print(art, 1);
+    char *orig = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
+                                     : dt_json_print(art, 1);
+    /* an edit refused before comes back, not the agent's text */
+    int kept = a->kept_edit && a->kept_step == ag_step_id(s);
     tui_term_suspend();
-    char *after = edit_text(before, kind == AG_GENERATE ? ".cu" : ".json");
+    char *after = edit_text(kept ? a->kept_edit : orig, kind == AG_GENERATE ? ".cu" : ".json");
     tui_term_resume();
     resized(a);
     a->full_redraw = 1;
     dt_err e = {0};
+    int refused = 0;
     if (after == NULL) {
         tui_app_flash(a, 1, "the editor failed or the file could not be read back; the step "
-                            "still awaits review");
-    } else if (strcmp(after, before) == 0) {
+                            "still awaits review%s",
+                      kept ? " (your refused edit is still kept for the next e)" : "");
+    } else if (strcmp(after, orig) == 0) {
         tui_app_flash(a, 0, "no change: the step still awaits review");
+        free(a->kept_edit);
+        a->kept_edit = NULL;
     } else if (kind == AG_GENERATE) {
         cJSON *v = cJSON_CreateString(after);
-        if (ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
-            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
-        else
-            tui_app_flash(a, 0, "edited: the new source is checked and compiled again");
+        refused = ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0;
         cJSON_Delete(v);
     } else {
         cJSON *v = dt_json_parse(after, strlen(after), "edited plan", &e);
-        if (v == NULL || ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
-            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
-        else
-            tui_app_flash(a, 0, "edited: the plan is checked again");
+        refused = v == NULL || ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0;
         cJSON_Delete(v);
     }
-    free(before);
+    if (refused) {
+        /* kept: the next e opens it again to fix what was refused */
+        free(a->kept_edit);
+        a->kept_edit = after;
+        a->kept_step = ag_step_id(s);
+        after = NULL;
+        tui_app_flash(a, 1, "the edit was refused: %s (e reopens your edit)", e.msg);
+    } else if (after && strcmp(after, orig) != 0) {
+        free(a->kept_edit);
+        a->kept_edit = NULL;
+        tui_app_flash(a, 0, kind == AG_GENERATE
+                                ? "edited: the new source is checked and compiled again"
+                                : "edited: the plan is checked again");
+    }
+    free(orig);
     free(after);
+}
+
+/* ---- decisions with an undo window ---------------------------------------------------- */
+
+static void pend_clear(tui_app *a)
+{
+    if (a->pend_timer)
+        dt_loop_del_timer(a->loop, a->pend_timer);
+    a->pend_timer = 0;
+    cJSON_Delete(a->pend_art);
+    free(a->pend_reason);
+    a->pend_art = NULL;
+    a->pend_reason = NULL;
+    a->pend = 0;
+    a->status_dirty = 1;
+}
+
+/* Send the waiting decision to the run: the next step starts. */
+static void pend_commit(tui_app *a)
+{
+    if (!a->pend)
+        return;
+    dt_err e = {0};
+    const ag_step *s = a->run ? ag_awaiting(a->run) : NULL;
+    if (s == NULL || ag_step_id(s) != a->pend_step) {
+        tui_app_flash(a, 1, "the decision on step %d was not sent: the step no longer awaits "
+                            "review",
+                      a->pend_step);
+    } else if (a->pend_rest) {
+        ag_approve_rest(a->run);
+    } else if (ag_decide(a->run, a->pend_d, a->pend_art, a->pend_reason, &e) != 0) {
+        if (a->pend_d == AG_EDIT && cJSON_IsString(a->pend_art)) {
+            free(a->kept_edit);
+            a->kept_edit = dt_xstrdup(a->pend_art->valuestring);
+            a->kept_step = a->pend_step;
+            tui_app_flash(a, 1, "the kept hunks were refused: %s (e opens them in the editor)",
+                          e.msg);
+        } else {
+            tui_app_flash(a, 1, "%s", e.msg);
+        }
+    }
+    pend_clear(a);
+}
+
+static long pend_tick(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    tui_app *a = ud;
+    a->status_dirty = 1;
+    if (dt_now() < a->pend_until)
+        return 250;
+    a->pend_timer = 0; /* this timer ends here */
+    pend_commit(a);
+    return DT_LOOP_NOMORE;
+}
+
+/* Hold a decision for TUI_UNDO_S seconds before the run gets it: u takes
+ * it back. A second decision replaces the first. art is taken. */
+static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason, int rest)
+{
+    pend_clear(a);
+    const ag_step *s = ag_awaiting(a->run);
+    a->pend = 1;
+    a->pend_d = d;
+    a->pend_art = art;
+    a->pend_reason = reason ? dt_xstrdup(reason) : NULL;
+    a->pend_rest = rest;
+    a->pend_step = s ? ag_step_id(s) : 0;
+    a->pend_until = dt_now() + TUI_UNDO_S;
+    a->pend_timer = dt_loop_add_timer(a->loop, 250, pend_tick, a);
+    a->status_dirty = 1;
+}
+
+int tui_app_hunk_review(tui_app *a)
+{
+    const ag_step *s = a->run && !a->replay ? ag_awaiting(a->run) : NULL;
+    if (s == NULL || ag_step_kind(s) != AG_GENERATE) {
+        a->nhunk_rej = 0;
+        return 0;
+    }
+    int si = tui_model_step_index(&a->model, ag_step_id(s));
+    int to = si >= 0 ? a->model.steps[si].rev : -1;
+    int from, shown_to;
+    tui_app_src_pair(a, &from, &shown_to);
+    if (to < 1 || shown_to != to || from != to - 1)
+        return 0;
+    if (a->hunk_step != ag_step_id(s)) {
+        int n = tui_hunks_count(a->model.revs[from].source, a->model.revs[to].source);
+        free(a->hunk_rej);
+        a->hunk_rej = dt_xcalloc((size_t)n + 1, 1);
+        a->nhunk_rej = n;
+        a->hunk_step = ag_step_id(s);
+    }
+    return 1;
+}
+
+/* a: approve; with hunks rejected, the kernel as the accepted hunks make
+ * it, as an edit. */
+static void approve(tui_app *a)
+{
+    int nrej = 0;
+    if (tui_app_hunk_review(a))
+        for (int i = 0; i < a->nhunk_rej; i++)
+            nrej += a->hunk_rej[i];
+    if (nrej == 0) {
+        pend_stage(a, AG_APPROVE, NULL, NULL, 0);
+        return;
+    }
+    if (nrej == a->nhunk_rej) {
+        tui_app_flash(a, 1, "every hunk is rejected: r rejects the step with a reason for the "
+                            "agent (x on a hunk accepts it again)");
+        return;
+    }
+    const ag_step *s = ag_awaiting(a->run);
+    int si = tui_model_step_index(&a->model, ag_step_id(s));
+    int to = a->model.steps[si].rev;
+    char *src = tui_hunks_apply(a->model.revs[to - 1].source, a->model.revs[to].source,
+                                a->hunk_rej, a->nhunk_rej);
+    pend_stage(a, AG_EDIT, cJSON_CreateString(src), NULL, 0);
+    free(src);
+}
+
+static void undo(tui_app *a)
+{
+    if (!a->pend) {
+        tui_app_flash(a, 1, "nothing to undo: a decision can be taken back for %d s, until the "
+                            "next step starts",
+                      TUI_UNDO_S);
+        return;
+    }
+    int step = a->pend_step;
+    pend_clear(a);
+    tui_app_flash(a, 0, "undone: step %d awaits your review again", step);
+}
+
+/* The waiting decision in words, for the status row. */
+void tui_app_pending_text(const tui_app *a, char *buf, size_t n)
+{
+    double left = a->pend_until - dt_now();
+    const char *what = a->pend_rest            ? "approving this and every later step"
+                       : a->pend_d == AG_REJECT ? "rejecting"
+                       : a->pend_d == AG_EDIT   ? "keeping the accepted hunks"
+                                                : "approving";
+    snprintf(buf, n, "%s (step %d) in %.0f s: u undoes", what, a->pend_step,
+             left > 0 ? left + 0.49 : 0);
 }
 
 static int review_possible(tui_app *a)
@@ -839,6 +1131,8 @@ static int review_possible(tui_app *a)
 
 static void quit(tui_app *a)
 {
+    /* a decision in its undo window is a decision made: it is sent */
+    pend_commit(a);
     if (!a->replay && a->run && !ag_run_done(a->run) && a->model.started) {
         snprintf(a->confirm_q, sizeof a->confirm_q,
                  "The run is still working: stop it and quit? (y/n) ");
@@ -916,7 +1210,6 @@ static void mouse(tui_app *a)
 
 static void global_key(tui_app *a, int k)
 {
-    dt_err e = {0};
     switch (k) {
     case '\t':
         tui_app_focus(a, (a->focus + 1) % TUI_NPANES);
@@ -957,14 +1250,15 @@ static void global_key(tui_app *a, int k)
         a->full_redraw = 1;
         break;
     case 'a':
-        if (review_possible(a) && ag_decide(a->run, AG_APPROVE, NULL, NULL, &e) != 0)
-            tui_app_flash(a, 1, "%s", e.msg);
+        if (review_possible(a))
+            approve(a);
         break;
     case 'A':
-        if (review_possible(a)) {
-            ag_approve_rest(a->run);
-            tui_app_flash(a, 0, "approving this and every later step");
-        }
+        if (review_possible(a))
+            pend_stage(a, AG_APPROVE, NULL, NULL, 1);
+        break;
+    case 'u':
+        undo(a);
         break;
     case 'r':
         if (review_possible(a))
@@ -1224,6 +1518,8 @@ void tui_app_close(tui_app *a)
         dt_loop_del_timer(a->loop, a->tick_timer);
     if (a->play_timer)
         dt_loop_del_timer(a->loop, a->play_timer);
+    /* a decision still in its undo window was made: the run gets it */
+    pend_commit(a);
     a->tick_timer = a->play_timer = 0;
     for (int i = 0; i < TUI_NPANES; i++)
         tui_pane_free(&a->panes[i]);
@@ -1253,6 +1549,11 @@ void tui_app_free(tui_app *a)
     hw_spec_free(a->gpu_spec);
     dt_buf_free(&a->errline);
     tui_replay_free(a);
+    cJSON_Delete(a->pend_art);
+    free(a->pend_reason);
+    free(a->kept_edit);
+    free(a->hunk_rej);
+    free(a->input_buf);
     free(a->ev);
     if (a->o->loop == NULL)
         dt_loop_free(a->loop);

@@ -70,6 +70,7 @@ typedef struct tui_line {
     char *link; /* a knowledge-base id Enter opens, or NULL */
     int tag;    /* pane-defined: a step index, a new-file line number, a diagnostic */
     int tag2;   /* pane-defined: an old-file line number */
+    int hunk;   /* source: the diff hunk (1, 2, ...) the line belongs to, 0 none */
 } tui_line;
 
 typedef struct tui_lines {
@@ -295,6 +296,12 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
  * the new file's line number (0 on deleted lines), tag2 the old one's. */
 void tui_source_build(const tui_model *m, int from, int to, int width, int side_by_side,
                       int whole_file, int utf8, tui_lines *out);
+
+/* Hunks for review: how many hunks (3 lines of context, as the source pane
+ * shows them) the diff of a against b has, and b with the hunks whose
+ * rejected[i] is set undone (their old lines back). Caller frees. */
+int tui_hunks_count(const char *a, const char *b);
+char *tui_hunks_apply(const char *a, const char *b, const unsigned char *rejected, int n);
 
 /* Diagnostics and logs, newest last (tag: diagnostic index); those about an
  * older kernel version than the latest are dimmed and name their version. */

@@ -130,12 +130,16 @@ static int keys_now(const tui_app *a, keyitem *k)
         k[n++] = (keyitem){"m", "note"};
         k[n++] = (keyitem){"<", "step back"};
         k[n++] = (keyitem){"$", "end"};
+    } else if (a->pend) {
+        k[n++] = (keyitem){"u", "undo"};
     } else if (si >= 0 && a->run) {
         k[n++] = (keyitem){"a", "approve"};
         if (dt_streq(a->model.steps[si].kind, "plan") ||
             dt_streq(a->model.steps[si].kind, "generate"))
             k[n++] = (keyitem){"e", "edit"};
         k[n++] = (keyitem){"r", "reject"};
+        if (dt_streq(a->model.steps[si].kind, "generate"))
+            k[n++] = (keyitem){"x", "hunk"};
         k[n++] = (keyitem){"A", "approve rest"};
     }
     if (!a->replay && a->run && !a->model.finished)
@@ -178,6 +182,16 @@ void tui_status_draw(tui_app *a)
     dt_buf_free(&b);
     if (a->modal == TUI_MODAL_PROMPT || a->modal == TUI_MODAL_CONFIRM)
         return; /* the prompt owns the second row */
+    if (a->pend) {
+        /* the decision on its way, until the undo window closes */
+        char t[160];
+        tui_app_pending_text(a, t, sizeof t);
+        wattr_set(w, tui_attr(TUI_R_AWAITING), tui_pair(TUI_R_AWAITING), NULL);
+        mvwhline(w, 1, 0, ' ', cols);
+        tui_put_fit(w, 1, 1, t, -1, cols - 1, tui_attr(TUI_R_AWAITING), tui_pair(TUI_R_AWAITING),
+                    a->utf8);
+        return;
+    }
     if (a->flash[0] && dt_now() < a->flash_until) {
         int role = a->flash_alert ? TUI_R_STATUS_ALERT : TUI_R_NORMAL;
         wattr_set(w, tui_attr(role), tui_pair(role), NULL);

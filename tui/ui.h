@@ -145,6 +145,14 @@ typedef struct tui_note {
     char *text;
 } tui_note;
 
+/* The most a prompt holds (a rejection's reason, a note): past it typing
+ * says so, and Ctrl-E's $EDITOR text is refused whole, never cut. */
+#define TUI_INPUT_MAX 16384
+
+/* Seconds a decision waits before the run gets it (and the next step
+ * starts): u takes it back until then. */
+#define TUI_UNDO_S 3
+
 /* The knowledge review screen (kbscreen.c). */
 typedef struct tui_kbscreen {
     cJSON *list; /* proposed entries, copies */
@@ -189,8 +197,9 @@ struct tui_app {
     PANEL *mpanel;
     int mdirty;
     tui_ask ask;
-    wchar_t input_buf[256];
-    int input_len;
+    wchar_t *input_buf; /* the prompt's text, up to TUI_INPUT_MAX characters */
+    int input_len, input_cap;
+    int prompt_multi; /* the prompt is the multi-line editor overlay */
     char confirm_q[256];
     int confirm_what;
     tui_lines text; /* TUI_MODAL_TEXT content */
@@ -219,6 +228,20 @@ struct tui_app {
     double play_t0, play_vt0; /* when play (re)started, and the clock then */
     tui_note *notes;
     int nnotes, capnotes;
+    /* review: a decision held for its undo window (TUI_UNDO_S) */
+    int pend;
+    ag_decision pend_d;
+    cJSON *pend_art;   /* owned */
+    char *pend_reason; /* owned */
+    int pend_rest;     /* A: this and every later step */
+    int pend_step;
+    double pend_until;
+    long long pend_timer;
+    char *kept_edit; /* an edit the run refused, for the next e (owned) */
+    int kept_step;
+    unsigned char *hunk_rej; /* per hunk of the kernel under review: 1 rejected */
+    int nhunk_rej;
+    int hunk_step; /* the step the marks are for */
     /* Esc: 1 just after a lone Esc, 2 inside a CSI tail, 3 an SS3 tail */
     int esc_state;
     double esc_t;
@@ -234,6 +257,12 @@ int tui_app_sel(const tui_app *a);
 void tui_app_select(tui_app *a, int step_index, int follow);
 /* The revisions the source pane compares. */
 void tui_app_src_pair(const tui_app *a, int *from, int *to);
+/* The decision waiting in its undo window, in words. */
+void tui_app_pending_text(const tui_app *a, char *buf, size_t n);
+/* Per-hunk review of the kernel awaiting review: the hunks' marks, reset
+ * when another step awaits; 1 when the source pane shows that kernel's
+ * diff (so x and the marks apply). */
+int tui_app_hunk_review(tui_app *a);
 /* Open the one-line prompt; what Enter does depends on ask. */
 void tui_app_prompt(tui_app *a, tui_ask ask, const char *initial);
 /* A text overlay (help, a knowledge-base entry) from lines the caller built
