@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/wiring.h"
 #include "gpu/gpu.h"
+#include "hardware/hardware.h"
 #include "knowledge/knowledge.h"
 #include "scripting/scripting.h"
 #include "sessions/sessions.h"
@@ -24,6 +25,7 @@ const char cli_tui_usage[] =
     "                 [--lua-unsafe] [--workers N] [--launcher CMD] [--deadline S]\n"
     "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
     "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
+    "                 [--gpu NAME]\n"
     "\n"
     "Open the workbench on a problem: the pipeline runs as with `ditto run`, and every\n"
     "step shows as it happens -- the steps, each agent's reasoning as it streams (with\n"
@@ -33,6 +35,9 @@ const char cli_tui_usage[] =
     "the kernel in $VISUAL/$EDITOR, r reject with a reason for the agent, A approve\n"
     "the rest, t tune now, k review knowledge-base proposals, ? every key, q quit.\n"
     "`ditto` with no command opens it on a built-in default problem.\n"
+    "--gpu NAME (ditto hw list) is the target GPU, over the spec's \"gpu\": without a\n"
+    "GPU here the plan, the occupancy and the roofline are for it (H in the workbench\n"
+    "picks the GPU the figures assume); without either they assume an H200 and say so.\n"
     "\n"
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
@@ -173,13 +178,36 @@ int cli_tui(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tui");
+    /* --gpu NAME is the workbench's own: taken out before the shared parse */
+    const char *gpu = NULL;
+    char **av = dt_xcalloc((size_t)argc + 1, sizeof *av);
+    int ac = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--gpu") == 0) {
+            if (i + 1 >= argc) {
+                free(av);
+                return cli_usage_error("tui", "--gpu needs a GPU name (ditto hw list)");
+            }
+            gpu = argv[++i];
+        } else {
+            av[ac++] = argv[i];
+        }
+    }
     cli_run_args a;
-    int rc = cli_run_args_parse("tui", argc, argv, 0, NULL, &a);
+    int rc = cli_run_args_parse("tui", ac, av, 0, NULL, &a);
+    free(av);
     if (rc != CLI_OK)
         return rc;
     if (a.spec == NULL)
         return cli_usage_error("tui", "give a problem spec (JSON); `ditto` alone opens a "
                                       "built-in one");
+    if (gpu) {
+        dt_err ge = {0};
+        hw_spec *g = hw_load(gpu, &ge);
+        if (g == NULL)
+            return cli_usage_error("tui", "--gpu: %s", ge.msg);
+        hw_spec_free(g);
+    }
     sp_spec spec;
     sp_spec_init(&spec);
     dt_buf probs = DT_BUF_INIT;
@@ -190,6 +218,12 @@ int cli_tui(int argc, char **argv)
         return AG_EXIT_USAGE;
     }
     dt_buf_free(&probs);
+    if (gpu) {
+        /* the target the person picked: the pipeline plans and checks for
+         * it, and the panes draw it */
+        free(spec.gpu);
+        spec.gpu = dt_xstrdup(gpu);
+    }
     rc = workbench(&a, &spec);
     sp_spec_clear(&spec);
     return rc;

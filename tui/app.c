@@ -118,10 +118,14 @@ const hw_spec *tui_app_gpu(tui_app *a)
     /* The spec the figures use: the one the measurements were placed on,
      * else the one the occupancy was computed for. */
     const char *name = NULL;
-    if (a->model.nmeas && a->model.meas[a->model.nmeas - 1].gpu[0])
+    if (a->gpu_pick[0])
+        name = a->gpu_pick;
+    else if (a->model.nmeas && a->model.meas[a->model.nmeas - 1].gpu[0])
         name = a->model.meas[a->model.nmeas - 1].gpu;
     else if (a->model.occupancy)
         name = dt_json_str(a->model.occupancy, "gpu", NULL);
+    else if (a->model.spec_gpu[0])
+        name = a->model.spec_gpu;
     if (name == NULL || *name == '\0')
         return NULL;
     if (a->gpu_spec && dt_streq(a->gpu_spec_name, name))
@@ -130,6 +134,38 @@ const hw_spec *tui_app_gpu(tui_app *a)
     snprintf(a->gpu_spec_name, sizeof a->gpu_spec_name, "%s", name);
     a->gpu_spec = hw_load(name, NULL);
     return a->gpu_spec;
+}
+
+const char *tui_app_gpu_why(tui_app *a)
+{
+    if (a->gpu_pick[0])
+        return "picked with H";
+    if (a->model.have_gpu)
+        return "this machine's";
+    if (a->model.spec_gpu[0])
+        return "no GPU here: the spec's target";
+    return "no GPU here: the default, H picks another";
+}
+
+/* H: the GPU the figures assume, checked against the known specs. */
+static void pick_gpu(tui_app *a, const char *name)
+{
+    if (*name == '\0') {
+        a->gpu_pick[0] = '\0';
+        tui_app_flash(a, 0, "the figures assume the run's GPU again");
+    } else {
+        dt_err e = {0};
+        hw_spec *g = hw_load(name, &e);
+        if (g == NULL) {
+            tui_app_flash(a, 1, "%s", e.msg);
+            return;
+        }
+        snprintf(a->gpu_pick, sizeof a->gpu_pick, "%s", g->name);
+        tui_app_flash(a, 0, "the figures assume %s now (the run itself is unchanged)",
+                      g->full_name);
+        hw_spec_free(g);
+    }
+    tui_app_mark(a, TUI_D_PERF);
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
@@ -344,6 +380,8 @@ static void draw_prompt(tui_app *a)
         [TUI_ASK_KB_REJECT] = "Reject -- note (required): ",
         [TUI_ASK_JUMP] = "Jump to step: ",
         [TUI_ASK_NOTE] = "Note for later replays: ",
+        [TUI_ASK_GPU] = "GPU for the figures (ditto hw list: h200, h100-sxm, a100-80gb-sxm, l40s, "
+                        "rtx4090, ...; empty: the run's): ",
     };
     const char *label = a->modal == TUI_MODAL_CONFIRM ? a->confirm_q : labels[a->ask];
     wattr_set(w, tui_attr(TUI_R_PROMPT), tui_pair(TUI_R_PROMPT), NULL);
@@ -537,7 +575,7 @@ static void help(tui_app *a)
         "           approves the kernel with the rejected hunks' old lines, as an edit",
         "  u        undo: a decision waits 3 s before the next step starts; u takes it back",
         "  A        approve this and every later step",
-        "  t        tune now (after the current measurement)",
+        "  t        tune now (after the current measurement; only with a GPU)",
         "  k        knowledge review: approve or reject proposed entries",
         "",
     };
@@ -561,6 +599,7 @@ static void help(tui_app *a)
         "           on a diagnostic: its line in the source",
         "  Left, Right   scroll sideways",
         "  v        pick two versions of the kernel to compare",
+        "  H        the GPU the occupancy and roofline assume (without a GPU here)",
         "  d        source: the whole file or the changes only;  ] [  next / previous change",
         "  /        search in the focused pane;  n N  next / previous match",
         "  Ctrl-L   redraw",
@@ -780,6 +819,9 @@ static void submit_prompt(tui_app *a)
     }
     case TUI_ASK_NOTE:
         tui_replay_note(a, text);
+        break;
+    case TUI_ASK_GPU:
+        pick_gpu(a, text);
         break;
     }
     free(text);
@@ -1268,9 +1310,15 @@ static void global_key(tui_app *a, int k)
         if (review_possible(a))
             edit(a);
         break;
+    case 'H':
+        tui_app_prompt(a, TUI_ASK_GPU, a->gpu_pick);
+        break;
     case 't':
         if (a->replay || a->run == NULL || a->model.finished) {
             tui_app_flash(a, 1, "nothing to tune: the run is not live");
+        } else if (a->model.started && !a->model.have_gpu) {
+            tui_app_flash(a, 1, "tuning times kernels on a GPU, and this machine has none: run "
+                                "ditto tune on one");
         } else {
             ag_request_tune(a->run);
             tui_app_flash(a, 0, "tune requested: it runs after the current measurement");

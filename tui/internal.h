@@ -233,6 +233,7 @@ typedef struct tui_model {
     char backend[16];
     char model_name[64];
     char gpu[96]; /* fingerprint's device name, "none" without one */
+    char spec_gpu[32]; /* the spec's target GPU, "" for auto */
     int have_gpu;
     char op[16], dtype[8], matrix[256], review[16];
     tui_step *steps;

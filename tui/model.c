@@ -108,6 +108,8 @@ static void on_session_started(tui_model *m, const cJSON *ev)
     copy_str(m->matrix, sizeof m->matrix, dt_json_str(spec, "matrix", ""));
     const cJSON *rv = cJSON_GetObjectItem(spec, "review");
     copy_str(m->review, sizeof m->review, cJSON_IsString(rv) ? rv->valuestring : "map");
+    const char *sg = dt_json_str(spec, "gpu", "");
+    copy_str(m->spec_gpu, sizeof m->spec_gpu, dt_streq(sg, "auto") ? "" : sg);
     const char *gpu = dt_json_str(fp, "gpu", "");
     copy_str(m->gpu, sizeof m->gpu, gpu);
     m->have_gpu = *gpu && !dt_streq(gpu, "none");

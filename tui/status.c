@@ -80,10 +80,19 @@ void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, i
         }
         /* drop the least telling piece left, unless only the state remains */
         int drop = -1;
-        if (tui_str_width(b.data, (int)b.len) > width)
+        int over = tui_str_width(b.data, (int)b.len) - width;
+        if (over > 0)
             for (int i = 0; i < n; i++)
                 if (keep[i] && p[i].prio < 8 && (drop < 0 || p[i].prio < p[drop].prio))
                     drop = i;
+        /* a long matrix path is shortened (with an ellipsis) before it goes */
+        int mlen = drop >= 0 ? (int)strlen(p[drop].text) : 0;
+        if (drop >= 0 && p[drop].prio == 1 && mlen - over - 3 >= 12) {
+            int cut = tui_fit(p[drop].text, mlen, mlen - over - 3, &(int){0});
+            memcpy(p[drop].text + cut, "...", 4);
+            dt_buf_free(&b);
+            continue;
+        }
         if (drop < 0) {
             dt_buf_append(out, b.data, b.len);
             dt_buf_free(&b);
@@ -142,7 +151,8 @@ static int keys_now(const tui_app *a, keyitem *k)
             k[n++] = (keyitem){"x", "hunk"};
         k[n++] = (keyitem){"A", "approve rest"};
     }
-    if (!a->replay && a->run && !a->model.finished)
+    /* t only where a tune can run: a live run on a machine with a GPU */
+    if (!a->replay && a->run && !a->model.finished && a->model.have_gpu)
         k[n++] = (keyitem){"t", "tune"};
     k[n++] = (keyitem){"Tab", "focus"};
     k[n++] = (keyitem){"k", "knowledge"};

@@ -133,7 +133,8 @@ typedef enum {
     TUI_ASK_KB_APPROVE,
     TUI_ASK_KB_REJECT,
     TUI_ASK_JUMP, /* replay: a step number */
-    TUI_ASK_NOTE  /* replay: a teacher's note at this moment */
+    TUI_ASK_NOTE, /* replay: a teacher's note at this moment */
+    TUI_ASK_GPU   /* the GPU the figures assume */
 } tui_ask;
 
 /* A teacher's note in a replay (annotations.jsonl): shown once the replay
@@ -191,6 +192,7 @@ struct tui_app {
     /* performance pane: the GPU spec the figures use, loaded on demand */
     hw_spec *gpu_spec;
     char gpu_spec_name[32];
+    char gpu_pick[32]; /* the GPU the person picked for the figures (H), "" none */
     /* modal state */
     tui_modal modal;
     WINDOW *mwin;
@@ -272,8 +274,11 @@ void tui_app_show_text(tui_app *a, const char *title);
 void tui_app_open_entry(tui_app *a, const char *id);
 /* Show a revision line in the source pane (from a diagnostic). */
 void tui_app_jump_source(tui_app *a, int rev, int line);
-/* The GPU spec for figures (cached), or NULL. */
+/* The GPU spec for figures (cached), or NULL: the one the person picked,
+ * else the one measured on, else the occupancy's, else the spec's. *why
+ * (may be NULL) gets where it came from, in words. */
 const hw_spec *tui_app_gpu(tui_app *a);
+const char *tui_app_gpu_why(tui_app *a);
 
 /* kbscreen.c */
 void tui_kb_open(tui_app *a);
