@@ -142,7 +142,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     } else {
         if (!a->no_session)
             ag_add_sink(run, cli_session_event, &ss);
-        tui_opts to = {.loop = loop, .run = run, .kb = k, .model = have_llm ? lc.model : NULL};
+        tui_opts to = {.loop = loop, .run = run, .kb = k, .model = have_llm ? lc.model : NULL,
+                       .price_out = have_llm ? lc.price_out : 0};
         int rc = tui_run_live(&to, &e);
         if (rc < 0) {
             fprintf(stderr, "ditto tui: %s\n", e.msg);

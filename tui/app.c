@@ -168,6 +168,40 @@ static void pick_gpu(tui_app *a, const char *name)
     tui_app_mark(a, TUI_D_PERF);
 }
 
+/* The : palette: "model NAME", "endpoint URL" or "backend expert|llm",
+ * for the steps after this one; the run records the switch. */
+static void command(tui_app *a, const char *text)
+{
+    while (*text == ' ')
+        text++;
+    if (*text == '\0')
+        return;
+    if (a->replay || a->run == NULL) {
+        tui_app_flash(a, 1, "a replay cannot switch anything: it shows what was recorded");
+        return;
+    }
+    char what[16];
+    int n = 0;
+    while (text[n] && text[n] != ' ' && n < (int)sizeof what - 1) {
+        what[n] = text[n];
+        n++;
+    }
+    what[n] = '\0';
+    const char *value = text + n;
+    while (*value == ' ')
+        value++;
+    if (*value == '\0') {
+        tui_app_flash(a, 1, "%s needs a value: model NAME, endpoint URL, backend expert|llm", what);
+        return;
+    }
+    dt_err e = {0};
+    if (ag_set_brain(a->run, what, value, &e) != 0)
+        tui_app_flash(a, 1, "%s", e.msg);
+    else
+        tui_app_flash(a, 0, "%s is %s from the next step on (recorded in the session)", what,
+                      value);
+}
+
 /* ---- events ------------------------------------------------------------------------------ */
 
 void tui_app_event(tui_app *a, const cJSON *ev)
@@ -380,6 +414,7 @@ static void draw_prompt(tui_app *a)
         [TUI_ASK_KB_REJECT] = "Reject -- note (required): ",
         [TUI_ASK_JUMP] = "Jump to step: ",
         [TUI_ASK_NOTE] = "Note for later replays: ",
+        [TUI_ASK_CMD] = ": model NAME | endpoint URL | backend expert|llm (for the next steps) ",
         [TUI_ASK_GPU] = "GPU for the figures (ditto hw list: h200, h100-sxm, a100-80gb-sxm, l40s, "
                         "rtx4090, ...; empty: the run's): ",
     };
@@ -575,6 +610,8 @@ static void help(tui_app *a)
         "           approves the kernel with the rejected hunks' old lines, as an edit",
         "  u        undo: a decision waits 3 s before the next step starts; u takes it back",
         "  A        approve this and every later step",
+        "  :        switch the model, the endpoint or the backend for the next steps",
+        "           (model NAME, endpoint URL, backend expert|llm); the session records it",
         "  t        tune now (after the current measurement; only with a GPU)",
         "  k        knowledge review: approve or reject proposed entries",
         "",
@@ -822,6 +859,9 @@ static void submit_prompt(tui_app *a)
         break;
     case TUI_ASK_GPU:
         pick_gpu(a, text);
+        break;
+    case TUI_ASK_CMD:
+        command(a, text);
         break;
     }
     free(text);
@@ -1313,6 +1353,9 @@ static void global_key(tui_app *a, int k)
     case 'H':
         tui_app_prompt(a, TUI_ASK_GPU, a->gpu_pick);
         break;
+    case ':':
+        tui_app_prompt(a, TUI_ASK_CMD, NULL);
+        break;
     case 't':
         if (a->replay || a->run == NULL || a->model.finished) {
             tui_app_flash(a, 1, "nothing to tune: the run is not live");
@@ -1615,6 +1658,7 @@ int tui_run_live(const tui_opts *o, dt_err *e)
     tui_app *a = tui_app_new(o, 0);
     if (o->model)
         snprintf(a->model.model_name, sizeof a->model.model_name, "%s", o->model);
+    a->model.price_out = o->price_out;
     if (tui_app_open(a, e) != 0) {
         tui_app_free(a);
         return -1;

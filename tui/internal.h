@@ -234,6 +234,8 @@ typedef struct tui_model {
     char model_name[64];
     char gpu[96]; /* fingerprint's device name, "none" without one */
     char spec_gpu[32]; /* the spec's target GPU, "" for auto */
+    char fallback_why[200]; /* the backend in use fell back to expert: why ("" none) */
+    double price_out;       /* USD per million output tokens, for the streaming estimate */
     int have_gpu;
     char op[16], dtype[8], matrix[256], review[16];
     tui_step *steps;

@@ -324,6 +324,21 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
         free(m->next_from);
         m->next_from = t;
     } else if (dt_streq(type, "log")) {
+        /* the brain in use: a fallback, or a person's switch */
+        const char *be = dt_json_str(ev, "backend", NULL);
+        const char *set = dt_json_str(ev, "setting", NULL);
+        const char *val = dt_json_str(ev, "value", "");
+        if (be) {
+            copy_str(m->backend, sizeof m->backend, be);
+            copy_str(m->fallback_why, sizeof m->fallback_why, dt_json_str(ev, "why", "?"));
+        } else if (dt_streq(set, "backend")) {
+            copy_str(m->backend, sizeof m->backend, val);
+            m->fallback_why[0] = '\0';
+        } else if (dt_streq(set, "model")) {
+            copy_str(m->model_name, sizeof m->model_name, val);
+        }
+        if (be || set)
+            m->dirty |= TUI_D_STATUS;
         tui_diag *d = new_diag(m);
         d->is_log = 1;
         d->step = (int)dt_json_num(ev, "step", 0);

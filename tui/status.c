@@ -44,14 +44,30 @@ void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, i
     }
     if (m->started)
         n = add_piece(p, n, 3, "%s", m->have_gpu ? m->gpu : "no GPU: compile-only");
-    if (m->backend[0])
-        n = add_piece(p, n, 5, "%s%s%s", m->backend, m->model_name[0] ? " " : "", m->model_name);
+    if (m->backend[0] && m->fallback_why[0])
+        n = add_piece(p, n, 5, "fell back to %s: %s", m->backend, m->fallback_why);
+    else if (m->backend[0])
+        n = add_piece(p, n, 5, "%s%s%s", m->backend,
+                      m->model_name[0] && !dt_streq(m->backend, "expert") ? " " : "",
+                      dt_streq(m->backend, "expert") ? "" : m->model_name);
     if (m->nsteps)
         n = add_piece(p, n, 6, "step %d/%d", sel >= 0 && sel < m->nsteps ? sel + 1 : m->nsteps,
                       m->nsteps);
-    n = add_piece(p, n, 7, "%ld tok $%.4f", m->tokens_in + m->tokens_out, m->cost);
     int ai = tui_model_step_index(m, m->awaiting);
     int ri = tui_model_step_index(m, m->running);
+    /* while a step streams its usage is not known yet: an estimate from
+     * what arrived (about 4 characters a token), marked as one */
+    long est = ri >= 0 && !m->finished && dt_streq(m->backend, "llm")
+                   ? (long)(m->steps[ri].text.len + 3) / 4
+                   : 0;
+    if (est > 0 && m->price_out > 0)
+        n = add_piece(p, n, 7, "%ld tok $%.4f, streaming ~%ld tok ~$%.4f",
+                      m->tokens_in + m->tokens_out, m->cost, est, est * m->price_out / 1e6);
+    else if (est > 0)
+        n = add_piece(p, n, 7, "%ld tok $%.4f, streaming ~%ld tok", m->tokens_in + m->tokens_out,
+                      m->cost, est);
+    else
+        n = add_piece(p, n, 7, "%ld tok $%.4f", m->tokens_in + m->tokens_out, m->cost);
     if (m->finished)
         n = add_piece(p, n, 8, "finished: %s", m->finish_reason);
     else if (ai >= 0)

@@ -28,6 +28,8 @@ typedef struct tui_opts {
     const cJSON *events;        /* replay: the session's events, in order */
     const char *title;          /* replay: the session id, for the status bar */
     const char *reviewer;       /* name on knowledge reviews (default: $USER, else "person") */
+    double price_out;           /* live: USD per million output tokens (0: unknown), for the
+                                   estimate while a step streams */
     const char *notes_path;     /* replay: the session's annotations.jsonl, or NULL */
     double speed;               /* replay: playing speed (0: 1) */
     int start_step;             /* replay: open at the end of this step (0: at the start) */

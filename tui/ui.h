@@ -134,7 +134,8 @@ typedef enum {
     TUI_ASK_KB_REJECT,
     TUI_ASK_JUMP, /* replay: a step number */
     TUI_ASK_NOTE, /* replay: a teacher's note at this moment */
-    TUI_ASK_GPU   /* the GPU the figures assume */
+    TUI_ASK_GPU,  /* the GPU the figures assume */
+    TUI_ASK_CMD   /* the : palette: switch model, endpoint or backend */
 } tui_ask;
 
 /* A teacher's note in a replay (annotations.jsonl): shown once the replay

@@ -515,3 +515,40 @@ Test(render, diagnostics_should_count_the_current_version_and_the_outcome_name_e
     tui_lines_clear(&l);
     tui_model_clear(&m);
 }
+
+Test(render, the_status_row_should_show_the_brain_in_use_and_streaming_tokens)
+{
+    tui_model m;
+    tui_model_init(&m);
+    m.price_out = 10; /* USD per million output tokens */
+    apply_all(&m, "[{\"type\":\"session_started\",\"spec\":{\"op\":\"spmv\",\"dtype\":\"fp32\","
+                  "\"matrix\":\"m.mtx\"},\"fingerprint\":{\"gpu\":\"none\"},\"backend\":\"llm\","
+                  "\"model\":\"big-1\"},"
+                  "{\"type\":\"step_started\",\"step\":1,\"kind\":\"plan\",\"version\":1},"
+                  "{\"type\":\"text\",\"step\":1,\"text\":\"0123456789012345678901234567890123456789"
+                  "0123456789012345678901234567890123456789\"}]");
+    dt_buf s = DT_BUF_INIT;
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| llm big-1 |"), "%s", s.data);
+    cr_assert_not_null(strstr(s.data, "0 tok $0.0000, streaming ~20 tok ~$0.0002"), "%s", s.data);
+    /* the endpoint fails: the expert takes over, and the row says why */
+    apply_all(&m, "[{\"type\":\"log\",\"step\":1,\"level\":\"warning\",\"message\":\"LLM "
+                  "unavailable (server): falling back to the expert backend\",\"backend\":"
+                  "\"expert\",\"why\":\"HTTP 500 from the endpoint\"}]");
+    dt_buf_reset(&s);
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| fell back to expert: HTTP 500 from the endpoint |"), "%s",
+                       s.data);
+    cr_assert_null(strstr(s.data, "big-1"), "the LLM is not in use: %s", s.data);
+    cr_assert_null(strstr(s.data, "streaming"), "no LLM stream to estimate: %s", s.data);
+    /* a person switches back to the LLM with another model */
+    apply_all(&m, "[{\"type\":\"log\",\"level\":\"info\",\"message\":\"backend switched\","
+                  "\"setting\":\"backend\",\"value\":\"llm\",\"by\":\"person\"},"
+                  "{\"type\":\"log\",\"level\":\"info\",\"message\":\"model switched\","
+                  "\"setting\":\"model\",\"value\":\"small-2\",\"by\":\"person\"}]");
+    dt_buf_reset(&s);
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| llm small-2 |"), "%s", s.data);
+    dt_buf_free(&s);
+    tui_model_clear(&m);
+}

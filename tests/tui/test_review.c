@@ -203,3 +203,39 @@ Test(review, a_refused_edit_should_come_back_at_the_next_e)
     tt_assert_no_sanitizer_reports(&t);
     tt_stop(&t);
 }
+
+Test(review, the_palette_should_switch_the_backend_for_the_next_steps_and_record_it)
+{
+    tt_term t;
+    memset(&t, 0, sizeof t);
+    start_live(&t, NULL);
+    TT_EXPECT(&t, "review profile v1", SLOW);
+    tt_keys(&t, ":");
+    TT_EXPECT(&t, ": model NAME | endpoint URL | backend expert|llm", QUICK);
+    tt_type(&t, "backend llm");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "no LLM configured: start with --backend llm", QUICK);
+    tt_keys(&t, ":");
+    tt_type(&t, "backend expert");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "backend is expert from the next step on (recorded in the session)", QUICK);
+    tt_keys(&t, ":");
+    tt_type(&t, "colour blue");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "'colour' cannot be switched (backend, model or endpoint)", QUICK);
+    tt_keys(&t, "q");
+    TT_EXPECT(&t, "(y/n)", QUICK);
+    tt_keys(&t, "y");
+    TT_EXPECT(&t, "DITTO-EXIT 4", QUICK);
+    sess_log *log = the_session(&t);
+    int found = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, log->events) found +=
+        dt_streq(dt_json_str(ev, "setting", ""), "backend") &&
+        dt_streq(dt_json_str(ev, "value", ""), "expert") &&
+        dt_streq(dt_json_str(ev, "by", ""), "person");
+    cr_assert_eq(found, 1, "the session records the one switch that was made");
+    sess_log_free(log);
+    tt_assert_no_sanitizer_reports(&t);
+    tt_stop(&t);
+}

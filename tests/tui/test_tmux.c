@@ -126,7 +126,7 @@ Test(tmux, the_workbench_should_show_steps_and_source_and_quit_cleanly)
     /* at 120x40 the performance pane has its own place; it says which GPU
      * it assumes, and that measuring needs one */
     TT_EXPECT(&t, "Roofline & occupancy", QUICK);
-    TT_EXPECT(&t, "GPU assumed: NVIDIA H200 (no GPU here: the default", QUICK);
+    TT_EXPECT(&t, "GPU assumed: NVIDIA H200 (no GPU", QUICK);
     TT_EXPECT(&t, "theoretical 100%", QUICK);
     tt_keys(&t, "Tab Tab Tab Tab");
     tt_keys(&t, "G");
