@@ -20,6 +20,26 @@ typedef struct llm_job {
     dt_buf answer;
 } llm_job;
 
+/* A retry is worth showing: the wait, and why (a log the workbench counts
+ * down from). */
+static void on_retry(int attempt, long wait_ms, const char *error, const char *message, void *ud)
+{
+    ag_run *r = ud;
+    cJSON *ev = dt_json_obj();
+    dt_json_set_str(ev, "type", "log");
+    if (r->cur)
+        dt_json_set_int(ev, "step", r->cur->id);
+    dt_json_set_str(ev, "level", "warning");
+    char msg[700];
+    snprintf(msg, sizeof msg, "LLM attempt %d failed (%s: %s): retrying in %.1f s", attempt, error,
+             message, (double)wait_ms / 1000);
+    dt_json_set_str(ev, "message", msg);
+    dt_json_set_num(ev, "retry_in_s", (double)wait_ms / 1000);
+    dt_json_set_int(ev, "attempt", attempt);
+    dt_json_set_str(ev, "why", error);
+    ag_emit(r, ev);
+}
+
 static llm_client *client(ag_run *r, dt_err *e)
 {
     if (r->llm == NULL) {
@@ -28,6 +48,8 @@ static llm_client *client(ag_run *r, dt_err *e)
             return NULL;
         }
         r->llm = llm_new(r->loop, r->o.llm_config, e);
+        if (r->llm)
+            llm_set_retry_hook(r->llm, on_retry, r);
     }
     return r->llm;
 }

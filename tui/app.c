@@ -1525,6 +1525,8 @@ static long on_tick(dt_loop *l, long long id, void *ud)
         a->spin++;
         a->panes[TUI_P_STEPS].stale = 1;
     }
+    if (a->model.retry_at > 0)
+        a->status_dirty = 1; /* the retry's countdown */
     return 200;
 }
 

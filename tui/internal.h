@@ -236,6 +236,11 @@ typedef struct tui_model {
     char spec_gpu[32]; /* the spec's target GPU, "" for auto */
     char fallback_why[200]; /* the backend in use fell back to expert: why ("" none) */
     double price_out;       /* USD per million output tokens, for the streaming estimate */
+    double retry_at;        /* an LLM retry is due at this event time (0 none) */
+    char retry_why[32];
+    int retry_attempt;
+    double clock;           /* the time the status row is drawn for (live: now; replay: the
+                               latest event's) */
     int have_gpu;
     char op[16], dtype[8], matrix[256], review[16];
     tui_step *steps;

@@ -277,6 +277,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
     } else if (dt_streq(type, "step_started")) {
         on_step_started(m, ev, &m->next_from);
     } else if (dt_streq(type, "text")) {
+        m->retry_at = 0; /* the retry answered */
         tui_step *s = step_of(m, ev);
         if (s) {
             dt_buf_puts(&s->text, dt_json_str(ev, "text", ""));
@@ -311,6 +312,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
             m->dirty |= TUI_D_STEPS | TUI_D_REASON | TUI_D_STATUS;
         }
     } else if (dt_streq(type, "step_finished")) {
+        m->retry_at = 0;
         on_step_finished(m, ev);
     } else if (dt_streq(type, "transition")) {
         const char *edge = dt_json_str(ev, "edge", NULL);
@@ -337,7 +339,12 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
         } else if (dt_streq(set, "model")) {
             copy_str(m->model_name, sizeof m->model_name, val);
         }
-        if (be || set)
+        if (cJSON_IsNumber(cJSON_GetObjectItem(ev, "retry_in_s"))) {
+            m->retry_at = dt_json_num(ev, "t", 0) + dt_json_num(ev, "retry_in_s", 0);
+            m->retry_attempt = (int)dt_json_num(ev, "attempt", 0);
+            copy_str(m->retry_why, sizeof m->retry_why, dt_json_str(ev, "why", "error"));
+        }
+        if (be || set || m->retry_at > 0)
             m->dirty |= TUI_D_STATUS;
         tui_diag *d = new_diag(m);
         d->is_log = 1;

@@ -57,8 +57,11 @@ void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, i
     int ri = tui_model_step_index(m, m->running);
     /* while a step streams its usage is not known yet: an estimate from
      * what arrived (about 4 characters a token), marked as one */
-    long est = ri >= 0 && !m->finished && dt_streq(m->backend, "llm")
-                   ? (long)(m->steps[ri].text.len + 3) / 4
+    const tui_step *rs = ri >= 0 ? &m->steps[ri] : NULL;
+    long est = rs && !m->finished && dt_streq(m->backend, "llm") &&
+                       dt_streq(rs->status, "running") &&
+                       (dt_streq(rs->kind, "plan") || dt_streq(rs->kind, "generate"))
+                   ? (long)(rs->text.len + 3) / 4
                    : 0;
     if (est > 0 && m->price_out > 0)
         n = add_piece(p, n, 7, "%ld tok $%.4f, streaming ~%ld tok ~$%.4f",
@@ -68,6 +71,11 @@ void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, i
                       m->cost, est);
     else
         n = add_piece(p, n, 7, "%ld tok $%.4f", m->tokens_in + m->tokens_out, m->cost);
+    if (m->retry_at > 0 && !m->finished) {
+        double left = m->retry_at - m->clock;
+        n = add_piece(p, n, 8, "LLM %s, retry %d in %.0f s", m->retry_why,
+                      m->retry_attempt + 1, left > 0 ? left + 0.49 : 0);
+    }
     if (m->finished)
         n = add_piece(p, n, 8, "finished: %s", m->finish_reason);
     else if (ai >= 0)
@@ -187,6 +195,7 @@ void tui_status_draw(tui_app *a)
     (void)h;
     werase(w);
     dt_buf b = DT_BUF_INIT;
+    a->model.clock = a->replay ? a->model.last_t : dt_wall_now();
     tui_status_fit(&a->model, tui_app_sel(a), a->replay, a->pos, a->nev, cols, &b);
     if (a->replay) {
         /* how it plays, right after the position */

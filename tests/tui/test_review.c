@@ -6,6 +6,7 @@
 
 #include "sessions/sessions.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -238,4 +239,71 @@ Test(review, the_palette_should_switch_the_backend_for_the_next_steps_and_record
     sess_log_free(log);
     tt_assert_no_sanitizer_reports(&t);
     tt_stop(&t);
+}
+
+/* The workbench on an LLM run against the fake server with transcript
+ * (JSON text). */
+static void start_llm(tt_term *t, const char *transcript, const char *review)
+{
+    tt_init(t);
+    char *tpath = tu_write(t->dir, "transcript.json", transcript);
+    char *extra = dt_xasprintf(
+        "export no_proxy=127.0.0.1 NO_PROXY=127.0.0.1\n"
+        "python3 '%s/tests/llm/fake_llm_server.py' '%s' llm.log >port 2>llm.err &\n"
+        "echo $! >llm.pid\n"
+        "for i in $(seq 100); do [ -s port ] && break; sleep 0.1; done\n"
+        "PORT=$(head -n 1 port)",
+        tu_src_dir(), tpath);
+    char *sp = tu_write(t->dir, "spec.json",
+                        "{\"op\": \"spmv\", \"matrix\": \"gen:banded:rows=20000,bw=1\", "
+                        "\"dtype\": \"fp32\", \"backend\": \"llm\"}\n");
+    char *args = dt_xasprintf("tui '%s' --review %s --backend llm --api openai --endpoint "
+                              "\"http://127.0.0.1:$PORT/v1\" --model fake-model --no-session",
+                              sp, review);
+    tt_start(t, 160, 40, "C.UTF-8", extra, args);
+    free(args);
+    free(sp);
+    free(extra);
+    free(tpath);
+}
+
+static void stop_llm(tt_term *t)
+{
+    char *pidf = dt_xasprintf("%s/llm.pid", t->dir);
+    char *pid = dt_read_file(pidf, NULL, NULL);
+    if (pid && atoi(pid) > 0)
+        kill(atoi(pid), SIGTERM);
+    free(pid);
+    free(pidf);
+    tt_stop(t);
+}
+
+Test(review, a_retry_should_count_down_and_a_fallback_say_why)
+{
+    tt_term t;
+    start_llm(&t, "[{\"fault\": \"rate_limit\", \"retry_after\": 4},"
+                  " {\"text\": \"after the wait\", \"delay\": 0.2}]",
+              "ask");
+    TT_EXPECT(&t, "| llm fake-model |", SLOW);
+    TT_EXPECT(&t, "review profile v1", SLOW);
+    char *s0 = tt_screen(&t);
+    cr_assert_null(strstr(s0, "streaming"), "the profiler is no LLM stream:\n%s", s0);
+    free(s0);
+    tt_keys(&t, "a");
+    /* the wait the server asked for, counted down on the status row */
+    TT_EXPECT(&t, "LLM rate_limited, retry 2 in", SLOW);
+    cr_assert(tt_wait_gone(&t, "retry 2 in", SLOW), "the countdown ends with the answer");
+    /* that answer is no plan, and the send-back finds the endpoint done
+     * (the transcript is exhausted): the expert takes over, and says why */
+    TT_EXPECT(&t, "fell back to expert: HTTP 400", SLOW);
+    TT_EXPECT(&t, "review plan v1", SLOW);
+    char *s = tt_screen(&t);
+    cr_assert_null(strstr(s, "llm fake-model"), "the LLM is no longer named:\n%s", s);
+    free(s);
+    tt_keys(&t, "q");
+    TT_EXPECT(&t, "(y/n)", QUICK);
+    tt_keys(&t, "y");
+    TT_EXPECT(&t, "DITTO-EXIT", QUICK);
+    tt_assert_no_sanitizer_reports(&t);
+    stop_llm(&t);
 }
