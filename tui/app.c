@@ -50,6 +50,7 @@ static long flash_expired(dt_loop *l, long long id, void *ud)
     (void)id;
     tui_app *a = ud;
     a->status_dirty = 1;
+    a->flash_timer = 0;
     return DT_LOOP_NOMORE;
 }
 
@@ -62,7 +63,12 @@ void tui_app_flash(tui_app *a, int alert, const char *fmt, ...)
     a->flash_alert = alert;
     a->flash_until = dt_now() + (alert ? 6.0 : 3.0);
     a->status_dirty = 1;
-    dt_loop_add_timer(a->loop, alert ? 6010 : 3010, flash_expired, a);
+    /* one timer for the latest message; none once the app is closing (the
+     * loop may outlive it) */
+    if (a->flash_timer)
+        dt_loop_del_timer(a->loop, a->flash_timer);
+    a->flash_timer = a->closing ? 0 : dt_loop_add_timer(a->loop, alert ? 6010 : 3010,
+                                                         flash_expired, a);
 }
 
 int tui_app_sel(const tui_app *a)
@@ -1612,7 +1618,11 @@ void tui_app_close(tui_app *a)
     if (a->play_timer)
         dt_loop_del_timer(a->loop, a->play_timer);
     /* a decision still in its undo window was made: the run gets it */
+    a->closing = 1;
     pend_commit(a);
+    if (a->flash_timer)
+        dt_loop_del_timer(a->loop, a->flash_timer);
+    a->flash_timer = 0;
     a->tick_timer = a->play_timer = 0;
     for (int i = 0; i < TUI_NPANES; i++)
         tui_pane_free(&a->panes[i]);

@@ -213,6 +213,8 @@ struct tui_app {
     char flash[400];
     int flash_alert;
     double flash_until;
+    long long flash_timer; /* its expiry, 0 none */
+    int closing;           /* tui_app_close has begun: no new timers */
     /* running state */
     int quit;
     int exit_code;

@@ -307,3 +307,44 @@ Test(review, a_retry_should_count_down_and_a_fallback_say_why)
     tt_assert_no_sanitizer_reports(&t);
     stop_llm(&t);
 }
+
+Test(review, x_should_mark_a_hunk_of_the_kernel_under_review)
+{
+    tt_term t;
+    memset(&t, 0, sizeof t);
+    start_live(&t, NULL);
+    TT_EXPECT(&t, "review profile v1", SLOW);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "review plan v1", SLOW);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "review check v1", SLOW);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "review generate v1", SLOW);
+    /* v1 has nothing before it: no hunks to mark */
+    tt_keys(&t, "Tab Tab");
+    tt_keys(&t, "x");
+    TT_EXPECT(&t, "x marks hunks of a kernel awaiting review", QUICK);
+    tt_keys(&t, "r");
+    TT_EXPECT(&t, "Reject: your reason goes back to the agent", QUICK);
+    tt_type(&t, "use two lanes");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "review generate v2", SLOW);
+    TT_EXPECT(&t, "kernel v2 (step 5) against v1 (step 4)", QUICK);
+    tt_keys(&t, "x");
+    TT_EXPECT(&t, "hunk 1 of 1 rejected", QUICK);
+    TT_EXPECT(&t, "v2 vs v1, 1 of 1 hunks rejected", QUICK);
+    /* all of it rejected is a rejection, which needs a reason */
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "every hunk is rejected: r rejects the step", QUICK);
+    tt_keys(&t, "x");
+    TT_EXPECT(&t, "hunk 1 of 1 accepted again", QUICK);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "approving (step 5)", QUICK);
+    TT_EXPECT(&t, "review compile v", SLOW);
+    tt_keys(&t, "q");
+    TT_EXPECT(&t, "(y/n)", QUICK);
+    tt_keys(&t, "y");
+    TT_EXPECT(&t, "DITTO-EXIT 4", QUICK);
+    tt_assert_no_sanitizer_reports(&t);
+    tt_stop(&t);
+}
