@@ -289,6 +289,11 @@ Test(review, a_retry_should_count_down_and_a_fallback_say_why)
     char *s0 = tt_screen(&t);
     cr_assert_null(strstr(s0, "streaming"), "the profiler is no LLM stream:\n%s", s0);
     free(s0);
+    /* the palette: another model for the next steps */
+    tt_keys(&t, ":");
+    tt_type(&t, "model second-model");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "| llm second-model |", QUICK);
     tt_keys(&t, "a");
     /* the wait the server asked for, counted down on the status row */
     TT_EXPECT(&t, "LLM rate_limited, retry 2 in", SLOW);
@@ -296,6 +301,12 @@ Test(review, a_retry_should_count_down_and_a_fallback_say_why)
     /* that answer is no plan, and the send-back finds the endpoint done
      * (the transcript is exhausted): the expert takes over, and says why */
     TT_EXPECT(&t, "fell back to expert: HTTP 400", SLOW);
+    char *logp = dt_xasprintf("%s/llm.log", t.dir);
+    char *reqs = dt_read_file(logp, NULL, NULL);
+    cr_assert(reqs && strstr(reqs, "second-model") && !strstr(reqs, "fake-model"),
+              "every request after the switch asked for second-model:\n%s", reqs ? reqs : "");
+    free(reqs);
+    free(logp);
     TT_EXPECT(&t, "review plan v1", SLOW);
     char *s = tt_screen(&t);
     cr_assert_null(strstr(s, "llm fake-model"), "the LLM is no longer named:\n%s", s);
