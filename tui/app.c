@@ -193,6 +193,8 @@ static void command(tui_app *a, const char *text)
         n++;
     }
     what[n] = '\0';
+    while (text[n] && text[n] != ' ')
+        n++; /* a longer word is named by its start, and refused */
     const char *value = text + n;
     while (*value == ' ')
         value++;
@@ -1363,11 +1365,11 @@ static void global_key(tui_app *a, int k)
         tui_app_prompt(a, TUI_ASK_CMD, NULL);
         break;
     case 't':
-        if (a->replay || a->run == NULL || a->model.finished) {
-            tui_app_flash(a, 1, "nothing to tune: the run is not live");
-        } else if (a->model.started && !a->model.have_gpu) {
+        if (a->model.started && !a->model.have_gpu) {
             tui_app_flash(a, 1, "tuning times kernels on a GPU, and this machine has none: run "
                                 "ditto tune on one");
+        } else if (a->replay || a->run == NULL || a->model.finished) {
+            tui_app_flash(a, 1, "nothing to tune: the run is not live");
         } else {
             ag_request_tune(a->run);
             tui_app_flash(a, 0, "tune requested: it runs after the current measurement");

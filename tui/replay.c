@@ -13,10 +13,10 @@
 
 /* A pause longer than this in the recording (a person thinking, a long
  * compile) plays as this long: the class should not wait ten minutes. */
-#define GAP_CAP_S 1.0
-#define NOTES_MAX 10000            /* notes read from one file */
-#define NOTES_FILE_MAX (4 << 20)   /* bytes read from annotations.jsonl */
-#define NOTE_TEXT_MAX 4000         /* characters of one note */
+#define GAP_CAP_S      1.0
+#define NOTES_MAX      10000     /* notes read from one file */
+#define NOTES_FILE_MAX (4 << 20) /* bytes read from annotations.jsonl */
+#define NOTE_TEXT_MAX  4000      /* characters of one note */
 
 /* ---- the timeline ------------------------------------------------------------- */
 
@@ -132,8 +132,9 @@ int tui_notes_load(tui_app *a, const char *path, dt_buf *warn)
             cJSON *j = dt_json_parse(p, len, path, &e);
             const char *text = dt_json_str(j, "text", NULL);
             if (j == NULL || text == NULL || !cJSON_IsNumber(cJSON_GetObjectItem(j, "pos")))
-                dt_buf_printf(warn, "%s:%d: not a note (a JSON object with pos and text); "
-                                    "skipped\n",
+                dt_buf_printf(warn,
+                              "%s:%d: not a note (a JSON object with pos and text); "
+                              "skipped\n",
                               path, line);
             else
                 note_add(a, (int)dt_json_num(j, "pos", 0), (int)dt_json_num(j, "step", 0),

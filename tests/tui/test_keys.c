@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SLOW 90.0
+#define SLOW  90.0
 #define QUICK 30.0
 
 static void setup(void)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOW 90.0
+#define SLOW  90.0
 #define QUICK 30.0
 
 /* ---- the pure parts ------------------------------------------------------------ */
@@ -67,7 +67,8 @@ Test(replay_units, a_second_plan_should_show_what_changed_from_the_first)
         "\"block\":256}},"
         "{\"type\":\"step_finished\",\"step\":1,\"status\":\"rejected\",\"ok\":true},"
         "{\"type\":\"step_started\",\"step\":2,\"kind\":\"plan\",\"version\":2},"
-        "{\"type\":\"artifact\",\"step\":2,\"name\":\"plan\",\"json\":{\"strategy\":\"sell16-thread\","
+        "{\"type\":\"artifact\",\"step\":2,\"name\":\"plan\",\"json\":{\"strategy\":\"sell16-"
+        "thread\","
         "\"block\":256}},"
         "{\"type\":\"step_finished\",\"step\":2,\"status\":\"approved\",\"ok\":true}]");
     const cJSON *it;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SLOW 90.0
+#define SLOW  90.0
 #define QUICK 30.0
 
 Test(hunks, rejected_hunks_should_keep_their_old_lines_and_accepted_ones_their_new)
@@ -24,7 +24,8 @@ Test(hunks, rejected_hunks_should_keep_their_old_lines_and_accepted_ones_their_n
     cr_assert_str_eq(t, b, "nothing rejected: the new text");
     free(t);
     t = tui_hunks_apply(a, b, first, 2);
-    cr_assert_str_eq(t, "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\nELEVEN\nzwolf\n");
+    cr_assert_str_eq(t,
+                     "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\nELEVEN\nzwolf\n");
     free(t);
     t = tui_hunks_apply(a, b, second, 2);
     cr_assert_str_eq(t, "ONE\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\nten\neleven\n");
@@ -191,8 +192,9 @@ Test(review, a_refused_edit_should_come_back_at_the_next_e)
     char *p1 = dt_xasprintf("%s/seen.1", t.dir);
     char *second = dt_read_file(p1, NULL, NULL);
     cr_assert_not_null(second, "the editor ran twice");
-    cr_assert_not_null(strstr(second, "this is not JSON"), "the second e opened the refused "
-                                                           "edit, not the agent's plan:\n%s",
+    cr_assert_not_null(strstr(second, "this is not JSON"),
+                       "the second e opened the refused "
+                       "edit, not the agent's plan:\n%s",
                        second);
     free(second);
     free(p1);
@@ -247,13 +249,13 @@ static void start_llm(tt_term *t, const char *transcript, const char *review)
 {
     tt_init(t);
     char *tpath = tu_write(t->dir, "transcript.json", transcript);
-    char *extra = dt_xasprintf(
-        "export no_proxy=127.0.0.1 NO_PROXY=127.0.0.1\n"
-        "python3 '%s/tests/llm/fake_llm_server.py' '%s' llm.log >port 2>llm.err &\n"
-        "echo $! >llm.pid\n"
-        "for i in $(seq 100); do [ -s port ] && break; sleep 0.1; done\n"
-        "PORT=$(head -n 1 port)",
-        tu_src_dir(), tpath);
+    char *extra =
+        dt_xasprintf("export no_proxy=127.0.0.1 NO_PROXY=127.0.0.1\n"
+                     "python3 '%s/tests/llm/fake_llm_server.py' '%s' llm.log >port 2>llm.err &\n"
+                     "echo $! >llm.pid\n"
+                     "for i in $(seq 100); do [ -s port ] && break; sleep 0.1; done\n"
+                     "PORT=$(head -n 1 port)",
+                     tu_src_dir(), tpath);
     char *sp = tu_write(t->dir, "spec.json",
                         "{\"op\": \"spmv\", \"matrix\": \"gen:banded:rows=20000,bw=1\", "
                         "\"dtype\": \"fp32\", \"backend\": \"llm\"}\n");
@@ -281,8 +283,9 @@ static void stop_llm(tt_term *t)
 Test(review, a_retry_should_count_down_and_a_fallback_say_why)
 {
     tt_term t;
-    start_llm(&t, "[{\"fault\": \"rate_limit\", \"retry_after\": 4},"
-                  " {\"text\": \"after the wait\", \"delay\": 0.2}]",
+    start_llm(&t,
+              "[{\"fault\": \"rate_limit\", \"retry_after\": 4},"
+              " {\"text\": \"after the wait\", \"delay\": 0.2}]",
               "ask");
     TT_EXPECT(&t, "| llm fake-model |", SLOW);
     TT_EXPECT(&t, "review profile v1", SLOW);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOW 90.0
+#define SLOW  90.0
 #define QUICK 30.0
 
 static void setup(void)

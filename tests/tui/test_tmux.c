@@ -128,7 +128,9 @@ Test(tmux, the_workbench_should_show_steps_and_source_and_quit_cleanly)
     TT_EXPECT(&t, "Roofline & occupancy", QUICK);
     TT_EXPECT(&t, "GPU assumed: NVIDIA H200 (no GPU", QUICK);
     TT_EXPECT(&t, "theoretical 100%", QUICK);
-    tt_keys(&t, "Tab Tab Tab Tab");
+    /* the focus is on the reasoning (Enter on the rule above): three Tabs
+     * on is the performance pane */
+    tt_keys(&t, "Tab Tab Tab");
     tt_keys(&t, "G");
     TT_EXPECT(&t, "no GPU: verification and", QUICK);
     TT_EXPECT(&t, "Roofline: NVIDIA H200 (assumed), fp32", QUICK);
