@@ -17,7 +17,7 @@ static void setup(void)
         cr_skip_test("tmux is not installed");
 }
 
-TestSuite(keys, .init = setup, .fini = tt_fini, .timeout = 300);
+TestSuite(keys, .init = setup, .fini = tt_fini);
 
 static void start_live(tt_term *t)
 {

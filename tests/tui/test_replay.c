@@ -101,7 +101,7 @@ static void setup(void)
         cr_skip_test("tmux is not installed");
 }
 
-TestSuite(replay, .init = setup, .fini = tt_fini, .timeout = 300);
+TestSuite(replay, .init = setup, .fini = tt_fini);
 
 /* The recorded session under DIR/sessions; its id (caller frees). */
 static char *recorded(tt_term *t, int *nev)

@@ -46,7 +46,7 @@ static void setup(void)
         cr_skip_test("tmux is not installed");
 }
 
-TestSuite(review, .init = setup, .fini = tt_fini, .timeout = 400);
+TestSuite(review, .init = setup, .fini = tt_fini);
 
 static void start_live(tt_term *t, const char *extra)
 {

@@ -16,7 +16,7 @@ static void setup(void)
         cr_skip_test("tmux is not installed");
 }
 
-TestSuite(sizes, .init = setup, .fini = tt_fini, .timeout = 300);
+TestSuite(sizes, .init = setup, .fini = tt_fini);
 
 /* The recorded session (measurements, two versions) replayed to its end. */
 static int replay_at_end(tt_term *t, int cols, int rows)
