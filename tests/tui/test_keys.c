@@ -71,3 +71,24 @@ Test(keys, a_sequence_split_after_its_esc_should_not_be_read_as_keys)
     tt_assert_no_sanitizer_reports(&t);
     tt_stop(&t);
 }
+
+Test(keys, an_unknown_gpu_should_be_refused_with_the_known_ones)
+{
+    tt_term t;
+    tt_init(&t);
+    char *sp = tu_write(t.dir, "spec.json",
+                        "{\"op\": \"spmv\", \"matrix\": \"gen:banded:rows=100,bw=1\", "
+                        "\"dtype\": \"fp32\"}\n");
+    tu_proc p = tu_run("'%s' tui '%s' --gpu no-such-gpu </dev/null", tu_ditto_bin(), sp);
+    cr_assert_eq(p.status, 2);
+    cr_assert_not_null(strstr(p.err, "--gpu: unknown GPU 'no-such-gpu'; known:"), "%s", p.err);
+    cr_assert_not_null(strstr(p.err, "h200"), "%s", p.err);
+    tu_proc_free(&p);
+    /* a known one passes the check (and meets the terminal's) */
+    p = tu_run("'%s' tui '%s' --gpu l40s </dev/null", tu_ditto_bin(), sp);
+    cr_assert_eq(p.status, 2);
+    cr_assert_not_null(strstr(p.err, "needs a terminal"), "%s", p.err);
+    tu_proc_free(&p);
+    free(sp);
+    tt_stop(&t);
+}
