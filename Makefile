@@ -5,6 +5,7 @@
 #   make test       dependency step, ASan+UBSan build, every module's tests
 #   make gpu-test   tests that need a GPU (run on a machine with one)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
+#   make tui-latency  workbench key latency in tmux; make screens: docs/screens/
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
 #   make bundle     dist/: the binary, data and the non-base libraries
 #   make format     clang-format every C source
@@ -179,6 +180,16 @@ gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu
+
+# The workbench's keys, timed through tmux while an LLM step streams
+# (tests/tui/bench/keys.py); its screens at 80x24, 120x40 and 200x50 into
+# docs/screens/ (the tmux tests of tests/tui/test_sizes.c).
+.PHONY: tui-latency screens
+tui-latency: ditto
+	@python3 tests/tui/bench/keys.py --ditto $(CURDIR)/ditto
+screens: $(DBG)/tests/test_tui $(DBG)/ditto
+	@DITTO_SCREENS_OUT=$(CURDIR)/docs/screens DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) \
+	  DITTO_SHARE=$(CURDIR) $(DBG)/tests/test_tui --filter 'sizes/*'
 
 $(REL)/bench_cpu: $(call rel_objs,$(wildcard tests/bench/*.c)) $(REL)/libditto.a
 	$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)

@@ -133,6 +133,13 @@ const ag_step *ag_awaiting(const ag_run *r);
 void ag_approve_rest(ag_run *r);
 /* Ask for a tune now (after the current step). */
 void ag_request_tune(ag_run *r);
+/* Switch the brain for the next steps: what is "backend" (value "expert"
+ * or "llm"), "model" or "endpoint" (of the LLM configuration the run
+ * borrows, changed in place). The switch is logged as an event (recorded
+ * in the session): a log with "setting", "value" and "by": "person".
+ * -1 with e (nothing changed) while an LLM request is in flight, for an
+ * unknown setting or backend, or for llm without an LLM configured. */
+int ag_set_brain(ag_run *r, const char *what, const char *value, dt_err *e);
 /* Stop: the current step ends, the run finishes with AG_EXIT_STOPPED. */
 void ag_stop(ag_run *r);
 /* Stop because nobody can answer the pending review (why: "stdin is

@@ -68,6 +68,8 @@ struct llm_client {
     long tokens_in, tokens_out;
     double cost;
     dt_rng rng;  /* backoff jitter */
+    llm_retry_fn *on_retry; /* told of each retry, or NULL */
+    void *on_retry_ud;
     int defer;   /* inside curl (or a delivery): add/remove must wait */
     int depth;   /* nested entries from the loop or the caller */
     int closing; /* llm_free was called; destroyed when depth drops to 0 */
@@ -469,6 +471,8 @@ static void attempt_over(llm_req *req, const char *error, const char *message, i
         char *clean = clean_message(m.data, req->secret);
         dt_debug("llm: request %ld attempt %d: %s: %s; retrying in %.2f s", req->id, req->attempts,
                  error, clean, (double)wait_ms / 1000);
+        if (cl->on_retry)
+            cl->on_retry(req->attempts, wait_ms, error, clean, cl->on_retry_ud);
         free(clean);
         dt_buf_free(&m);
         req->backoff_timer = dt_loop_add_timer(cl->loop, wait_ms, backoff_cb, req);
@@ -973,6 +977,12 @@ static int on_curl_timer(CURLM *m, long timeout_ms, void *userp)
 }
 
 /* ---- the public calls ----------------------------------------------------- */
+
+void llm_set_retry_hook(llm_client *cl, llm_retry_fn *fn, void *ud)
+{
+    cl->on_retry = fn;
+    cl->on_retry_ud = ud;
+}
 
 llm_client *llm_new(dt_loop *loop, const llm_config *c, dt_err *e)
 {

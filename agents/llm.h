@@ -116,6 +116,13 @@ typedef struct llm_result {
 typedef void llm_delta_fn(const char *text, size_t len, void *ud);
 typedef void llm_done_fn(const llm_result *r, void *ud);
 
+/* Called when a failed attempt will be retried: which attempt failed, how
+ * long until the next (ms), the error class and a message (no secrets). */
+typedef void llm_retry_fn(int attempt, long wait_ms, const char *error, const char *message,
+                          void *ud);
+/* Set (or, fn NULL, clear) the client's retry hook. This function can't fail. */
+void llm_set_retry_hook(llm_client *cl, llm_retry_fn *fn, void *ud);
+
 /* Start a request. messages: [{"role": "system"|"user"|"assistant",
  * "content": "..."}] (the system message is moved to Anthropic's "system"
  * field). Returns a request id > 0; done is always called exactly once

@@ -20,6 +20,26 @@ typedef struct llm_job {
     dt_buf answer;
 } llm_job;
 
+/* A retry is worth showing: the wait, and why (a log the workbench counts
+ * down from). */
+static void on_retry(int attempt, long wait_ms, const char *error, const char *message, void *ud)
+{
+    ag_run *r = ud;
+    cJSON *ev = dt_json_obj();
+    dt_json_set_str(ev, "type", "log");
+    if (r->cur)
+        dt_json_set_int(ev, "step", r->cur->id);
+    dt_json_set_str(ev, "level", "warning");
+    char msg[700];
+    snprintf(msg, sizeof msg, "LLM attempt %d failed (%s: %s): retrying in %.1f s", attempt, error,
+             message, (double)wait_ms / 1000);
+    dt_json_set_str(ev, "message", msg);
+    dt_json_set_num(ev, "retry_in_s", (double)wait_ms / 1000);
+    dt_json_set_int(ev, "attempt", attempt);
+    dt_json_set_str(ev, "why", error);
+    ag_emit(r, ev);
+}
+
 static llm_client *client(ag_run *r, dt_err *e)
 {
     if (r->llm == NULL) {
@@ -28,6 +48,8 @@ static llm_client *client(ag_run *r, dt_err *e)
             return NULL;
         }
         r->llm = llm_new(r->loop, r->o.llm_config, e);
+        if (r->llm)
+            llm_set_retry_hook(r->llm, on_retry, r);
     }
     return r->llm;
 }
@@ -170,8 +192,21 @@ static void fall_back(llm_job *j, ag_step *s, const llm_result *res)
     ag_text(r, s, "\nThe LLM endpoint failed (%s: %s) after %d attempt(s): the expert backend "
                   "takes over this step and the rest of the run.\n",
             res->error ? res->error : "error", res->message ? res->message : "", res->attempts);
-    ag_log(r, "warning", "LLM unavailable (%s): falling back to the expert backend",
-           res->error ? res->error : "error");
+    /* the log says which backend is in use now, and why, for the status bar */
+    char msg[512];
+    snprintf(msg, sizeof msg, "LLM unavailable (%s): falling back to the expert backend",
+             res->error ? res->error : "error");
+    cJSON *ev = dt_json_obj();
+    dt_json_set_str(ev, "type", "log");
+    if (s)
+        dt_json_set_int(ev, "step", s->id);
+    dt_json_set_str(ev, "level", "warning");
+    dt_json_set_str(ev, "message", msg);
+    dt_json_set_str(ev, "backend", "expert");
+    dt_json_set_str(ev, "why", res->message && *res->message ? res->message
+                               : res->error                 ? res->error
+                                                            : "error");
+    ag_emit(r, ev);
     r->llm_fallback = 1;
     if (s->kind == AG_PLAN)
         ag_expert_plan(r, s);
@@ -505,4 +540,43 @@ void ag_llm_generate(ag_run *r, ag_step *s)
     else
         ag_text(r, s, "Asking the LLM to write the kernel from the template skeleton.\n");
     send(j, gen_done);
+}
+
+int ag_set_brain(ag_run *r, const char *what, const char *value, dt_err *e)
+{
+    if (r->llm_request)
+        return dt_err_set(e, "the LLM is answering: switch when the step is done or awaits review");
+    llm_config *c = r->o.llm_config;
+    if (dt_streq(what, "backend")) {
+        if (!dt_streq(value, "expert") && !dt_streq(value, "llm"))
+            return dt_err_set(e, "backend is expert or llm, not '%s'", value);
+        if (dt_streq(value, "llm") && c == NULL)
+            return dt_err_set(e, "no LLM configured: start with --backend llm (or an \"llm\" "
+                                 "object in config.json)");
+        r->o.backend = dt_streq(value, "llm") ? "llm" : "expert";
+        r->llm_fallback = 0; /* a person's choice over the earlier fallback */
+    } else if (dt_streq(what, "model") || dt_streq(what, "endpoint")) {
+        if (c == NULL)
+            return dt_err_set(e, "no LLM configured: start with --backend llm (or an \"llm\" "
+                                 "object in config.json)");
+        if (*value == '\0' || strlen(value) > 512)
+            return dt_err_set(e, "%s: give 1 to 512 characters", what);
+        char **slot = dt_streq(what, "model") ? &c->model : &c->endpoint;
+        free(*slot);
+        *slot = dt_xstrdup(value);
+        ag_llm_free(r); /* the next request makes a client with the new settings */
+    } else {
+        return dt_err_set(e, "'%s' cannot be switched (backend, model or endpoint)", what);
+    }
+    cJSON *ev = dt_json_obj();
+    dt_json_set_str(ev, "type", "log");
+    dt_json_set_str(ev, "level", "info");
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s switched to %s for the next steps", what, value);
+    dt_json_set_str(ev, "message", msg);
+    dt_json_set_str(ev, "setting", what);
+    dt_json_set_str(ev, "value", value);
+    dt_json_set_str(ev, "by", "person");
+    ag_emit(r, ev);
+    return 0;
 }

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/wiring.h"
 #include "gpu/gpu.h"
+#include "hardware/hardware.h"
 #include "knowledge/knowledge.h"
 #include "scripting/scripting.h"
 #include "sessions/sessions.h"
@@ -24,15 +25,22 @@ const char cli_tui_usage[] =
     "                 [--lua-unsafe] [--workers N] [--launcher CMD] [--deadline S]\n"
     "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
     "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
+    "                 [--gpu NAME]\n"
     "\n"
     "Open the workbench on a problem: the pipeline runs as with `ditto run`, and every\n"
     "step shows as it happens -- the steps, each agent's reasoning as it streams (with\n"
     "the knowledge-base rules behind each decision), the kernel with a diff against the\n"
     "previous version, compiler and rule diagnostics, the roofline and occupancy.\n"
     "With --review ask (the default) each step waits: a approve, e edit the plan or\n"
-    "the kernel in $VISUAL/$EDITOR, r reject with a reason for the agent, A approve\n"
-    "the rest, t tune now, k review knowledge-base proposals, ? every key, q quit.\n"
+    "the kernel in $VISUAL/$EDITOR (an edit the run refuses comes back at the next e),\n"
+    "r reject with a reason for the agent (an editor of many lines), x reject one hunk\n"
+    "of the kernel's diff, u undo a decision within 3 s, A approve the rest, t tune now\n"
+    "(with a GPU), : switch the model, endpoint or backend for the next steps, H the\n"
+    "GPU the figures assume, k review knowledge-base proposals, ? every key, q quit.\n"
     "`ditto` with no command opens it on a built-in default problem.\n"
+    "--gpu NAME (ditto hw list) is the target GPU, over the spec's \"gpu\": without a\n"
+    "GPU here the plan, the occupancy and the roofline are for it (H in the workbench\n"
+    "picks the GPU the figures assume); without either they assume an H200 and say so.\n"
     "\n"
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
@@ -42,14 +50,25 @@ const char cli_tui_usage[] =
     "list).\n";
 
 const char cli_replay_usage[] =
-    "usage: ditto replay SESSION [--session-dir DIR]\n"
+    "usage: ditto replay SESSION [--session-dir DIR] [--speed X] [--step N]\n"
+    "                    [--export FILE.cast [--size COLSxROWS]]\n"
     "\n"
     "Open the workbench on a recorded session, offline (no worker, no LLM, no GPU):\n"
-    "step through its events to see how each decision was made -- . next event,\n"
-    ", previous, > next step, < previous step, space play, 0 and $ the first and last\n"
-    "event, Enter on a rule opens its knowledge-base entry, ? every key, q quit.\n"
+    "step through its events to see how each decision was made -- . next event (a\n"
+    "whole agent message at once), , previous, > next step, < previous step, j jump\n"
+    "to a step, space play on the recording's clock (pauses over a second shortened\n"
+    "to one), + and - play faster or slower, m add a note for later replays, 0 and $\n"
+    "the first and last event, Enter on a rule opens its knowledge-base entry, ? every\n"
+    "key, q quit. Notes are kept in the session folder's annotations.jsonl (never in\n"
+    "events.jsonl) and show at their moment in every later replay.\n"
     "SESSION is an id under the session folder ($XDG_DATA_HOME/ditto/sessions, or\n"
-    "--session-dir) or a path.\n";
+    "--session-dir) or a path.\n"
+    "\n"
+    "  --speed X          play X times the recording's speed (0.125 to 64; default 1)\n"
+    "  --step N           open at the end of step N\n"
+    "  --export FILE.cast write the replay as an asciicast v2 recording (asciinema\n"
+    "                     play FILE.cast) instead of opening it; no terminal needed\n"
+    "  --size COLSxROWS   the recording's terminal size (default 120x40)\n";
 
 /* The built-in default problem: a generated power-law matrix, SpMV in fp32,
  * the expert backend, every step asking for review. */
@@ -132,7 +151,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     } else {
         if (!a->no_session)
             ag_add_sink(run, cli_session_event, &ss);
-        tui_opts to = {.loop = loop, .run = run, .kb = k, .model = have_llm ? lc.model : NULL};
+        tui_opts to = {.loop = loop, .run = run, .kb = k, .model = have_llm ? lc.model : NULL,
+                       .price_out = have_llm ? lc.price_out : 0};
         int rc = tui_run_live(&to, &e);
         if (rc < 0) {
             fprintf(stderr, "ditto tui: %s\n", e.msg);
@@ -175,8 +195,24 @@ int cli_tui(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tui");
+    /* --gpu NAME is the workbench's own: taken out before the shared parse */
+    const char *gpu = NULL;
+    char **av = dt_xcalloc((size_t)argc + 1, sizeof *av);
+    int ac = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--gpu") == 0) {
+            if (i + 1 >= argc) {
+                free(av);
+                return cli_usage_error("tui", "--gpu needs a GPU name (ditto hw list)");
+            }
+            gpu = argv[++i];
+        } else {
+            av[ac++] = argv[i];
+        }
+    }
     cli_run_args a;
-    int rc = cli_run_args_parse("tui", argc, argv, 0, NULL, &a);
+    int rc = cli_run_args_parse("tui", ac, av, 0, NULL, &a);
+    free(av);
     if (rc != CLI_OK)
         return rc;
     if (a.spec == NULL)
@@ -184,6 +220,13 @@ int cli_tui(int argc, char **argv)
                                       "built-in one");
     if (cli_file_missing("tui", a.spec))
         return CLI_NOT_FOUND;
+    if (gpu) {
+        dt_err ge = {0};
+        hw_spec *g = hw_load(gpu, &ge);
+        if (g == NULL)
+            return cli_usage_error("tui", "--gpu: %s", ge.msg);
+        hw_spec_free(g);
+    }
     sp_spec spec;
     sp_spec_init(&spec);
     dt_buf probs = DT_BUF_INIT;
@@ -194,6 +237,12 @@ int cli_tui(int argc, char **argv)
         return AG_EXIT_USAGE;
     }
     dt_buf_free(&probs);
+    if (gpu) {
+        /* the target the person picked: the pipeline plans and checks for
+         * it, and the panes draw it */
+        free(spec.gpu);
+        spec.gpu = dt_xstrdup(gpu);
+    }
     if (cli_check_spec_gpu("tui", a.spec, spec.gpu) != 0) {
         sp_spec_clear(&spec);
         return AG_EXIT_USAGE;
@@ -231,12 +280,37 @@ int cli_replay(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return cli_print_usage("replay");
-    const char *id = NULL, *dir = NULL;
+    const char *id = NULL, *dir = NULL, *cast = NULL;
+    double speed = 1;
+    int step = 0, cols = 120, rows = 40;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--session-dir") == 0) {
             if (i + 1 >= argc)
                 return cli_usage_error("replay", "--session-dir needs a value");
             dir = argv[++i];
+        } else if (strcmp(argv[i], "--speed") == 0 || strcmp(argv[i], "--step") == 0 ||
+                   strcmp(argv[i], "--export") == 0 || strcmp(argv[i], "--size") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("replay", "%s needs a value", argv[i]);
+            const char *opt = argv[i], *v = argv[++i];
+            char *end = NULL;
+            if (strcmp(opt, "--export") == 0) {
+                cast = v;
+            } else if (strcmp(opt, "--speed") == 0) {
+                speed = strtod(v, &end);
+                if (end == v || *end || !(speed >= 0.125 && speed <= 64))
+                    return cli_usage_error("replay", "--speed takes 0.125 to 64, not '%s'", v);
+            } else if (strcmp(opt, "--step") == 0) {
+                long n = strtol(v, &end, 10);
+                if (end == v || *end || n < 1 || n > 1000000)
+                    return cli_usage_error("replay", "--step takes a step number, not '%s'", v);
+                step = (int)n;
+            } else if (sscanf(v, "%dx%d", &cols, &rows) != 2 || cols < 40 || rows < 12 ||
+                       cols > 500 || rows > 200) {
+                return cli_usage_error("replay", "--size takes COLSxROWS from 40x12 to 500x200, "
+                                                 "not '%s'",
+                                       v);
+            }
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error("replay", "unknown option '%s'", argv[i]);
         } else if (id == NULL) {
@@ -255,7 +329,22 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "ditto replay: %s\n", e.msg);
         return cli_session_status(&e);
     }
+    char *notes = dt_xasprintf("%s/annotations.jsonl", log->dir);
+    if (cast) {
+        tui_opts xo = {.events = log->events, .title = log->id, .notes_path = notes,
+                       .speed = speed, .start_step = step};
+        int rc = tui_export_cast(&xo, cast, cols, rows, &e) == 0 ? CLI_OK : CLI_FAIL;
+        if (rc != CLI_OK)
+            fprintf(stderr, "ditto replay: %s\n", e.msg);
+        else
+            printf("ditto replay: wrote %s (asciicast v2, %dx%d; asciinema play %s)\n", cast,
+                   cols, rows, cast);
+        free(notes);
+        sess_log_free(log);
+        return rc;
+    }
     if (!isatty(0) || !isatty(1)) {
+        free(notes);
         fprintf(stderr,
                 "ditto replay: the workbench needs a terminal on stdin and stdout "
                 "(`ditto sessions show %s` prints a session)\n",
@@ -265,7 +354,8 @@ int cli_replay(int argc, char **argv)
     }
     dt_buf probs = DT_BUF_INIT;
     kb *k = kb_open(NULL, NULL, &probs, &e);
-    tui_opts o = {.kb = k, .events = log->events, .title = log->id};
+    tui_opts o = {.kb = k, .events = log->events, .title = log->id, .notes_path = notes,
+                  .speed = speed, .start_step = step};
     int rc = tui_run_replay(&o, &e);
     if (rc < 0) {
         fprintf(stderr, "ditto replay: %s\n", e.msg);
@@ -277,6 +367,7 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "ditto: knowledge base: %s", probs.data);
     kb_close(k);
     dt_buf_free(&probs);
+    free(notes);
     sess_log_free(log);
     return rc;
 }

@@ -22,7 +22,8 @@ static const tui_pane_ops *const pane_ops[TUI_NPANES] = {
     [TUI_P_SOURCE] = &tui_source_ops, [TUI_P_DIAG] = &tui_diag_ops, [TUI_P_PERF] = &tui_perf_ops};
 
 static void relayout(tui_app *a);
-static void replay_seek(tui_app *a, int pos);
+static void draw_editor(tui_app *a);
+static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason, int rest);
 
 /* ---- small state helpers ------------------------------------------------------------- */
 
@@ -49,6 +50,7 @@ static long flash_expired(dt_loop *l, long long id, void *ud)
     (void)id;
     tui_app *a = ud;
     a->status_dirty = 1;
+    a->flash_timer = 0;
     return DT_LOOP_NOMORE;
 }
 
@@ -61,7 +63,12 @@ void tui_app_flash(tui_app *a, int alert, const char *fmt, ...)
     a->flash_alert = alert;
     a->flash_until = dt_now() + (alert ? 6.0 : 3.0);
     a->status_dirty = 1;
-    dt_loop_add_timer(a->loop, alert ? 6010 : 3010, flash_expired, a);
+    /* one timer for the latest message; none once the app is closing (the
+     * loop may outlive it) */
+    if (a->flash_timer)
+        dt_loop_del_timer(a->loop, a->flash_timer);
+    a->flash_timer = a->closing ? 0 : dt_loop_add_timer(a->loop, alert ? 6010 : 3010,
+                                                         flash_expired, a);
 }
 
 int tui_app_sel(const tui_app *a)
@@ -117,10 +124,14 @@ const hw_spec *tui_app_gpu(tui_app *a)
     /* The spec the figures use: the one the measurements were placed on,
      * else the one the occupancy was computed for. */
     const char *name = NULL;
-    if (a->model.nmeas && a->model.meas[a->model.nmeas - 1].gpu[0])
+    if (a->gpu_pick[0])
+        name = a->gpu_pick;
+    else if (a->model.nmeas && a->model.meas[a->model.nmeas - 1].gpu[0])
         name = a->model.meas[a->model.nmeas - 1].gpu;
     else if (a->model.occupancy)
         name = dt_json_str(a->model.occupancy, "gpu", NULL);
+    else if (a->model.spec_gpu[0])
+        name = a->model.spec_gpu;
     if (name == NULL || *name == '\0')
         return NULL;
     if (a->gpu_spec && dt_streq(a->gpu_spec_name, name))
@@ -129,6 +140,74 @@ const hw_spec *tui_app_gpu(tui_app *a)
     snprintf(a->gpu_spec_name, sizeof a->gpu_spec_name, "%s", name);
     a->gpu_spec = hw_load(name, NULL);
     return a->gpu_spec;
+}
+
+const char *tui_app_gpu_why(tui_app *a)
+{
+    if (a->gpu_pick[0])
+        return "picked with H";
+    if (a->model.have_gpu)
+        return "this machine's";
+    if (a->model.spec_gpu[0])
+        return "no GPU here: the spec's target";
+    return "no GPU here: the default, H picks another";
+}
+
+/* H: the GPU the figures assume, checked against the known specs. */
+static void pick_gpu(tui_app *a, const char *name)
+{
+    if (*name == '\0') {
+        a->gpu_pick[0] = '\0';
+        tui_app_flash(a, 0, "the figures assume the run's GPU again");
+    } else {
+        dt_err e = {0};
+        hw_spec *g = hw_load(name, &e);
+        if (g == NULL) {
+            tui_app_flash(a, 1, "%s", e.msg);
+            return;
+        }
+        snprintf(a->gpu_pick, sizeof a->gpu_pick, "%s", g->name);
+        tui_app_flash(a, 0, "the figures assume %s now (the run itself is unchanged)",
+                      g->full_name);
+        hw_spec_free(g);
+    }
+    tui_app_mark(a, TUI_D_PERF);
+}
+
+/* The : palette: "model NAME", "endpoint URL" or "backend expert|llm",
+ * for the steps after this one; the run records the switch. */
+static void command(tui_app *a, const char *text)
+{
+    while (*text == ' ')
+        text++;
+    if (*text == '\0')
+        return;
+    if (a->replay || a->run == NULL) {
+        tui_app_flash(a, 1, "a replay cannot switch anything: it shows what was recorded");
+        return;
+    }
+    char what[16];
+    int n = 0;
+    while (text[n] && text[n] != ' ' && n < (int)sizeof what - 1) {
+        what[n] = text[n];
+        n++;
+    }
+    what[n] = '\0';
+    while (text[n] && text[n] != ' ')
+        n++; /* a longer word is named by its start, and refused */
+    const char *value = text + n;
+    while (*value == ' ')
+        value++;
+    if (*value == '\0') {
+        tui_app_flash(a, 1, "%s needs a value: model NAME, endpoint URL, backend expert|llm", what);
+        return;
+    }
+    dt_err e = {0};
+    if (ag_set_brain(a->run, what, value, &e) != 0)
+        tui_app_flash(a, 1, "%s", e.msg);
+    else
+        tui_app_flash(a, 0, "%s is %s from the next step on (recorded in the session)", what,
+                      value);
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
@@ -157,6 +236,18 @@ static void sink(ag_run *r, const cJSON *ev, void *ud)
 
 /* ---- layout --------------------------------------------------------------------------------- */
 
+/* Overlays take four fifths of the width, all of a narrow one, at most
+ * 110 columns. */
+static int modal_width(void)
+{
+    int w = COLS * 4 / 5;
+    if (w < 60)
+        w = COLS;
+    if (w > 110)
+        w = 110;
+    return w;
+}
+
 static void place_modal(tui_app *a)
 {
     /* top_panel would show a hidden overlay again */
@@ -170,11 +261,9 @@ static void place_modal(tui_app *a)
         x = 0;
     } else {
         h = LINES * 4 / 5;
-        w = COLS * 4 / 5;
-        if (w < 40)
-            w = COLS;
-        if (w > 110)
-            w = 110;
+        w = modal_width();
+        if (a->modal == TUI_MODAL_PROMPT && h > 14)
+            h = 14;
         if (a->modal == TUI_MODAL_VERSIONS) {
             int want = a->model.nrevs + 3;
             if (h > want)
@@ -262,8 +351,61 @@ static void draw_text_modal(tui_app *a)
         a->text_top = a->text.n - rows;
     if (a->text_top < 0)
         a->text_top = 0;
-    for (int i = 0; i < rows && a->text_top + i < a->text.n; i++)
-        tui_put_line(w, 1 + i, 2, &a->text.v[a->text_top + i], 0, wd - 4, -1, NULL, a->utf8);
+    for (int i = 0; i < rows && a->text_top + i < a->text.n; i++) {
+        const tui_line *ln = &a->text.v[a->text_top + i];
+        if (tui_str_width(ln->text, ln->len) <= wd - 4)
+            tui_put_line(w, 1 + i, 2, ln, 0, wd - 4, -1, NULL, a->utf8);
+        else
+            tui_put_fit(w, 1 + i, 2, ln->text, ln->len, wd - 4, tui_attr(ln->role),
+                        tui_pair(ln->role), a->utf8);
+    }
+    /* more above or below: say where we are */
+    if (a->text.n > rows && wd > 30) {
+        char pos[48];
+        int last = a->text_top + rows < a->text.n ? a->text_top + rows : a->text.n;
+        snprintf(pos, sizeof pos, " %d-%d/%d, arrows scroll ", a->text_top + 1, last, a->text.n);
+        tui_put_fit(w, h - 1, 2, pos, -1, wd - 4, tui_attr(TUI_R_TITLE_FOCUS),
+                    tui_pair(TUI_R_TITLE_FOCUS), a->utf8);
+    }
+}
+
+typedef struct help_wrap {
+    tui_lines *out;
+    int first;
+    int indent;
+} help_wrap;
+
+static void help_piece(const char *s, int len, void *ud)
+{
+    help_wrap *h = ud;
+    dt_buf b = DT_BUF_INIT;
+    for (int i = 0; i < h->indent && !h->first; i++)
+        dt_buf_putc(&b, ' ');
+    dt_buf_append(&b, s, (size_t)len);
+    tui_lines_add(h->out, b.data, (int)b.len, TUI_R_NORMAL);
+    h->first = 0;
+    dt_buf_free(&b);
+}
+
+/* A help line ("  key      what it does") wrapped to width, later lines
+ * under the description, so a narrow overlay cuts nothing. */
+static void help_line(tui_lines *out, const char *text, int role, int width)
+{
+    int len = (int)strlen(text);
+    if (role != TUI_R_NORMAL || tui_str_width(text, len) <= width || width < 24) {
+        tui_lines_add(out, text, len, role);
+        return;
+    }
+    /* the description's column: after the key and its run of blanks */
+    int col = 2;
+    while (col < len && text[col] != ' ')
+        col++;
+    while (col < len && text[col] == ' ')
+        col++;
+    if (col >= len || col > width / 2)
+        col = 4;
+    help_wrap h = {out, 1, col};
+    tui_wrap(text, len, width, help_piece, &h);
 }
 
 static void draw_prompt(tui_app *a)
@@ -278,6 +420,11 @@ static void draw_prompt(tui_app *a)
         [TUI_ASK_SEARCH] = "Search: ",
         [TUI_ASK_KB_APPROVE] = "Approve -- note (optional): ",
         [TUI_ASK_KB_REJECT] = "Reject -- note (required): ",
+        [TUI_ASK_JUMP] = "Jump to step: ",
+        [TUI_ASK_NOTE] = "Note for later replays: ",
+        [TUI_ASK_CMD] = ": model NAME | endpoint URL | backend expert|llm (for the next steps) ",
+        [TUI_ASK_GPU] = "GPU for the figures (ditto hw list: h200, h100-sxm, a100-80gb-sxm, l40s, "
+                        "rtx4090, ...; empty: the run's): ",
     };
     const char *label = a->modal == TUI_MODAL_CONFIRM ? a->confirm_q : labels[a->ask];
     wattr_set(w, tui_attr(TUI_R_PROMPT), tui_pair(TUI_R_PROMPT), NULL);
@@ -286,6 +433,11 @@ static void draw_prompt(tui_app *a)
                     tui_pair(TUI_R_PROMPT), a->utf8);
     if (a->modal == TUI_MODAL_CONFIRM)
         return;
+    if (a->prompt_multi) {
+        tui_put_fit(w, 1, x, "(in the editor above)", -1, cols - x, tui_attr(TUI_R_PROMPT),
+                    tui_pair(TUI_R_PROMPT), a->utf8);
+        return;
+    }
     /* the tail of the text when it is longer than the row */
     int room = cols - x - 1;
     int start = 0, width = 0;
@@ -322,11 +474,31 @@ void tui_app_render(tui_app *a)
     if (a->lay.too_small) {
         WINDOW *w = a->status_win;
         werase(w);
-        char msg[96];
-        snprintf(msg, sizeof msg, "ditto: the terminal is too small (%dx%d; need %dx%d)", COLS,
-                 LINES, TUI_MIN_COLS, TUI_MIN_ROWS);
-        tui_put(w, 0, 0, msg, (int)strlen(msg), 0, COLS, tui_attr(TUI_R_WARNING),
-                tui_pair(TUI_R_WARNING), a->utf8);
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "ditto: the terminal is too small (%dx%d; the workbench needs %dx%d). Make it "
+                 "larger, or q to quit.",
+                 COLS, LINES, TUI_MIN_COLS, TUI_MIN_ROWS);
+        /* wrapped over the rows there are; the last one shown ends in an
+         * ellipsis when even that is not enough */
+        tui_lines l = {0};
+        tui_wrap_lines(msg, COLS, &l);
+        for (int i = 0; i < l.n && i < LINES; i++) {
+            const char *t = l.v[i].text;
+            int len = l.v[i].len;
+            if (i == LINES - 1 && i < l.n - 1) {
+                dt_buf b = DT_BUF_INIT;
+                dt_buf_append(&b, t, (size_t)len);
+                dt_buf_puts(&b, " ...");
+                tui_put_fit(w, i, 0, b.data, (int)b.len, COLS, tui_attr(TUI_R_WARNING),
+                            tui_pair(TUI_R_WARNING), a->utf8);
+                dt_buf_free(&b);
+            } else {
+                tui_put_fit(w, i, 0, t, len, COLS, tui_attr(TUI_R_WARNING),
+                            tui_pair(TUI_R_WARNING), a->utf8);
+            }
+        }
+        tui_lines_clear(&l);
         update_panels();
         doupdate();
         return;
@@ -345,6 +517,8 @@ void tui_app_render(tui_app *a)
             tui_kb_draw(a);
         else if (a->modal == TUI_MODAL_VERSIONS)
             tui_versions_draw(a);
+        else if (a->modal == TUI_MODAL_PROMPT && a->prompt_multi)
+            draw_editor(a);
         a->mdirty = 0;
         drew = 1;
     }
@@ -436,18 +610,28 @@ static void help(tui_app *a)
         "Review",
         "  a        approve the step awaiting review",
         "  e        edit it: the plan (JSON) or the kernel source in $VISUAL/$EDITOR;",
-        "           the edit is re-validated and the steps after it run again",
-        "  r        reject it with a reason: the reason goes back to the agent",
+        "           the edit is re-validated and the steps after it run again; an edit",
+        "           the run refuses is kept, and the next e opens it again",
+        "  r        reject it with a reason: the reason goes back to the agent (an editor of",
+        "           many lines: Enter sends, Ctrl-J a new line, Ctrl-E $EDITOR for long ones)",
+        "  x        on a hunk of the kernel's diff: reject it (x again accepts it); a then",
+        "           approves the kernel with the rejected hunks' old lines, as an edit",
+        "  u        undo: a decision waits 3 s before the next step starts; u takes it back",
         "  A        approve this and every later step",
-        "  t        tune now (after the current measurement)",
+        "  :        switch the model, the endpoint or the backend for the next steps",
+        "           (model NAME, endpoint URL, backend expert|llm); the session records it",
+        "  t        tune now (after the current measurement; only with a GPU)",
         "  k        knowledge review: approve or reject proposed entries",
         "",
     };
     static const char *replay_keys[] = {
         "Replay (offline: no worker, no LLM)",
-        "  .  ,     next / previous event",
+        "  .  ,     next / previous event (a whole agent message at once)",
         "  >  <     next / previous step",
-        "  space    play or pause",
+        "  j        jump to step N",
+        "  space    play or pause, on the recording's clock (pauses shortened to 1 s)",
+        "  +  -     play faster / slower (x2, x0.5)",
+        "  m        add a note here for later replays (kept in annotations.jsonl)",
         "  0  $     the first / the last event",
         "  k        the knowledge base",
         "",
@@ -460,6 +644,7 @@ static void help(tui_app *a)
         "           on a diagnostic: its line in the source",
         "  Left, Right   scroll sideways",
         "  v        pick two versions of the kernel to compare",
+        "  H        the GPU the occupancy and roofline assume (without a GPU here)",
         "  d        source: the whole file or the changes only;  ] [  next / previous change",
         "  /        search in the focused pane;  n N  next / previous match",
         "  Ctrl-L   redraw",
@@ -467,14 +652,15 @@ static void help(tui_app *a)
         "  q        quit (asks first while the run is working)",
     };
     tui_lines_clear(&a->text);
+    int width = modal_width() - 4;
     if (a->replay)
         for (size_t i = 0; i < DT_ARRAY_LEN(replay_keys); i++)
-            tui_lines_add(&a->text, replay_keys[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+            help_line(&a->text, replay_keys[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     else
         for (size_t i = 0; i < DT_ARRAY_LEN(live); i++)
-            tui_lines_add(&a->text, live[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+            help_line(&a->text, live[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     for (size_t i = 0; i < DT_ARRAY_LEN(common); i++)
-        tui_lines_add(&a->text, common[i], -1, i == 0 ? TUI_R_HEADING : TUI_R_NORMAL);
+        help_line(&a->text, common[i], i == 0 ? TUI_R_HEADING : TUI_R_NORMAL, width);
     tui_app_show_text(a, "Keys");
 }
 
@@ -522,17 +708,72 @@ static int text_key(tui_app *a, int k)
 
 static tui_modal prompt_return; /* the modal a prompt came from (the KB screen) */
 
+/* Add a character to the typed text; -1 (nothing added) at the limit. */
+static int input_put(tui_app *a, wchar_t c)
+{
+    if (a->input_len >= TUI_INPUT_MAX)
+        return -1;
+    if (a->input_len == a->input_cap) {
+        a->input_cap = a->input_cap ? 2 * a->input_cap : 256;
+        a->input_buf = dt_xrealloc(a->input_buf, (size_t)a->input_cap * sizeof *a->input_buf);
+    }
+    a->input_buf[a->input_len++] = c;
+    return 0;
+}
+
+/* Replace the typed text with UTF-8 text; -1 (text unchanged) when it
+ * holds more than TUI_INPUT_MAX characters. */
+static int input_set(tui_app *a, const char *text)
+{
+    int n = 0, len = (int)strlen(text);
+    for (int i = 0; i < len; n++)
+        i += tui_utf8_next(text + i, len - i, &(unsigned){0});
+    if (n > TUI_INPUT_MAX)
+        return -1;
+    a->input_len = 0;
+    for (int i = 0; i < len;) {
+        unsigned cp;
+        i += tui_utf8_next(text + i, len - i, &cp);
+        input_put(a, (wchar_t)cp);
+    }
+    return 0;
+}
+
+/* Asks whose text may run to paragraphs: an overlay editor of many lines. */
+static int ask_multiline(tui_ask ask)
+{
+    return ask == TUI_ASK_REJECT || ask == TUI_ASK_NOTE;
+}
+
+static void open_modal(tui_app *a, tui_modal m);
+
 void tui_app_prompt(tui_app *a, tui_ask ask, const char *initial)
 {
     prompt_return = a->modal;
     a->ask = ask;
     a->input_len = 0;
     if (initial)
-        for (const char *p = initial; *p && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1; p++)
-            a->input_buf[a->input_len++] = (wchar_t)(unsigned char)*p;
+        input_set(a, initial);
+    a->prompt_multi = ask_multiline(ask) && prompt_return == TUI_MODAL_NONE;
+    if (a->prompt_multi)
+        open_modal(a, TUI_MODAL_PROMPT);
     a->modal = TUI_MODAL_PROMPT;
     curs_set(0);
     a->status_dirty = 1;
+    a->mdirty = 1;
+}
+
+/* The prompt is done (sent or cancelled): back to where it came from. */
+static void prompt_end(tui_app *a)
+{
+    a->modal = prompt_return;
+    if (a->prompt_multi && a->mpanel) {
+        hide_panel(a->mpanel);
+        a->full_redraw = 1;
+    }
+    a->prompt_multi = 0;
+    a->status_dirty = 1;
+    a->mdirty = 1;
 }
 
 /* The typed text as UTF-8 (the session log and the agents speak UTF-8,
@@ -584,20 +825,15 @@ static void search(tui_app *a, int dir, int from_next)
 static void submit_prompt(tui_app *a)
 {
     char *text = input_utf8(a);
-    a->modal = prompt_return;
-    a->status_dirty = 1;
-    a->mdirty = 1;
-    dt_err e = {0};
+    prompt_end(a);
     switch (a->ask) {
     case TUI_ASK_REJECT:
         if (a->run == NULL || ag_awaiting(a->run) == NULL) {
             tui_app_flash(a, 1, "nothing awaits review");
         } else if (*text == '\0') {
             tui_app_flash(a, 1, "a rejection needs a reason (it goes back to the agent)");
-        } else if (ag_decide(a->run, AG_REJECT, NULL, text, &e) != 0) {
-            tui_app_flash(a, 1, "%s", e.msg);
         } else {
-            tui_app_flash(a, 0, "rejected: the agent tries again with your reason");
+            pend_stage(a, AG_REJECT, NULL, text, 0);
         }
         break;
     case TUI_ASK_SEARCH: {
@@ -617,34 +853,118 @@ static void submit_prompt(tui_app *a)
         else
             tui_kb_review(a, "rejected", text);
         break;
+    case TUI_ASK_JUMP: {
+        char *end = NULL;
+        long n = strtol(text, &end, 10);
+        if (*text == '\0' || end == NULL || *end != '\0' || n < 1 || n > 1000000)
+            tui_app_flash(a, 1, "a step number, 1 or more (not \"%s\")", text);
+        else if (tui_replay_jump_step(a, (int)n) != 0)
+            tui_app_flash(a, 1, "this session has no step %ld", n);
+        break;
+    }
+    case TUI_ASK_NOTE:
+        tui_replay_note(a, text);
+        break;
+    case TUI_ASK_GPU:
+        pick_gpu(a, text);
+        break;
+    case TUI_ASK_CMD:
+        command(a, text);
+        break;
     }
     free(text);
 }
 
+static char *edit_text(const char *text, const char *suffix);
+
+/* Ctrl-E: the typed text in $VISUAL/$EDITOR, for a long reason. */
+static void prompt_in_editor(tui_app *a)
+{
+    char *cur = input_utf8(a);
+    tui_term_suspend();
+    char *t = edit_text(cur, ".txt");
+    tui_term_resume();
+    a->full_redraw = 1;
+    if (t == NULL) {
+        tui_app_flash(a, 1, "the editor failed or its file could not be read back; the text "
+                            "is as it was");
+    } else {
+        size_t n = strlen(t);
+        if (n > 0 && t[n - 1] == '\n')
+            t[n - 1] = '\0'; /* the newline editors add at the end */
+        if (input_set(a, t) != 0)
+            tui_app_flash(a, 1, "the text from the editor is longer than %d characters: it was "
+                                "not taken (shorten it, Ctrl-E again)",
+                          TUI_INPUT_MAX);
+    }
+    free(t);
+    free(cur);
+}
+
 static void prompt_key(tui_app *a, int k, int is_char)
 {
+    a->status_dirty = 1;
+    a->mdirty = 1;
     if (!is_char) {
         if (k == KEY_BACKSPACE && a->input_len > 0)
             a->input_len--;
         else if (k == KEY_ENTER)
             submit_prompt(a);
-        a->status_dirty = 1;
         return;
     }
-    if (k == '\n' || k == '\r') {
+    if (k == '\r' || (k == '\n' && !a->prompt_multi)) {
         submit_prompt(a);
     } else if (k == 27) {
-        a->modal = prompt_return;
-        a->mdirty = 1;
+        prompt_end(a);
     } else if (k == 127 || k == 8) {
         if (a->input_len > 0)
             a->input_len--;
     } else if (k == 21) { /* Ctrl-U */
         a->input_len = 0;
-    } else if (k >= 0x20 && a->input_len < (int)DT_ARRAY_LEN(a->input_buf) - 1) {
-        a->input_buf[a->input_len++] = (wchar_t)k;
+    } else if (k == 5 && a->prompt_multi) { /* Ctrl-E */
+        prompt_in_editor(a);
+    } else if ((k >= 0x20 || (k == '\n' && a->prompt_multi)) && input_put(a, (wchar_t)k) != 0) {
+        /* never cut silently: say where the limit is and what to do */
+        tui_app_flash(a, 1, "the text is at its limit of %d characters%s", TUI_INPUT_MAX,
+                      a->prompt_multi ? "; Ctrl-E edits it in $EDITOR" : "");
     }
-    a->status_dirty = 1;
+}
+
+/* The multi-line editor: the text wrapped, its end (where typing goes) in
+ * view, and the keys in the border. */
+static void draw_editor(tui_app *a)
+{
+    WINDOW *w = a->mwin;
+    int h, wd;
+    getmaxyx(w, h, wd);
+    werase(w);
+    char note[48];
+    snprintf(note, sizeof note, "%d/%d characters", a->input_len, TUI_INPUT_MAX);
+    tui_frame(w,
+              a->ask == TUI_ASK_REJECT ? "Reject: your reason goes back to the agent"
+                                       : "A note for later replays",
+              note, 1, a->utf8);
+    char *t = input_utf8(a);
+    tui_lines l = {0};
+    tui_wrap_lines(t, wd - 4, &l);
+    /* a text that ends in a newline goes on on a new, empty line */
+    if (l.n == 0 || (a->input_len > 0 && a->input_buf[a->input_len - 1] == L'\n'))
+        tui_lines_add(&l, "", 0, TUI_R_NORMAL);
+    int rows = h - 2;
+    int first = l.n > rows ? l.n - rows : 0;
+    for (int i = first; i < l.n; i++)
+        tui_put(w, 1 + i - first, 2, l.v[i].text, l.v[i].len, 0, wd - 4, tui_attr(TUI_R_NORMAL),
+                tui_pair(TUI_R_NORMAL), a->utf8);
+    /* the cursor after the last character */
+    const tui_line *last = &l.v[l.n - 1];
+    int cx = 2 + tui_str_width(last->text, last->len);
+    if (cx < wd - 1)
+        tui_put(w, 1 + l.n - 1 - first, cx, " ", 1, 0, 1, tui_attr(TUI_R_CURSOR),
+                tui_pair(TUI_R_CURSOR), a->utf8);
+    tui_put_fit(w, h - 1, 2, " Enter sends  Ctrl-J new line  Ctrl-E $EDITOR  Esc cancels ", -1,
+                wd - 4, tui_attr(TUI_R_TITLE_FOCUS), tui_pair(TUI_R_TITLE_FOCUS), a->utf8);
+    tui_lines_clear(&l);
+    free(t);
 }
 
 /* ---- decisions ---------------------------------------------------------------------------------- */
@@ -694,36 +1014,196 @@ static void edit(tui_app *a)
         return;
     }
     const cJSON *art = ag_step_artifact(s);
-    char *before = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
-                                       : dt_json_print(art, 1);
+    char *orig = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
+                                     : dt_json_print(art, 1);
+    /* an edit refused before comes back, not the agent's text */
+    int kept = a->kept_edit && a->kept_step == ag_step_id(s);
     tui_term_suspend();
-    char *after = edit_text(before, kind == AG_GENERATE ? ".cu" : ".json");
+    char *after = edit_text(kept ? a->kept_edit : orig, kind == AG_GENERATE ? ".cu" : ".json");
     tui_term_resume();
     resized(a);
     a->full_redraw = 1;
     dt_err e = {0};
+    int refused = 0;
     if (after == NULL) {
         tui_app_flash(a, 1, "the editor failed or the file could not be read back; the step "
-                            "still awaits review");
-    } else if (strcmp(after, before) == 0) {
+                            "still awaits review%s",
+                      kept ? " (your refused edit is still kept for the next e)" : "");
+    } else if (strcmp(after, orig) == 0) {
         tui_app_flash(a, 0, "no change: the step still awaits review");
+        free(a->kept_edit);
+        a->kept_edit = NULL;
     } else if (kind == AG_GENERATE) {
         cJSON *v = cJSON_CreateString(after);
-        if (ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
-            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
-        else
-            tui_app_flash(a, 0, "edited: the new source is checked and compiled again");
+        refused = ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0;
         cJSON_Delete(v);
     } else {
         cJSON *v = dt_json_parse(after, strlen(after), "edited plan", &e);
-        if (v == NULL || ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0)
-            tui_app_flash(a, 1, "the edit was refused: %s", e.msg);
-        else
-            tui_app_flash(a, 0, "edited: the plan is checked again");
+        refused = v == NULL || ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0;
         cJSON_Delete(v);
     }
-    free(before);
+    if (refused) {
+        /* kept: the next e opens it again to fix what was refused */
+        free(a->kept_edit);
+        a->kept_edit = after;
+        a->kept_step = ag_step_id(s);
+        after = NULL;
+        tui_app_flash(a, 1, "the edit was refused: %s (e reopens your edit)", e.msg);
+    } else if (after && strcmp(after, orig) != 0) {
+        free(a->kept_edit);
+        a->kept_edit = NULL;
+        tui_app_flash(a, 0, kind == AG_GENERATE
+                                ? "edited: the new source is checked and compiled again"
+                                : "edited: the plan is checked again");
+    }
+    free(orig);
     free(after);
+}
+
+/* ---- decisions with an undo window ---------------------------------------------------- */
+
+static void pend_clear(tui_app *a)
+{
+    if (a->pend_timer)
+        dt_loop_del_timer(a->loop, a->pend_timer);
+    a->pend_timer = 0;
+    cJSON_Delete(a->pend_art);
+    free(a->pend_reason);
+    a->pend_art = NULL;
+    a->pend_reason = NULL;
+    a->pend = 0;
+    a->status_dirty = 1;
+}
+
+/* Send the waiting decision to the run: the next step starts. */
+static void pend_commit(tui_app *a)
+{
+    if (!a->pend)
+        return;
+    dt_err e = {0};
+    const ag_step *s = a->run ? ag_awaiting(a->run) : NULL;
+    if (s == NULL || ag_step_id(s) != a->pend_step) {
+        tui_app_flash(a, 1, "the decision on step %d was not sent: the step no longer awaits "
+                            "review",
+                      a->pend_step);
+    } else if (a->pend_rest) {
+        ag_approve_rest(a->run);
+    } else if (ag_decide(a->run, a->pend_d, a->pend_art, a->pend_reason, &e) != 0) {
+        if (a->pend_d == AG_EDIT && cJSON_IsString(a->pend_art)) {
+            free(a->kept_edit);
+            a->kept_edit = dt_xstrdup(a->pend_art->valuestring);
+            a->kept_step = a->pend_step;
+            tui_app_flash(a, 1, "the kept hunks were refused: %s (e opens them in the editor)",
+                          e.msg);
+        } else {
+            tui_app_flash(a, 1, "%s", e.msg);
+        }
+    }
+    pend_clear(a);
+}
+
+static long pend_tick(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    tui_app *a = ud;
+    a->status_dirty = 1;
+    if (dt_now() < a->pend_until)
+        return 250;
+    a->pend_timer = 0; /* this timer ends here */
+    pend_commit(a);
+    return DT_LOOP_NOMORE;
+}
+
+/* Hold a decision for TUI_UNDO_S seconds before the run gets it: u takes
+ * it back. A second decision replaces the first. art is taken. */
+static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason, int rest)
+{
+    pend_clear(a);
+    const ag_step *s = ag_awaiting(a->run);
+    a->pend = 1;
+    a->pend_d = d;
+    a->pend_art = art;
+    a->pend_reason = reason ? dt_xstrdup(reason) : NULL;
+    a->pend_rest = rest;
+    a->pend_step = s ? ag_step_id(s) : 0;
+    a->pend_until = dt_now() + TUI_UNDO_S;
+    a->pend_timer = dt_loop_add_timer(a->loop, 250, pend_tick, a);
+    a->status_dirty = 1;
+}
+
+int tui_app_hunk_review(tui_app *a)
+{
+    const ag_step *s = a->run && !a->replay ? ag_awaiting(a->run) : NULL;
+    if (s == NULL || ag_step_kind(s) != AG_GENERATE) {
+        a->nhunk_rej = 0;
+        return 0;
+    }
+    int si = tui_model_step_index(&a->model, ag_step_id(s));
+    int to = si >= 0 ? a->model.steps[si].rev : -1;
+    int from, shown_to;
+    tui_app_src_pair(a, &from, &shown_to);
+    if (to < 1 || shown_to != to || from != to - 1)
+        return 0;
+    if (a->hunk_step != ag_step_id(s)) {
+        int n = tui_hunks_count(a->model.revs[from].source, a->model.revs[to].source);
+        free(a->hunk_rej);
+        a->hunk_rej = dt_xcalloc((size_t)n + 1, 1);
+        a->nhunk_rej = n;
+        a->hunk_step = ag_step_id(s);
+    }
+    return 1;
+}
+
+/* a: approve; with hunks rejected, the kernel as the accepted hunks make
+ * it, as an edit. */
+static void approve(tui_app *a)
+{
+    int nrej = 0;
+    if (tui_app_hunk_review(a))
+        for (int i = 0; i < a->nhunk_rej; i++)
+            nrej += a->hunk_rej[i];
+    if (nrej == 0) {
+        pend_stage(a, AG_APPROVE, NULL, NULL, 0);
+        return;
+    }
+    if (nrej == a->nhunk_rej) {
+        tui_app_flash(a, 1, "every hunk is rejected: r rejects the step with a reason for the "
+                            "agent (x on a hunk accepts it again)");
+        return;
+    }
+    const ag_step *s = ag_awaiting(a->run);
+    int si = tui_model_step_index(&a->model, ag_step_id(s));
+    int to = a->model.steps[si].rev;
+    char *src = tui_hunks_apply(a->model.revs[to - 1].source, a->model.revs[to].source,
+                                a->hunk_rej, a->nhunk_rej);
+    pend_stage(a, AG_EDIT, cJSON_CreateString(src), NULL, 0);
+    free(src);
+}
+
+static void undo(tui_app *a)
+{
+    if (!a->pend) {
+        tui_app_flash(a, 1, "nothing to undo: a decision can be taken back for %d s, until the "
+                            "next step starts",
+                      TUI_UNDO_S);
+        return;
+    }
+    int step = a->pend_step;
+    pend_clear(a);
+    tui_app_flash(a, 0, "undone: step %d awaits your review again", step);
+}
+
+/* The waiting decision in words, for the status row. */
+void tui_app_pending_text(const tui_app *a, char *buf, size_t n)
+{
+    double left = a->pend_until - dt_now();
+    const char *what = a->pend_rest            ? "approving this and every later step"
+                       : a->pend_d == AG_REJECT ? "rejecting"
+                       : a->pend_d == AG_EDIT   ? "keeping the accepted hunks"
+                                                : "approving";
+    snprintf(buf, n, "%s (step %d) in %.0f s: u undoes", what, a->pend_step,
+             left > 0 ? left + 0.49 : 0);
 }
 
 static int review_possible(tui_app *a)
@@ -741,6 +1221,8 @@ static int review_possible(tui_app *a)
 
 static void quit(tui_app *a)
 {
+    /* a decision in its undo window is a decision made: it is sent */
+    pend_commit(a);
     if (!a->replay && a->run && !ag_run_done(a->run) && a->model.started) {
         snprintf(a->confirm_q, sizeof a->confirm_q,
                  "The run is still working: stop it and quit? (y/n) ");
@@ -816,11 +1298,8 @@ static void mouse(tui_app *a)
     }
 }
 
-static void replay_key(tui_app *a, int k);
-
 static void global_key(tui_app *a, int k)
 {
-    dt_err e = {0};
     switch (k) {
     case '\t':
         tui_app_focus(a, (a->focus + 1) % TUI_NPANES);
@@ -861,14 +1340,15 @@ static void global_key(tui_app *a, int k)
         a->full_redraw = 1;
         break;
     case 'a':
-        if (review_possible(a) && ag_decide(a->run, AG_APPROVE, NULL, NULL, &e) != 0)
-            tui_app_flash(a, 1, "%s", e.msg);
+        if (review_possible(a))
+            approve(a);
         break;
     case 'A':
-        if (review_possible(a)) {
-            ag_approve_rest(a->run);
-            tui_app_flash(a, 0, "approving this and every later step");
-        }
+        if (review_possible(a))
+            pend_stage(a, AG_APPROVE, NULL, NULL, 1);
+        break;
+    case 'u':
+        undo(a);
         break;
     case 'r':
         if (review_possible(a))
@@ -878,8 +1358,17 @@ static void global_key(tui_app *a, int k)
         if (review_possible(a))
             edit(a);
         break;
+    case 'H':
+        tui_app_prompt(a, TUI_ASK_GPU, a->gpu_pick);
+        break;
+    case ':':
+        tui_app_prompt(a, TUI_ASK_CMD, NULL);
+        break;
     case 't':
-        if (a->replay || a->run == NULL || a->model.finished) {
+        if (a->model.started && !a->model.have_gpu) {
+            tui_app_flash(a, 1, "tuning times kernels on a GPU, and this machine has none: run "
+                                "ditto tune on one");
+        } else if (a->replay || a->run == NULL || a->model.finished) {
             tui_app_flash(a, 1, "nothing to tune: the run is not live");
         } else {
             ag_request_tune(a->run);
@@ -888,7 +1377,7 @@ static void global_key(tui_app *a, int k)
         break;
     default:
         if (a->replay)
-            replay_key(a, k);
+            tui_replay_key(a, k);
         break;
     }
 }
@@ -938,6 +1427,30 @@ static void key(tui_app *a, int k, int is_char)
     global_key(a, k);
 }
 
+/* Esc acts at once (curses waits no escape delay, TUI_ESCDELAY_MS). A
+ * key's sequence always arrives whole from the terminal, and curses reads
+ * it as one key; should one be split in transit, its tail would follow a
+ * lone Esc within moments and read as keys ('[' then 'A' would approve
+ * every step): that tail is swallowed here. 1 when k was such a tail. */
+static int esc_tail(tui_app *a, int k, int is_char)
+{
+    if (a->esc_state == 0)
+        return 0;
+    if (!is_char || dt_now() - a->esc_t > 0.1) {
+        a->esc_state = 0;
+        return 0;
+    }
+    if (a->esc_state == 1) {
+        /* right after the Esc: CSI ("[") or SS3 ("O") start a tail */
+        a->esc_state = k == '[' ? 2 : k == 'O' ? 3 : 0;
+        return a->esc_state != 0;
+    }
+    /* CSI: parameters until a final byte; SS3: one character */
+    if (a->esc_state == 3 || (k >= 0x40 && k <= 0x7e))
+        a->esc_state = 0;
+    return 1;
+}
+
 int tui_app_input(tui_app *a)
 {
     int n = 0;
@@ -947,6 +1460,12 @@ int tui_app_input(tui_app *a)
         if (rc == ERR)
             break;
         n++;
+        if (esc_tail(a, (int)wch, rc != KEY_CODE_YES))
+            continue;
+        if (rc != KEY_CODE_YES && wch == 27) {
+            a->esc_state = 1;
+            a->esc_t = dt_now();
+        }
         key(a, (int)wch, rc != KEY_CODE_YES);
         if (a->quit)
             break;
@@ -1014,84 +1533,9 @@ static long on_tick(dt_loop *l, long long id, void *ud)
         a->spin++;
         a->panes[TUI_P_STEPS].stale = 1;
     }
+    if (a->model.retry_at > 0)
+        a->status_dirty = 1; /* the retry's countdown */
     return 200;
-}
-
-/* ---- replay ---------------------------------------------------------------------------------------------- */
-
-static void replay_seek(tui_app *a, int pos)
-{
-    if (pos < 0)
-        pos = 0;
-    if (pos > a->nev)
-        pos = a->nev;
-    if (pos < a->pos) {
-        /* back: rebuild from the start (events are cheap to apply) */
-        tui_model_clear(&a->model);
-        a->pos = 0;
-    }
-    while (a->pos < pos)
-        tui_app_event(a, a->ev[a->pos++]);
-    a->model.dirty = TUI_D_ALL;
-    a->status_dirty = 1;
-}
-
-/* The position just after the next (dir 1) or previous (dir -1) step_finished. */
-static int step_boundary(tui_app *a, int dir)
-{
-    int i = dir > 0 ? a->pos : a->pos - 2;
-    for (; i >= 0 && i < a->nev; i += dir) {
-        if (dt_streq(dt_json_str(a->ev[i], "type", ""), "step_finished"))
-            return i + 1;
-    }
-    return dir > 0 ? a->nev : 0;
-}
-
-static long on_play(dt_loop *l, long long id, void *ud)
-{
-    (void)l;
-    (void)id;
-    tui_app *a = ud;
-    if (!a->playing || a->pos >= a->nev) {
-        a->playing = 0;
-        a->play_timer = 0;
-        a->status_dirty = 1;
-        return DT_LOOP_NOMORE;
-    }
-    replay_seek(a, a->pos + 1);
-    return 120;
-}
-
-static void replay_key(tui_app *a, int k)
-{
-    switch (k) {
-    case '.':
-        replay_seek(a, a->pos + 1);
-        break;
-    case ',':
-        replay_seek(a, a->pos - 1);
-        break;
-    case '>':
-        replay_seek(a, step_boundary(a, 1));
-        break;
-    case '<':
-        replay_seek(a, step_boundary(a, -1));
-        break;
-    case '0':
-        replay_seek(a, 0);
-        break;
-    case '$':
-        replay_seek(a, a->nev);
-        break;
-    case ' ':
-        a->playing = !a->playing;
-        if (a->playing && a->play_timer == 0)
-            a->play_timer = dt_loop_add_timer(a->loop, 120, on_play, a);
-        a->status_dirty = 1;
-        break;
-    default:
-        break;
-    }
 }
 
 /* ---- lifecycle -------------------------------------------------------------------------------------------- */
@@ -1125,14 +1569,15 @@ tui_app *tui_app_new(const tui_opts *o, int replay)
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, o->events) a->ev[i++] = it;
+    a->vt = dt_xcalloc((size_t)a->nev + 1, sizeof *a->vt);
+    tui_timeline(a->ev, a->nev, a->vt);
+    a->speed = o->speed > 0 ? o->speed : 1;
     return a;
 }
 
-int tui_app_open(tui_app *a, dt_err *e)
+void tui_app_windows(tui_app *a, int utf8)
 {
-    if (tui_term_open(&a->err_fd, &a->winch_fd, e) != 0)
-        return -1;
-    a->utf8 = tui_term_utf8();
+    a->utf8 = utf8;
     tui_theme_init();
     /* Keys are read from a pad: wgetch never refreshes a pad, so reading
      * never paints over the panels. */
@@ -1143,6 +1588,13 @@ int tui_app_open(tui_app *a, dt_err *e)
     a->status_panel = new_panel(a->status_win);
     fix_slots(a);
     relayout(a);
+}
+
+int tui_app_open(tui_app *a, dt_err *e)
+{
+    if (tui_term_open(&a->err_fd, &a->winch_fd, e) != 0)
+        return -1;
+    tui_app_windows(a, tui_term_utf8());
     dt_loop_add_fd(a->loop, 0, DT_READABLE, on_tty, a);
     dt_loop_add_fd(a->loop, a->err_fd, DT_READABLE, on_err, a);
     dt_loop_add_fd(a->loop, a->winch_fd, DT_READABLE, on_winch, a);
@@ -1167,6 +1619,12 @@ void tui_app_close(tui_app *a)
         dt_loop_del_timer(a->loop, a->tick_timer);
     if (a->play_timer)
         dt_loop_del_timer(a->loop, a->play_timer);
+    /* a decision still in its undo window was made: the run gets it */
+    a->closing = 1;
+    pend_commit(a);
+    if (a->flash_timer)
+        dt_loop_del_timer(a->loop, a->flash_timer);
+    a->flash_timer = 0;
     a->tick_timer = a->play_timer = 0;
     for (int i = 0; i < TUI_NPANES; i++)
         tui_pane_free(&a->panes[i]);
@@ -1195,6 +1653,12 @@ void tui_app_free(tui_app *a)
     tui_kb_close(a);
     hw_spec_free(a->gpu_spec);
     dt_buf_free(&a->errline);
+    tui_replay_free(a);
+    cJSON_Delete(a->pend_art);
+    free(a->pend_reason);
+    free(a->kept_edit);
+    free(a->hunk_rej);
+    free(a->input_buf);
     free(a->ev);
     if (a->o->loop == NULL)
         dt_loop_free(a->loop);
@@ -1208,6 +1672,7 @@ int tui_run_live(const tui_opts *o, dt_err *e)
     tui_app *a = tui_app_new(o, 0);
     if (o->model)
         snprintf(a->model.model_name, sizeof a->model.model_name, "%s", o->model);
+    a->model.price_out = o->price_out;
     if (tui_app_open(a, e) != 0) {
         tui_app_free(a);
         return -1;
@@ -1240,7 +1705,18 @@ int tui_run_replay(const tui_opts *o, dt_err *e)
     }
     if (o->title)
         snprintf(a->model.session, sizeof a->model.session, "%s", o->title);
-    tui_app_flash(a, 0, "replay: . next event, > next step, space play, $ the end, ? help");
+    dt_buf warn = DT_BUF_INIT;
+    if (o->notes_path && tui_notes_load(a, o->notes_path, &warn) != 0)
+        dt_buf_printf(&warn, "%s: cannot be read; the notes in it are not shown\n", o->notes_path);
+    if (o->start_step > 0 && tui_replay_jump_step(a, o->start_step) != 0)
+        tui_app_flash(a, 1, "this session has no step %d: opened at its start", o->start_step);
+    else if (warn.len)
+        tui_app_flash(a, 1, "%s", warn.data); /* the file and line, and what was skipped */
+    else
+        tui_app_flash(a, 0, "replay: . next, > next step, j jump, space play (x%g), + - speed, m "
+                            "note, ? help",
+                      a->speed);
+    dt_buf_free(&warn);
     while (!a->quit)
         if (dt_loop_run_once(a->loop, -1) < 0 && errno != EINTR)
             break;

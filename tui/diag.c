@@ -56,6 +56,8 @@ void tui_diag_build(const tui_model *m, int width, tui_lines *out)
             dt_buf_printf(&b, " %s", d->source);
             if (d->step)
                 dt_buf_printf(&b, " step %d", d->step);
+            if (d->rev >= 0 && d->rev < m->nrevs)
+                dt_buf_printf(&b, " %s", m->revs[d->rev].label);
             if (d->line > 0)
                 dt_buf_printf(&b, " line %d", d->line);
             if (d->id[0])
@@ -63,7 +65,9 @@ void tui_diag_build(const tui_model *m, int width, tui_lines *out)
         }
         dt_buf_printf(&b, ": %s", d->message);
         /* a message may span lines (a compiler's caret excerpt) */
-        dwrap w = {out, d->is_log ? TUI_R_DIM : TUI_R_NORMAL, i, 1, head, sev_role(d)};
+        /* about an older version than the latest: kept, but dimmed */
+        int old = d->rev >= 0 && d->rev < m->nrevs - 1;
+        dwrap w = {out, d->is_log || old ? TUI_R_DIM : TUI_R_NORMAL, i, 1, head, sev_role(d)};
         tui_wrap(b.data, (int)b.len, width - 4 > 10 ? width - 4 : width, piece, &w);
         if (d->hint && *d->hint) {
             char *t = dt_xasprintf("hint: %s", d->hint);
@@ -98,19 +102,38 @@ static int key(tui_pane *p, tui_app *a, int k)
     return tui_pane_key(p, a, k);
 }
 
+void tui_diag_counts(const tui_model *m, int *err, int *warn, int *older_err)
+{
+    *err = *warn = *older_err = 0;
+    int cur = m->nrevs - 1;
+    for (int i = 0; i < m->ndiags; i++) {
+        const tui_diag *d = &m->diags[i];
+        if (d->is_log)
+            continue;
+        int is_err = dt_streq(d->severity, "error");
+        /* a message about an earlier kernel version says nothing about
+         * the current one (the plan's findings, rev -1, count while no
+         * kernel exists) */
+        if (d->rev >= 0 && d->rev < cur) {
+            *older_err += is_err;
+            continue;
+        }
+        *err += is_err;
+        *warn += dt_streq(d->severity, "warning");
+    }
+}
+
 static void note(tui_pane *p, tui_app *a, char *buf, size_t n)
 {
     (void)p;
-    int err = 0, warn = 0;
-    for (int i = 0; i < a->model.ndiags; i++) {
-        if (a->model.diags[i].is_log)
-            continue;
-        err += dt_streq(a->model.diags[i].severity, "error");
-        warn += dt_streq(a->model.diags[i].severity, "warning");
-    }
+    int err, warn, older;
+    tui_diag_counts(&a->model, &err, &warn, &older);
+    const char *v = a->model.nrevs ? a->model.revs[a->model.nrevs - 1].label : NULL;
     if (err + warn)
-        snprintf(buf, n, "%d error%s, %d warning%s", err, err == 1 ? "" : "s", warn,
-                 warn == 1 ? "" : "s");
+        snprintf(buf, n, "%s%s%d error%s, %d warning%s", v ? v : "", v ? ": " : "", err,
+                 err == 1 ? "" : "s", warn, warn == 1 ? "" : "s");
+    else if (older && v)
+        snprintf(buf, n, "%s: no errors (earlier: %d)", v, older);
 }
 
 const tui_pane_ops tui_diag_ops = {"Diagnostics", 1, build, key, note};

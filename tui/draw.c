@@ -48,6 +48,26 @@ int tui_put(WINDOW *w, int y, int x, const char *s, int len, int skip, int cols,
     return drawn;
 }
 
+int tui_put_fit(WINDOW *w, int y, int x, const char *s, int len, int cols, attr_t a, short pair,
+                int utf8)
+{
+    if (len < 0)
+        len = (int)strlen(s);
+    if (cols <= 0)
+        return 0;
+    if (tui_str_width(s, len) <= cols)
+        return tui_put(w, y, x, s, len, 0, cols, a, pair, utf8);
+    const char *ell = utf8 ? "\xe2\x80\xa6" : "...";
+    int ew = utf8 ? 1 : 3;
+    if (cols <= ew)
+        return tui_put(w, y, x, ell, (int)strlen(ell), 0, cols, a, pair, utf8);
+    int used;
+    int n = tui_fit(s, len, cols - ew, &used);
+    tui_put(w, y, x, s, n, 0, used, a, pair, utf8);
+    tui_put(w, y, x + used, ell, (int)strlen(ell), 0, ew, a, pair, utf8);
+    return used + ew;
+}
+
 /* Roles per byte: the line's, then spans, then search matches on top. */
 static void line_roles(const tui_line *ln, int base_role, const char *search, unsigned char *r)
 {
@@ -121,7 +141,7 @@ void tui_frame(WINDOW *w, const char *title, const char *note, int focused, int 
     if (title && wd > 6) {
         char t[160];
         snprintf(t, sizeof t, " %s ", title);
-        used = tui_put(w, 0, 2, t, (int)strlen(t), 0, wd - 4, tui_attr(tr), tui_pair(tr), utf8);
+        used = tui_put_fit(w, 0, 2, t, -1, wd - 4, tui_attr(tr), tui_pair(tr), utf8);
     }
     if (note && *note && wd > used + 10) {
         char t[160];
@@ -130,7 +150,7 @@ void tui_frame(WINDOW *w, const char *title, const char *note, int focused, int 
         int nw = tui_str_width(t, (int)strlen(t));
         if (nw > room)
             nw = room;
-        tui_put(w, 0, wd - 2 - nw, t, (int)strlen(t), 0, nw, tui_attr(TUI_R_TITLE),
-                tui_pair(TUI_R_TITLE), utf8);
+        tui_put_fit(w, 0, wd - 2 - nw, t, -1, nw, tui_attr(TUI_R_TITLE), tui_pair(TUI_R_TITLE),
+                    utf8);
     }
 }

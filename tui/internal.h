@@ -70,6 +70,7 @@ typedef struct tui_line {
     char *link; /* a knowledge-base id Enter opens, or NULL */
     int tag;    /* pane-defined: a step index, a new-file line number, a diagnostic */
     int tag2;   /* pane-defined: an old-file line number */
+    int hunk;   /* source: the diff hunk (1, 2, ...) the line belongs to, 0 none */
 } tui_line;
 
 typedef struct tui_lines {
@@ -112,6 +113,8 @@ int tui_col_to_byte(const char *s, int len, int col);
  * broke at). Returns the number of pieces (an empty text gives 0). */
 typedef void tui_wrap_fn(const char *s, int len, void *ud);
 int tui_wrap(const char *text, int len, int width, tui_wrap_fn *fn, void *ud);
+/* tui_wrap into plain lines appended to out; returns how many. */
+int tui_wrap_lines(const char *text, int width, tui_lines *out);
 
 /* ---- layout ------------------------------------------------------------------ */
 
@@ -144,11 +147,12 @@ typedef struct tui_layout {
 #define TUI_MIN_COLS 40
 #define TUI_MIN_ROWS 12
 
-/* Pane rectangles for a terminal of cols x rows. Small (under 120 x 30):
- * steps on the left; reasoning over one slot shared by source, diagnostics
- * and performance. Medium: steps over diagnostics on the left; reasoning
- * over a slot shared by source and performance. Wide (180 x 45 and up):
- * every pane has its own place, performance in a right-hand column.
+/* Pane rectangles for a terminal of cols x rows. Small (under 110 x 30):
+ * steps on the left; the current step's reasoning over one slot shared by
+ * source, diagnostics and performance. Medium (110 x 30 and up, 120 x 40
+ * the design point): every pane in its own place, steps over performance
+ * on the left, reasoning, source and diagnostics stacked on the right.
+ * Wide (180 x 45 and up): performance in a right-hand column of its own.
  * This function can't fail. */
 void tui_layout_compute(int cols, int rows, tui_layout *out);
 
@@ -229,6 +233,14 @@ typedef struct tui_model {
     char backend[16];
     char model_name[64];
     char gpu[96]; /* fingerprint's device name, "none" without one */
+    char spec_gpu[32]; /* the spec's target GPU, "" for auto */
+    char fallback_why[200]; /* the backend in use fell back to expert: why ("" none) */
+    double price_out;       /* USD per million output tokens, for the streaming estimate */
+    double retry_at;        /* an LLM retry is due at this event time (0 none) */
+    char retry_why[32];
+    int retry_attempt;
+    double clock;           /* the time the status row is drawn for (live: now; replay: the
+                               latest event's) */
     int have_gpu;
     char op[16], dtype[8], matrix[256], review[16];
     tui_step *steps;
@@ -293,8 +305,18 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
 void tui_source_build(const tui_model *m, int from, int to, int width, int side_by_side,
                       int whole_file, int utf8, tui_lines *out);
 
-/* Diagnostics and logs, newest last (tag: diagnostic index). */
+/* Hunks for review: how many hunks (3 lines of context, as the source pane
+ * shows them) the diff of a against b has, and b with the hunks whose
+ * rejected[i] is set undone (their old lines back). Caller frees. */
+int tui_hunks_count(const char *a, const char *b);
+char *tui_hunks_apply(const char *a, const char *b, const unsigned char *rejected, int n);
+
+/* Diagnostics and logs, newest last (tag: diagnostic index); those about an
+ * older kernel version than the latest are dimmed and name their version. */
 void tui_diag_build(const tui_model *m, int width, tui_lines *out);
+/* Errors and warnings about the current kernel version (or, before one
+ * exists, the plan), and errors about older versions. */
+void tui_diag_counts(const tui_model *m, int *err, int *warn, int *older_err);
 
 /* Occupancy (theoretical, achieved, limiter, three what-if curves), the
  * measurements table and the roofline with every measured version and the
@@ -312,5 +334,24 @@ void tui_sparkline(const hw_occ_curve *c, int width, int utf8, dt_buf *out, int 
  * step shown, sel an index or -1), tokens and cost, the run's state; in a
  * replay, the event position pos of nev first. */
 void tui_status_text(const tui_model *m, int sel, int replay, int pos, int nev, dt_buf *out);
+/* The same row for width columns: the least telling pieces (the matrix,
+ * the problem, the GPU, the backend, the step) are left out, in that
+ * order, until it fits; the run's state always stays (the caller draws
+ * it with an ellipsis if even that is too wide). */
+void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, int width,
+                    dt_buf *out);
+
+/* ---- replay (replay.c) ------------------------------------------------------------ */
+
+/* vt gets, per event, its time on the replay's clock: the recording's,
+ * with pauses over a second shortened to one (nev entries). */
+void tui_timeline(const cJSON *const *ev, int nev, double *vt);
+/* The position after the next (dir 1) or before the previous (dir -1) unit
+ * from pos: one event, or a whole agent message (a run of one step's text
+ * events). */
+int tui_replay_unit(const cJSON *const *ev, int nev, int pos, int dir);
+/* The position just after step's step_finished (all of it recorded when it
+ * was cut off), -1 when no such step started. */
+int tui_replay_step_end(const cJSON *const *ev, int nev, int step);
 
 #endif /* DITTO_TUI_INTERNAL_H */

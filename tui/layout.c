@@ -41,27 +41,32 @@ void tui_layout_compute(int cols, int rows, tui_layout *out)
         for (int i = 0; i < TUI_NPANES; i++)
             out->slot[i] = i;
         out->nslots = TUI_NPANES;
-    } else if (cols >= 120 && rows >= 30) {
+    } else if (cols >= 110 && rows >= 30) {
+        /* Every pane in its own place: steps over roofline and occupancy
+         * on the left (the measurements table needs about 38 columns),
+         * reasoning, source and diagnostics stacked on the right. */
         out->tier = TUI_TIER_MEDIUM;
-        int lw = clampi(cols * 3 / 10, 34, 48);
+        int lw = clampi(cols / 3, 40, 56);
         int mw = cols - lw;
-        int sh = clampi(h * 11 / 20, 8, h - 6);
-        int rh = clampi(h * 7 / 20, 6, h - 8);
+        int sh = clampi(h * 2 / 5, 8, h - 10);
+        int rh = clampi(h * 3 / 10, 6, h - 12);
+        int dh = clampi(h / 4, 5, h - rh - 6);
         out->pane[TUI_P_STEPS] = rect(0, 0, sh, lw);
-        out->pane[TUI_P_DIAG] = rect(sh, 0, h - sh, lw);
+        out->pane[TUI_P_PERF] = rect(sh, 0, h - sh, lw);
         out->pane[TUI_P_REASON] = rect(0, lw, rh, mw);
-        out->pane[TUI_P_SOURCE] = rect(rh, lw, h - rh, mw);
-        out->pane[TUI_P_PERF] = out->pane[TUI_P_SOURCE];
-        out->slot[TUI_P_STEPS] = 0;
-        out->slot[TUI_P_DIAG] = 1;
-        out->slot[TUI_P_REASON] = 2;
-        out->slot[TUI_P_SOURCE] = out->slot[TUI_P_PERF] = 3;
-        out->nslots = 4;
+        out->pane[TUI_P_SOURCE] = rect(rh, lw, h - rh - dh, mw);
+        out->pane[TUI_P_DIAG] = rect(h - dh, lw, dh, mw);
+        for (int i = 0; i < TUI_NPANES; i++)
+            out->slot[i] = i;
+        out->nslots = TUI_NPANES;
     } else {
+        /* The steps down the left; the current step's reasoning over one
+         * slot that source, diagnostics and performance share (the slot's
+         * frame names the hidden ones). */
         out->tier = TUI_TIER_SMALL;
-        int lw = clampi(cols * 3 / 10, 20, 34);
+        int lw = clampi(cols * 3 / 10, 20, 30);
         int mw = cols - lw;
-        int rh = clampi(h * 2 / 5, 4, h - 6);
+        int rh = clampi(h / 2, 4, h - 6);
         out->pane[TUI_P_STEPS] = rect(0, 0, h, lw);
         out->pane[TUI_P_REASON] = rect(0, lw, rh, mw);
         out->pane[TUI_P_SOURCE] = rect(rh, lw, h - rh, mw);

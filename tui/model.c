@@ -108,6 +108,8 @@ static void on_session_started(tui_model *m, const cJSON *ev)
     copy_str(m->matrix, sizeof m->matrix, dt_json_str(spec, "matrix", ""));
     const cJSON *rv = cJSON_GetObjectItem(spec, "review");
     copy_str(m->review, sizeof m->review, cJSON_IsString(rv) ? rv->valuestring : "map");
+    const char *sg = dt_json_str(spec, "gpu", "");
+    copy_str(m->spec_gpu, sizeof m->spec_gpu, dt_streq(sg, "auto") ? "" : sg);
     const char *gpu = dt_json_str(fp, "gpu", "");
     copy_str(m->gpu, sizeof m->gpu, gpu);
     m->have_gpu = *gpu && !dt_streq(gpu, "none");
@@ -275,6 +277,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
     } else if (dt_streq(type, "step_started")) {
         on_step_started(m, ev, &m->next_from);
     } else if (dt_streq(type, "text")) {
+        m->retry_at = 0; /* the retry answered */
         tui_step *s = step_of(m, ev);
         if (s) {
             dt_buf_puts(&s->text, dt_json_str(ev, "text", ""));
@@ -309,6 +312,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
             m->dirty |= TUI_D_STEPS | TUI_D_REASON | TUI_D_STATUS;
         }
     } else if (dt_streq(type, "step_finished")) {
+        m->retry_at = 0;
         on_step_finished(m, ev);
     } else if (dt_streq(type, "transition")) {
         const char *edge = dt_json_str(ev, "edge", NULL);
@@ -322,6 +326,26 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
         free(m->next_from);
         m->next_from = t;
     } else if (dt_streq(type, "log")) {
+        /* the brain in use: a fallback, or a person's switch */
+        const char *be = dt_json_str(ev, "backend", NULL);
+        const char *set = dt_json_str(ev, "setting", NULL);
+        const char *val = dt_json_str(ev, "value", "");
+        if (be) {
+            copy_str(m->backend, sizeof m->backend, be);
+            copy_str(m->fallback_why, sizeof m->fallback_why, dt_json_str(ev, "why", "?"));
+        } else if (dt_streq(set, "backend")) {
+            copy_str(m->backend, sizeof m->backend, val);
+            m->fallback_why[0] = '\0';
+        } else if (dt_streq(set, "model")) {
+            copy_str(m->model_name, sizeof m->model_name, val);
+        }
+        if (cJSON_IsNumber(cJSON_GetObjectItem(ev, "retry_in_s"))) {
+            m->retry_at = dt_json_num(ev, "t", 0) + dt_json_num(ev, "retry_in_s", 0);
+            m->retry_attempt = (int)dt_json_num(ev, "attempt", 0);
+            copy_str(m->retry_why, sizeof m->retry_why, dt_json_str(ev, "why", "error"));
+        }
+        if (be || set || m->retry_at > 0)
+            m->dirty |= TUI_D_STATUS;
         tui_diag *d = new_diag(m);
         d->is_log = 1;
         d->step = (int)dt_json_num(ev, "step", 0);

@@ -119,18 +119,55 @@ void tui_pane_draw(tui_pane *p, tui_app *a)
         int base = -1;
         if (p->ops->cursor && idx == p->cur)
             base = focused ? TUI_R_CURSOR : TUI_R_CURSOR_DIM;
-        tui_put_line(p->win, 1 + i, 1, &p->lines.v[idx], p->left, cols, base, p->search,
-                     a->utf8);
+        const tui_line *ln = &p->lines.v[idx];
+        tui_put_line(p->win, 1 + i, 1, ln, p->left, cols, base, p->search, a->utf8);
+        /* a line that goes on past the right edge says so (Right scrolls) */
+        if (cols > 4 && tui_str_width(ln->text, ln->len) - p->left > cols) {
+            int r = base >= 0 ? base : TUI_R_DIM;
+            tui_put(p->win, 1 + i, cols, a->utf8 ? "\xe2\x80\xa6" : ">", a->utf8 ? 3 : 1, 0, 1,
+                    tui_attr(r), tui_pair(r), a->utf8);
+        }
     }
     /* where we are, when not everything fits */
+    int pw = 0;
     if (p->lines.n > rows && p->r.w > 24) {
         char pos[48];
         int last = p->top + rows < p->lines.n ? p->top + rows : p->lines.n;
         snprintf(pos, sizeof pos, " %d-%d/%d ", p->top + 1, last, p->lines.n);
-        int pw = (int)strlen(pos);
+        pw = (int)strlen(pos);
         tui_put(p->win, p->r.h - 1, p->r.w - 2 - pw, pos, pw, 0, pw, tui_attr(TUI_R_TITLE),
                 tui_pair(TUI_R_TITLE), a->utf8);
     }
+    /* what shares this place and is hidden behind it */
+    char hidden[200];
+    if (tui_pane_hidden_note(a, (int)p->id, hidden, sizeof hidden) > 0)
+        tui_put_fit(p->win, p->r.h - 1, 2, hidden, -1, p->r.w - 4 - pw - 1,
+                    tui_attr(TUI_R_TITLE_FOCUS), tui_pair(TUI_R_TITLE_FOCUS), a->utf8);
+}
+
+int tui_pane_hidden_note(tui_app *a, int pane, char *buf, size_t n)
+{
+    int k = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < TUI_NPANES; i++) {
+        if (i == pane || a->lay.slot[i] != a->lay.slot[pane])
+            continue;
+        char note[96] = "";
+        if (i == TUI_P_DIAG && a->panes[i].ops->note)
+            a->panes[i].ops->note(&a->panes[i], a, note, sizeof note);
+        int w = snprintf(buf + used, n - used, "%s%s%s%s%s", k ? ", " : " Tab: ",
+                         a->panes[i].ops->title, note[0] ? " (" : "", note, note[0] ? ")" : "");
+        if (w < 0 || (size_t)w >= n - used)
+            break;
+        used += (size_t)w;
+        k++;
+    }
+    if (k > 0 && used + 2 < n) {
+        buf[used++] = ' ';
+        buf[used] = '\0';
+    }
+    return k;
 }
 
 int tui_pane_key(tui_pane *p, tui_app *a, int key)

@@ -94,9 +94,17 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
         say(out, TUI_R_DIM, width, "predicted once the plan is checked");
         return;
     }
+    /* figures for another GPU than the run's (the person picked one):
+     * the same launch, computed for it */
+    cJSON *re = NULL;
+    hw_occ ro;
+    if (g && !dt_streq(dt_json_str(occ, "gpu", ""), g->name) && occ_from_json(g, occ, &ro) == 0) {
+        re = hw_occ_json(g, &ro);
+        occ = re;
+    }
     const cJSON *in = cJSON_GetObjectItem(occ, "input");
-    say(out, TUI_R_DIM, width, "%s, %s: %.0f threads, %.0f registers, %.0f B smem",
-        dt_json_str(occ, "gpu", "?"),
+    say(out, TUI_R_DIM, width, "%s%s, %s: %.0f threads, %.0f registers, %.0f B smem",
+        dt_json_str(occ, "gpu", "?"), m->started && !m->have_gpu ? " (assumed)" : "",
         m->occ_compiled ? "as compiled" : "predicted before compiling",
         dt_json_num(in, "threads", 0), dt_json_num(in, "registers_per_thread", 0),
         dt_json_num(in, "static_smem", 0) + dt_json_num(in, "dynamic_smem", 0));
@@ -132,8 +140,10 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
         ln = tui_lines_add(out, "  achieved    measured with the kernel", -1, TUI_R_DIM);
     tui_line_span(ln, 2, 8, TUI_R_BOLD);
     hw_occ o;
-    if (occ_from_json(g, occ, &o) != 0)
+    if (occ_from_json(g, occ, &o) != 0) {
+        cJSON_Delete(re);
         return;
+    }
     static const hw_occ_axis axes[] = {HW_AXIS_REGS, HW_AXIS_THREADS, HW_AXIS_SMEM};
     static const char *names[] = {"registers", "threads", "smem"};
     int value[] = {o.regs, o.threads, (int)(o.static_smem + o.dyn_smem)};
@@ -171,6 +181,7 @@ static void occupancy(const tui_model *m, const hw_spec *g, int width, int utf8,
         say(out, TUI_R_DIM, width, "one more block per SM needs <= %d registers", o.regs_for_next);
     else if (o.smem_for_next > 0)
         say(out, TUI_R_DIM, width, "one more block per SM needs <= %d B smem", o.smem_for_next);
+    cJSON_Delete(re);
 }
 
 /* Every point of the pane is placed at its algorithmic intensity (minimum
@@ -272,6 +283,26 @@ static void measurements(const tui_model *m, const hw_roofline *rl, int width, t
         last->method[0] ? last->method : "?", last->base_alg[0] ? last->base_alg : "?");
 }
 
+/* The problem's flops and least bytes for its op and dtype, from the
+ * profile step's PatternReport; -1 when there is none yet. */
+static int predicted_cost(const tui_model *m, double *flops, double *bytes)
+{
+    for (int i = m->nsteps - 1; i >= 0; i--) {
+        const tui_step *s = &m->steps[i];
+        if (!dt_streq(s->kind, "profile") || s->artifact == NULL)
+            continue;
+        /* the profile artifact is {"report": PatternReport, ...} */
+        const cJSON *rep = cJSON_GetObjectItem(s->artifact, "report");
+        if (rep == NULL)
+            rep = s->artifact;
+        const cJSON *c = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "cost"), m->op);
+        *flops = dt_json_num(c, "flops", 0);
+        *bytes = dt_json_num(cJSON_GetObjectItem(c, "min_bytes"), m->dtype, 0);
+        return *flops > 0 && *bytes > 0 ? 0 : -1;
+    }
+    return -1;
+}
+
 static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl, int width,
                      int plot_h, int utf8, tui_lines *out)
 {
@@ -280,7 +311,8 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         say(out, TUI_R_DIM, width, "no GPU spec known yet (it comes with the check step)");
         return;
     }
-    tui_lines_addf(out, TUI_R_HEADING, "Roofline: %s, %s", g->full_name, hw_dtype_name(rl->dtype));
+    tui_lines_addf(out, TUI_R_HEADING, "Roofline: %s%s, %s", g->full_name,
+                   m->started && !m->have_gpu ? " (assumed)" : "", hw_dtype_name(rl->dtype));
     hw_rl_point pts[HW_PLOT_MAX_POINTS];
     double dram[HW_PLOT_MAX_POINTS] = {0}; /* measured DRAM bytes, for the legend */
     int np = 0, nbase = -1;
@@ -313,6 +345,19 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         p->flops = last->flops;
         p->min_bytes = last->min_bytes;
         p->seconds = dt_json_num(m->tune_best, "us", 0) * 1e-6;
+    }
+    /* before (or without) a measurement: where the problem sits, from the
+     * PatternReport's flops and least bytes, at the roof it could reach */
+    int npred = -1;
+    double pflops, pbytes;
+    if (np < HW_PLOT_MAX_POINTS && predicted_cost(m, &pflops, &pbytes) == 0) {
+        npred = np;
+        hw_rl_point *p = &pts[np++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->label, sizeof p->label, "predicted");
+        p->flops = pflops;
+        p->min_bytes = pbytes;
+        p->seconds = 0;
     }
     hw_rl_place pl[HW_PLOT_MAX_POINTS];
     int nplaced = 0;
@@ -357,12 +402,25 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
         int off = tui_col_to_byte(ln->text, ln->len, col);
         tui_line_span(ln, off, 1, i == nbase ? TUI_R_BASE_POINT : TUI_R_POINT);
     }
+    /* the axes' units always: the figure drops its FLOP/B label when the
+     * tick labels leave no room for it */
+    if (strstr(fig.data, "FLOP/B") == NULL)
+        say(out, TUI_R_DIM, width, "x: arithmetic intensity, FLOP/B; y: FLOP/s");
     dt_buf_free(&fig);
     /* the legend: marker, label, where it sits against the roof */
     for (int i = 0; i < np && i < info.npoints; i++) {
         hw_rl_place q;
         if (hw_roofline_place(rl, &pts[i], &q, NULL) != 0)
             continue;
+        if (i == npred) {
+            tui_line *ln = tui_lines_addf(
+                out, TUI_R_NORMAL, "  %c %-9s AI %.3g FLOP/B from the PatternReport: at most %.3g "
+                                   "GFLOP/s, %s",
+                info.marker[i], pts[i].label, q.ai, q.flops_s / 1e9,
+                q.memory_bound ? "memory-bound" : "compute-bound");
+            tui_line_span(ln, 2, 1, TUI_R_POINT);
+            continue;
+        }
         char dr[40] = "";
         if (dram[i] > 0)
             snprintf(dr, sizeof dr, " (DRAM %.3g)", pts[i].flops / dram[i]);
@@ -372,7 +430,7 @@ static void roofline(const tui_model *m, const hw_spec *g, const hw_roofline *rl
             info.clipped[i] ? " (outside the view)" : "");
         tui_line_span(ln, 2, 1, i == nbase ? TUI_R_BASE_POINT : TUI_R_POINT);
     }
-    if (np == 0)
+    if (np == (npred >= 0 ? 1 : 0))
         say(out, TUI_R_DIM, width, "no measured version yet: points appear as versions are timed");
 }
 
@@ -403,16 +461,25 @@ static void build(tui_pane *p, tui_app *a, int width)
         plot_h = 10;
     if (plot_h > 24)
         plot_h = 24;
-    tui_perf_build(&a->model, tui_app_gpu(a), width, plot_h, a->utf8, &p->lines);
+    const hw_spec *g = tui_app_gpu(a);
+    if (g && (!a->model.have_gpu || a->gpu_pick[0])) {
+        /* the figures are for a GPU this machine does not have: say which */
+        char *t = dt_xasprintf("GPU assumed: %s (%s)", g->full_name, tui_app_gpu_why(a));
+        pwrap w = {&p->lines, TUI_R_WARNING, 1};
+        tui_wrap(t, (int)strlen(t), width > 14 ? width - 4 : 10, piece, &w);
+        free(t);
+    }
+    tui_perf_build(&a->model, g, width, plot_h, a->utf8, &p->lines);
 }
 
 static void note(tui_pane *p, tui_app *a, char *buf, size_t n)
 {
     (void)p;
+    const hw_spec *g = tui_app_gpu(a);
     if (a->model.nmeas)
         snprintf(buf, n, "%d measured", a->model.nmeas);
     else if (a->model.started && !a->model.have_gpu)
-        snprintf(buf, n, "no GPU");
+        snprintf(buf, n, "no GPU: %s assumed", g ? g->name : "none");
 }
 
 static int key(tui_pane *p, tui_app *a, int k)

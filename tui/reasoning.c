@@ -113,6 +113,53 @@ static void rationale(const tui_step *s, int width, tui_lines *out)
     }
 }
 
+/* A plan after an earlier one (a rejection, an edit, a new iteration):
+ * what changed, as the lines of the two plans' JSON that differ. */
+static void plan_diff(const tui_model *m, int si, tui_lines *out)
+{
+    const tui_step *s = &m->steps[si];
+    const tui_step *prev = NULL;
+    for (int i = si - 1; i >= 0 && prev == NULL; i--)
+        if (dt_streq(m->steps[i].kind, "plan") && m->steps[i].artifact)
+            prev = &m->steps[i];
+    if (prev == NULL || s->artifact == NULL)
+        return;
+    char *a = dt_json_print(prev->artifact, 1);
+    char *b = dt_json_print(s->artifact, 1);
+    dt_diff d;
+    dt_diff_text(a, b, &d);
+    tui_lines_add(out, "", 0, TUI_R_NORMAL);
+    if (d.ndel + d.nins == 0) {
+        tui_lines_addf(out, TUI_R_DIM, "The plan is the same as plan v%d's (step %d)",
+                       prev->version, prev->id);
+    } else {
+        tui_lines_addf(out, TUI_R_HEADING, "Changes from plan v%d (step %d): +%d -%d",
+                       prev->version, prev->id, d.nins, d.ndel);
+        int shown = 0;
+        for (int i = 0; i < d.nops; i++) {
+            const dt_diff_line *op = &d.ops[i];
+            if (op->op == DT_DIFF_EQUAL)
+                continue;
+            if (shown++ == 40) {
+                tui_lines_addf(out, TUI_R_DIM, "  ... %d more changed lines",
+                               d.ndel + d.nins - 40);
+                break;
+            }
+            int del = op->op == DT_DIFF_DELETE;
+            const char *t = del ? d.a_line[op->a] : d.b_line[op->b];
+            int len = del ? d.a_len[op->a] : d.b_len[op->b];
+            dt_buf l = DT_BUF_INIT;
+            dt_buf_puts(&l, del ? "- " : "+ ");
+            dt_buf_append(&l, t, (size_t)len);
+            tui_lines_add(out, l.data, (int)l.len, del ? TUI_R_DEL : TUI_R_ADD);
+            dt_buf_free(&l);
+        }
+    }
+    dt_diff_free(&d);
+    free(a);
+    free(b);
+}
+
 /* The streamed text from byte `from` (a paragraph's start) on, wrapped,
  * paragraph by paragraph; *last_off and *last_line (when not NULL) get
  * where the last paragraph -- the one new tokens extend -- starts, in the
@@ -149,6 +196,33 @@ static void reason_text(const tui_step *s, size_t from, int width, tui_is_link_f
         *last_line = ll;
 }
 
+/* The step's outcome includes its errors: on a small terminal the
+ * diagnostics pane may be hidden, and a failed compile must not look like
+ * a quiet step. At most four, then how many more. */
+static void step_errors(const tui_model *m, const tui_step *s, int width, wrapper *w)
+{
+    int n = 0;
+    for (int i = 0; i < m->ndiags; i++) {
+        const tui_diag *d = &m->diags[i];
+        if (d->is_log || d->step != s->id || !dt_streq(d->severity, "error"))
+            continue;
+        if (n++ >= 4)
+            continue;
+        char *t = d->line > 0 ? dt_xasprintf("Error (%s, line %d): %s", d->source, d->line,
+                                             d->message)
+                              : dt_xasprintf("Error (%s): %s", d->source, d->message);
+        /* a compiler's caret excerpt stays in Diagnostics: its first line */
+        char *nl = strchr(t, '\n');
+        if (nl)
+            *nl = '\0';
+        w->role = TUI_R_ERROR;
+        wrap(w, t, width);
+        free(t);
+    }
+    if (n > 4)
+        tui_lines_addf(w->out, TUI_R_ERROR, "  and %d more errors: see Diagnostics", n - 4);
+}
+
 void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_link_fn *is_link,
                       void *ud, tui_lines *out)
 {
@@ -162,10 +236,21 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
                    s->agent, s->id, s->status);
     wrapper w = {.out = out, .indent = "  ", .is_link = is_link, .ud = ud};
     if (s->came_from) {
-        char *t = dt_xasprintf("after %s", s->came_from);
-        w.role = TUI_R_DIM;
-        wrap(&w, t, width);
-        free(t);
+        /* The transition's reason is often the feedback itself (a
+         * rejection's reason): say it once, as the feedback. */
+        int keep = (int)strlen(s->came_from);
+        const char *dup = s->feedback && *s->feedback ? strstr(s->came_from, s->feedback) : NULL;
+        if (dup) {
+            keep = (int)(dup - s->came_from);
+            while (keep > 0 && strchr(" :\"'", s->came_from[keep - 1]))
+                keep--;
+        }
+        if (keep > 0) {
+            char *t = dt_xasprintf("after %.*s", keep, s->came_from);
+            w.role = TUI_R_DIM;
+            wrap(&w, t, width);
+            free(t);
+        }
     }
     if (s->feedback) {
         char *t = dt_xasprintf("Feedback: %s", s->feedback);
@@ -177,8 +262,10 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         reason_text(s, 0, width, is_link, ud, out, NULL, NULL);
     else if (dt_streq(s->status, "running"))
         tui_lines_add(out, "...", -1, TUI_R_DIM);
-    if (dt_streq(s->kind, "plan"))
+    if (dt_streq(s->kind, "plan")) {
         rationale(s, width, out);
+        plan_diff(m, si, out);
+    }
     w.indent = "  ";
     if (dt_streq(s->status, "awaiting review")) {
         tui_lines_add(out, "", 0, TUI_R_NORMAL);
@@ -211,6 +298,7 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         wrap(&w, t, width);
         free(t);
     }
+    step_errors(m, s, width, &w);
     if (s->t_end > 0) {
         dt_buf b = DT_BUF_INIT;
         dt_buf_printf(&b, "took %.2f s", s->seconds);
@@ -244,8 +332,9 @@ static void build(tui_pane *p, tui_app *a, int width)
     const tui_step *s = si >= 0 && si < a->model.nsteps ? &a->model.steps[si] : NULL;
     /* streaming: the text is the last thing the step shows (no artifact,
      * so no rationale; no decision; no time yet) */
+    int notes = s && a->replay ? tui_replay_notes_for(a, s->id) : 0;
     int streaming = s && dt_streq(s->status, "running") && s->text.len > 0 && !s->decision[0] &&
-                    s->artifact == NULL && s->t_end == 0;
+                    s->artifact == NULL && s->t_end == 0 && notes == 0;
     if (streaming && inc.valid && inc.step_id == s->id && inc.width == width &&
         inc.nlines == p->lines.n && s->text.len > inc.len && inc.len > 0) {
         while (p->lines.n > inc.para_line) {
@@ -260,6 +349,9 @@ static void build(tui_pane *p, tui_app *a, int width)
         tui_lines_clear(&p->lines);
         tui_reason_build(&a->model, si, width, !a->replay && a->run != NULL, kb_has, a->k,
                          &p->lines);
+        /* a teacher's notes on this step, once the replay reached them */
+        if (notes)
+            tui_replay_note_lines(a, s->id, width, &p->lines);
         inc.valid = 0;
         if (streaming) {
             /* the text is last while streaming: find where it starts */

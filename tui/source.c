@@ -259,19 +259,69 @@ void tui_source_build(const tui_model *m, int from, int to, int width, int side_
                    d.ndel + d.nins == 0 ? "identical, " : "", d.nins, d.ndel);
     src c = {.out = out, .d = &d, .width = width, .sbs = side_by_side && width >= 40,
              .sep = utf8 ? "│" : "|"};
-    if (whole_file || d.ndel + d.nins == 0) {
-        ops_range(&c, 0, d.nops);
-    } else {
-        dt_diff_hunk *h;
-        int nh = dt_diff_hunks(&d, 3, &h);
-        for (int i = 0; i < nh; i++) {
-            tui_lines_addf(out, TUI_R_HUNK, "@@ -%d,%d +%d,%d @@", h[i].alen ? h[i].a0 + 1 : h[i].a0,
-                           h[i].alen, h[i].blen ? h[i].b0 + 1 : h[i].b0, h[i].blen);
-            ops_range(&c, h[i].start, h[i].end);
-        }
-        free(h);
+    dt_diff_hunk *h = NULL;
+    int nh = d.ndel + d.nins == 0 ? 0 : dt_diff_hunks(&d, 3, &h);
+    int done = 0; /* ops drawn */
+    for (int i = 0; i < nh; i++) {
+        if (whole_file)
+            ops_range(&c, done, h[i].start);
+        int first = out->n;
+        if (!whole_file)
+            tui_lines_addf(out, TUI_R_HUNK, "@@ -%d,%d +%d,%d @@",
+                           h[i].alen ? h[i].a0 + 1 : h[i].a0, h[i].alen,
+                           h[i].blen ? h[i].b0 + 1 : h[i].b0, h[i].blen);
+        ops_range(&c, h[i].start, h[i].end);
+        for (int k = first; k < out->n; k++)
+            out->v[k].hunk = i + 1; /* per-hunk review finds its lines by this */
+        done = h[i].end;
     }
+    if (whole_file || nh == 0)
+        ops_range(&c, done, d.nops);
+    free(h);
     dt_diff_free(&d);
+}
+
+int tui_hunks_count(const char *a, const char *b)
+{
+    dt_diff d;
+    dt_diff_text(a, b, &d);
+    dt_diff_hunk *h = NULL;
+    int n = d.ndel + d.nins == 0 ? 0 : dt_diff_hunks(&d, 3, &h);
+    free(h);
+    dt_diff_free(&d);
+    return n;
+}
+
+char *tui_hunks_apply(const char *a, const char *b, const unsigned char *rejected, int n)
+{
+    dt_diff d;
+    dt_diff_text(a, b, &d);
+    dt_diff_hunk *h = NULL;
+    int nh = d.ndel + d.nins == 0 ? 0 : dt_diff_hunks(&d, 3, &h);
+    dt_buf out = DT_BUF_INIT;
+    int k = 0; /* the hunk at or after op i */
+    for (int i = 0; i < d.nops; i++) {
+        while (k < nh && h[k].end <= i)
+            k++;
+        int rej = k < nh && i >= h[k].start && k < n && rejected[k];
+        const dt_diff_line *op = &d.ops[i];
+        if (op->op == DT_DIFF_EQUAL || (op->op == DT_DIFF_INSERT && !rej))
+            dt_buf_append(&out, d.b_line[op->b], (size_t)d.b_len[op->b]);
+        else if (op->op == DT_DIFF_DELETE && rej)
+            dt_buf_append(&out, d.a_line[op->a], (size_t)d.a_len[op->a]);
+        else
+            continue;
+        dt_buf_putc(&out, '\n');
+    }
+    /* the new text's last line keeps its (missing) newline */
+    size_t bl = b ? strlen(b) : 0;
+    if (out.len && bl && b[bl - 1] != '\n')
+        out.data[--out.len] = '\0';
+    free(h);
+    dt_diff_free(&d);
+    if (out.data == NULL)
+        return dt_xstrdup("");
+    return dt_buf_take(&out);
 }
 
 /* ---- the pane ---------------------------------------------------------------- */
@@ -289,6 +339,27 @@ static void build(tui_pane *p, tui_app *a, int width)
         p->left = 0;
         a->src_built_from = from;
         a->src_built_to = to;
+    }
+    /* per-hunk review: a rejected hunk's new lines are struck (dimmed),
+     * its old lines stay; its header says so */
+    if (tui_app_hunk_review(a)) {
+        for (int i = 0; i < p->lines.n; i++) {
+            tui_line *ln = &p->lines.v[i];
+            if (ln->hunk < 1 || ln->hunk > a->nhunk_rej || !a->hunk_rej[ln->hunk - 1])
+                continue;
+            if (ln->role == TUI_R_HUNK) {
+                char *t = dt_xasprintf("%s  rejected: the old lines stay (x accepts)", ln->text);
+                free(ln->text);
+                ln->text = t;
+                ln->len = (int)strlen(t);
+                ln->role = TUI_R_REJECTED;
+            } else if (ln->role == TUI_R_ADD) {
+                ln->role = TUI_R_DIM;
+            }
+            for (int k = 0; k < ln->nspans; k++)
+                if (ln->spans[k].role == TUI_R_ADD || ln->spans[k].role == TUI_R_ADD_WORD)
+                    ln->spans[k].role = TUI_R_DIM;
+        }
     }
     if (a->src_mark > 0) {
         for (int i = 0; i < p->lines.n; i++) {
@@ -337,6 +408,29 @@ static int key(tui_pane *p, tui_app *a, int k)
         p->stale = 1;
         tui_app_flash(a, 0, a->src_whole ? "source: the whole file" : "source: changes only");
         return 1;
+    case 'x': {
+        /* the hunk in view: the first line from the top that has one */
+        if (!tui_app_hunk_review(a)) {
+            tui_app_flash(a, 1, "x marks hunks of a kernel awaiting review, shown against the "
+                                "version before it");
+            return 1;
+        }
+        int h = 0;
+        for (int i = p->top; i < p->lines.n && i < p->top + tui_pane_rows(p) && h == 0; i++)
+            h = p->lines.v[i].hunk;
+        if (h < 1 || h > a->nhunk_rej) {
+            tui_app_flash(a, 0, "no hunk in view: ] moves to the next change");
+            return 1;
+        }
+        a->hunk_rej[h - 1] = !a->hunk_rej[h - 1];
+        int n = 0;
+        for (int i = 0; i < a->nhunk_rej; i++)
+            n += a->hunk_rej[i];
+        tui_app_flash(a, 0, "hunk %d of %d %s; %d rejected: a approves the rest as an edit", h,
+                      a->nhunk_rej, a->hunk_rej[h - 1] ? "rejected" : "accepted again", n);
+        p->stale = 1;
+        return 1;
+    }
     case ']':
         next_change(p, 1);
         return 1;
@@ -355,7 +449,14 @@ static void note(tui_pane *p, tui_app *a, char *buf, size_t n)
     tui_app_src_pair(a, &from, &to);
     if (to < 0)
         return;
-    if (from >= 0 && from != to)
+    int rej = 0;
+    if (tui_app_hunk_review(a))
+        for (int i = 0; i < a->nhunk_rej; i++)
+            rej += a->hunk_rej[i];
+    if (rej)
+        snprintf(buf, n, "%s vs %s, %d of %d hunks rejected", a->model.revs[to].label,
+                 a->model.revs[from].label, rej, a->nhunk_rej);
+    else if (from >= 0 && from != to)
         snprintf(buf, n, "%s vs %s%s%s", a->model.revs[to].label, a->model.revs[from].label,
                  a->src_to >= 0 ? " (picked)" : "", a->src_whole ? "" : ", changes");
     else

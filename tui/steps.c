@@ -69,8 +69,20 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
         if (s->cost > 0 && width - cols >= 8)
             dt_buf_printf(&b, " $%.3f", s->cost);
         cols = tui_str_width(b.data, (int)b.len);
-        if (width - cols >= 12)
-            dt_buf_printf(&b, "  %.*s", width - cols - 2, s->agent);
+        if (width - cols >= 8 && s->agent[0]) {
+            /* a name that does not fit ends in an ellipsis, never mid-word
+             * silently */
+            int room = width - cols - 2, alen = (int)strlen(s->agent);
+            dt_buf_puts(&b, "  ");
+            if (tui_str_width(s->agent, alen) <= room) {
+                dt_buf_puts(&b, s->agent);
+            } else {
+                int used;
+                int nb = tui_fit(s->agent, alen, room - (utf8 ? 1 : 3), &used);
+                dt_buf_append(&b, s->agent, (size_t)nb);
+                dt_buf_puts(&b, utf8 ? "\xe2\x80\xa6" : "...");
+            }
+        }
         int role = status_role(s->status);
         tui_line *ln = tui_lines_add(out, b.data, (int)b.len, role);
         int glen = (int)strlen(g);

@@ -161,7 +161,11 @@ int tui_term_open(int *err_fd, int *winch_fd, dt_err *e)
     nonl();
     keypad(stdscr, TRUE);
     curs_set(0);
-    set_escdelay(25);
+    /* Esc answers at once (see TUI_ESCDELAY_MS); ESCDELAY in the
+     * environment still wins. */
+    const char *ed = getenv("ESCDELAY");
+    if (ed == NULL || *ed == '\0')
+        set_escdelay(TUI_ESCDELAY_MS);
     mousemask(BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
     mouseinterval(0);
     saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 3);

@@ -28,6 +28,11 @@ typedef struct tui_opts {
     const cJSON *events;        /* replay: the session's events, in order */
     const char *title;          /* replay: the session id, for the status bar */
     const char *reviewer;       /* name on knowledge reviews (default: $USER, else "person") */
+    double price_out;           /* live: USD per million output tokens (0: unknown), for the
+                                   estimate while a step streams */
+    const char *notes_path;     /* replay: the session's annotations.jsonl, or NULL */
+    double speed;               /* replay: playing speed (0: 1) */
+    int start_step;             /* replay: open at the end of this step (0: at the start) */
 } tui_opts;
 
 /* Open the workbench on a run and drive it until the person quits. Returns
@@ -40,5 +45,12 @@ int tui_run_live(const tui_opts *o, dt_err *e);
  * no worker, no LLM. The person steps through the events forward and back
  * or plays them. Returns 0, or -1 with e when it cannot start. */
 int tui_run_replay(const tui_opts *o, dt_err *e);
+
+/* Render a replay without a terminal into an asciicast v2 recording at
+ * path (a header line, then [seconds, "o", output] lines): the workbench
+ * drawn in cols x rows as the events play at o->speed, each agent message
+ * as one frame, from o->start_step's end when given. Returns 0, or -1 with
+ * e (the file named). */
+int tui_export_cast(const tui_opts *o, const char *path, int cols, int rows, dt_err *e);
 
 #endif /* DITTO_TUI_H */

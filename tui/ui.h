@@ -32,6 +32,11 @@ const char *tui_glyph_status(const char *status, int utf8, int spin);
  * non-ASCII one without utf8) are drawn as '?'. Returns columns drawn. */
 int tui_put(WINDOW *w, int y, int x, const char *s, int len, int skip, int cols, attr_t a,
             short pair, int utf8);
+/* Draw UTF-8 text in at most cols columns; text that does not fit ends in
+ * an ellipsis ("..." without utf8) instead of being cut silently.
+ * len < 0: strlen. Returns columns drawn. */
+int tui_put_fit(WINDOW *w, int y, int x, const char *s, int len, int cols, attr_t a, short pair,
+                int utf8);
 /* Draw a styled line: its role, spans, and search matches highlighted. */
 void tui_put_line(WINDOW *w, int y, int x, const tui_line *ln, int skip, int cols, int base_role,
                   const char *search, int utf8);
@@ -39,6 +44,12 @@ void tui_put_line(WINDOW *w, int y, int x, const tui_line *ln, int skip, int col
 void tui_frame(WINDOW *w, const char *title, const char *note, int focused, int utf8);
 
 /* ---- terminal (term.c) ------------------------------------------------------------ */
+
+/* How long curses waits after an Esc for the rest of a key's sequence,
+ * unless ESCDELAY is set: none. A terminal writes a sequence whole, so its
+ * bytes are there when the Esc is read; a tail split off in transit is
+ * swallowed by the app (app.c, esc_tail) instead of waited for. */
+#define TUI_ESCDELAY_MS 0
 
 /* Curses on, signal handlers that restore the terminal before a crash or a
  * kill, stderr captured into a pipe (read end in *err_fd) so stray writes
@@ -99,6 +110,10 @@ void tui_pane_refresh(tui_pane *p, tui_app *a);
 /* Scrolling and cursor keys shared by every pane; 1 when handled. */
 int tui_pane_key(tui_pane *p, tui_app *a, int key);
 void tui_pane_scroll_to(tui_pane *p, int line);
+/* The panes hidden behind this one in its slot, in words ("Tab:
+ * Diagnostics (2 errors), Roofline & occupancy") into buf; returns how
+ * many (0: the pane has its place to itself, buf empty). */
+int tui_pane_hidden_note(tui_app *a, int pane, char *buf, size_t n);
 void tui_pane_free(tui_pane *p);
 
 /* ---- the app (app.c) ---------------------------------------------------------------- */
@@ -116,8 +131,29 @@ typedef enum {
     TUI_ASK_REJECT,
     TUI_ASK_SEARCH,
     TUI_ASK_KB_APPROVE,
-    TUI_ASK_KB_REJECT
+    TUI_ASK_KB_REJECT,
+    TUI_ASK_JUMP, /* replay: a step number */
+    TUI_ASK_NOTE, /* replay: a teacher's note at this moment */
+    TUI_ASK_GPU,  /* the GPU the figures assume */
+    TUI_ASK_CMD   /* the : palette: switch model, endpoint or backend */
 } tui_ask;
+
+/* A teacher's note in a replay (annotations.jsonl): shown once the replay
+ * reaches pos (events applied), in the step's reasoning. */
+typedef struct tui_note {
+    int pos;
+    int step;
+    char by[32];
+    char *text;
+} tui_note;
+
+/* The most a prompt holds (a rejection's reason, a note): past it typing
+ * says so, and Ctrl-E's $EDITOR text is refused whole, never cut. */
+#define TUI_INPUT_MAX 16384
+
+/* Seconds a decision waits before the run gets it (and the next step
+ * starts): u takes it back until then. */
+#define TUI_UNDO_S 3
 
 /* The knowledge review screen (kbscreen.c). */
 typedef struct tui_kbscreen {
@@ -157,14 +193,16 @@ struct tui_app {
     /* performance pane: the GPU spec the figures use, loaded on demand */
     hw_spec *gpu_spec;
     char gpu_spec_name[32];
+    char gpu_pick[32]; /* the GPU the person picked for the figures (H), "" none */
     /* modal state */
     tui_modal modal;
     WINDOW *mwin;
     PANEL *mpanel;
     int mdirty;
     tui_ask ask;
-    wchar_t input_buf[256];
-    int input_len;
+    wchar_t *input_buf; /* the prompt's text, up to TUI_INPUT_MAX characters */
+    int input_len, input_cap;
+    int prompt_multi; /* the prompt is the multi-line editor overlay */
     char confirm_q[256];
     int confirm_what;
     tui_lines text; /* TUI_MODAL_TEXT content */
@@ -175,6 +213,8 @@ struct tui_app {
     char flash[400];
     int flash_alert;
     double flash_until;
+    long long flash_timer; /* its expiry, 0 none */
+    int closing;           /* tui_app_close has begun: no new timers */
     /* running state */
     int quit;
     int exit_code;
@@ -188,6 +228,28 @@ struct tui_app {
     int nev, pos;      /* events applied: [0, pos) */
     int playing;
     long long play_timer;
+    double speed;     /* the recording's seconds per real second */
+    double *vt;       /* per event: its time on the replay's clock (gaps capped) */
+    double play_t0, play_vt0; /* when play (re)started, and the clock then */
+    tui_note *notes;
+    int nnotes, capnotes;
+    /* review: a decision held for its undo window (TUI_UNDO_S) */
+    int pend;
+    ag_decision pend_d;
+    cJSON *pend_art;   /* owned */
+    char *pend_reason; /* owned */
+    int pend_rest;     /* A: this and every later step */
+    int pend_step;
+    double pend_until;
+    long long pend_timer;
+    char *kept_edit; /* an edit the run refused, for the next e (owned) */
+    int kept_step;
+    unsigned char *hunk_rej; /* per hunk of the kernel under review: 1 rejected */
+    int nhunk_rej;
+    int hunk_step; /* the step the marks are for */
+    /* Esc: 1 just after a lone Esc, 2 inside a CSI tail, 3 an SS3 tail */
+    int esc_state;
+    double esc_t;
     /* measurement hooks for the latency benchmark */
     long frames;
 };
@@ -200,6 +262,12 @@ int tui_app_sel(const tui_app *a);
 void tui_app_select(tui_app *a, int step_index, int follow);
 /* The revisions the source pane compares. */
 void tui_app_src_pair(const tui_app *a, int *from, int *to);
+/* The decision waiting in its undo window, in words. */
+void tui_app_pending_text(const tui_app *a, char *buf, size_t n);
+/* Per-hunk review of the kernel awaiting review: the hunks' marks, reset
+ * when another step awaits; 1 when the source pane shows that kernel's
+ * diff (so x and the marks apply). */
+int tui_app_hunk_review(tui_app *a);
 /* Open the one-line prompt; what Enter does depends on ask. */
 void tui_app_prompt(tui_app *a, tui_ask ask, const char *initial);
 /* A text overlay (help, a knowledge-base entry) from lines the caller built
@@ -209,8 +277,11 @@ void tui_app_show_text(tui_app *a, const char *title);
 void tui_app_open_entry(tui_app *a, const char *id);
 /* Show a revision line in the source pane (from a diagnostic). */
 void tui_app_jump_source(tui_app *a, int rev, int line);
-/* The GPU spec for figures (cached), or NULL. */
+/* The GPU spec for figures (cached), or NULL: the one the person picked,
+ * else the one measured on, else the occupancy's, else the spec's. *why
+ * (may be NULL) gets where it came from, in words. */
 const hw_spec *tui_app_gpu(tui_app *a);
+const char *tui_app_gpu_why(tui_app *a);
 
 /* kbscreen.c */
 void tui_kb_open(tui_app *a);
@@ -225,6 +296,20 @@ void tui_kb_entry_lines(const cJSON *entry, const char *origin, int width, tui_l
 void tui_versions_draw(tui_app *a);
 int tui_versions_key(tui_app *a, int key);
 
+/* replay.c: see there; the pure parts are in internal.h. */
+void tui_replay_seek(tui_app *a, int pos);
+int tui_replay_jump_step(tui_app *a, int step); /* -1: no such step */
+void tui_replay_set_speed(tui_app *a, double speed);
+int tui_replay_key(tui_app *a, int k); /* 1 when handled */
+/* Read notes (a missing file is none); bad lines are skipped with a line in
+ * warn. -1 when the file exists but cannot be read. */
+int tui_notes_load(tui_app *a, const char *path, dt_buf *warn);
+/* Keep a note at the current position: appended to o->notes_path. */
+void tui_replay_note(tui_app *a, const char *text);
+int tui_replay_notes_for(const tui_app *a, int step);
+void tui_replay_note_lines(const tui_app *a, int step, int width, tui_lines *out);
+void tui_replay_free(tui_app *a);
+
 /* status.c */
 void tui_status_draw(tui_app *a);
 
@@ -232,6 +317,9 @@ void tui_status_draw(tui_app *a);
  * benchmark. */
 tui_app *tui_app_new(const tui_opts *o, int replay);
 int tui_app_open(tui_app *a, dt_err *e);   /* the terminal and the windows */
+/* The windows and panels on the current curses screen (tui_app_open's
+ * second half; the export draws on a screen of its own). */
+void tui_app_windows(tui_app *a, int utf8);
 void tui_app_event(tui_app *a, const cJSON *ev);
 void tui_app_render(tui_app *a);           /* draw what is dirty, one doupdate */
 int tui_app_input(tui_app *a);             /* read every pending key; how many */

@@ -1,6 +1,7 @@
 /* wrap.c -- UTF-8 decoding, display widths by wcwidth, and word wrapping. */
 #include "tui/internal.h"
 
+#include <string.h>
 #include <wchar.h>
 
 int tui_utf8_next(const char *s, int n, unsigned *cp)
@@ -162,4 +163,14 @@ int tui_wrap(const char *text, int len, int width, tui_wrap_fn *fn, void *ud)
         i = end + 1;
     }
     return pieces;
+}
+
+static void add_piece(const char *s, int len, void *ud)
+{
+    tui_lines_add(ud, s, len, TUI_R_NORMAL);
+}
+
+int tui_wrap_lines(const char *text, int width, tui_lines *out)
+{
+    return tui_wrap(text, (int)strlen(text), width, add_piece, out);
 }

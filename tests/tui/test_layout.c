@@ -65,6 +65,8 @@ Test(layout, an_80x24_terminal_should_share_one_slot_among_three_panes)
     cr_assert_geq(l.pane[TUI_P_STEPS].w, 20);
     cr_assert_gt(l.pane[TUI_P_SOURCE].y, l.pane[TUI_P_REASON].y);
     cr_assert_geq(l.pane[TUI_P_SOURCE].h, 10, "the kernel needs room");
+    /* the current step's reasoning and outcome get half the height */
+    cr_assert_geq(l.pane[TUI_P_REASON].h, 11);
     cr_assert_eq(l.side_by_side, 0);
 }
 
@@ -83,15 +85,28 @@ Test(layout, a_200x60_terminal_should_show_every_pane_and_two_columns_of_code)
     cr_assert_geq(l.pane[TUI_P_SOURCE].w, 96);
 }
 
-Test(layout, a_120x40_terminal_should_give_diagnostics_a_place)
+Test(layout, a_120x40_terminal_should_show_reasoning_source_diagnostics_and_performance_at_once)
 {
+    /* 120 x 40 and what lies between it and the wide tier */
+    static const int sizes[][2] = {{120, 40}, {110, 30}, {150, 44}, {179, 60}, {200, 44}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(sizes); i++) {
+        tui_layout l;
+        tui_layout_compute(sizes[i][0], sizes[i][1], &l);
+        cr_assert_eq(l.tier, TUI_TIER_MEDIUM, "%dx%d", sizes[i][0], sizes[i][1]);
+        check_tiling(&l);
+        cr_assert_eq(distinct_slots(&l), TUI_NPANES, "%dx%d: every pane its own place",
+                     sizes[i][0], sizes[i][1]);
+        /* the measurements table needs 38 columns inside the border */
+        cr_assert_geq(l.pane[TUI_P_PERF].w - 2, 38);
+        cr_assert_geq(l.pane[TUI_P_SOURCE].h - 2, 8, "%dx%d: room for code", sizes[i][0],
+                      sizes[i][1]);
+        cr_assert_geq(l.pane[TUI_P_REASON].h - 2, 6);
+        cr_assert_geq(l.pane[TUI_P_DIAG].h - 2, 3);
+    }
     tui_layout l;
     tui_layout_compute(120, 40, &l);
-    cr_assert_eq(l.tier, TUI_TIER_MEDIUM);
-    check_tiling(&l);
-    cr_assert_eq(distinct_slots(&l), 4);
-    cr_assert_eq(l.slot[TUI_P_SOURCE], l.slot[TUI_P_PERF]);
-    cr_assert_neq(l.slot[TUI_P_DIAG], l.slot[TUI_P_SOURCE]);
+    cr_assert_geq(l.pane[TUI_P_REASON].h - 2, 9);
+    cr_assert_geq(l.pane[TUI_P_SOURCE].w - 2, 78, "a kernel line of 78 columns fits");
 }
 
 Test(layout, every_size_should_tile_and_tiny_ones_should_say_so)

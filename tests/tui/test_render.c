@@ -399,3 +399,156 @@ Test(render, lines_should_expand_tabs_and_find_text)
     tui_lines_clear(&l);
     cr_assert_eq(l.n, 0);
 }
+
+static void apply_all(tui_model *m, const char *json)
+{
+    cJSON *e = cJSON_Parse(json);
+    cr_assert_not_null(e);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, e) tui_model_apply(m, it);
+    cJSON_Delete(e);
+}
+
+Test(render, a_narrow_status_row_should_drop_the_matrix_first_and_keep_the_state)
+{
+    tui_model m;
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"session_started\",\"spec\":{\"op\":\"spmv\",\"dtype\":\"fp32\","
+                  "\"matrix\":\"/data/matrices/a-rather-long-folder/webbase-1M.mtx\"},"
+                  "\"fingerprint\":{\"gpu\":\"none\"},\"backend\":\"llm\",\"model\":\"m-1\"},"
+                  "{\"type\":\"step_started\",\"step\":1,\"kind\":\"plan\",\"version\":2},"
+                  "{\"type\":\"awaiting_review\",\"step\":1}]");
+    dt_buf s = DT_BUF_INIT;
+    tui_status_fit(&m, 0, 0, 0, 0, 80, &s);
+    cr_assert_leq(tui_str_width(s.data, (int)s.len), 80, "%s", s.data);
+    cr_assert_null(strstr(s.data, "webbase"), "the matrix goes first: %s", s.data);
+    cr_assert_not_null(strstr(s.data, "review plan v2"), "%s", s.data);
+    cr_assert_not_null(strstr(s.data, "0 tok $0.0000"), "%s", s.data);
+    cr_assert_not_null(strstr(s.data, "llm m-1"), "%s", s.data);
+    dt_buf_reset(&s);
+    tui_status_fit(&m, 0, 0, 0, 0, 30, &s);
+    cr_assert_str_eq(s.data, " review plan v2", "only the state is left at 30 columns");
+    dt_buf_reset(&s);
+    tui_status_fit(&m, 0, 0, 0, 0, 1000, &s);
+    cr_assert_not_null(strstr(s.data, "spmv fp32 /data/matrices"), "%s", s.data);
+    dt_buf_free(&s);
+    tui_model_clear(&m);
+}
+
+Test(render, an_agent_name_that_does_not_fit_should_end_in_an_ellipsis)
+{
+    tui_model m;
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":1,\"kind\":\"generate\",\"version\":3,"
+                  "\"agent\":\"Code Generator\"},"
+                  "{\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\",\"ok\":true,"
+                  "\"seconds\":4.5}]");
+    tui_lines l = {0};
+    tui_steps_build(&m, 36, 1, 0, 0, &l);
+    cr_assert_str_eq(l.v[0].text, "✓  1 generate v3    4.50s  Code Gen…");
+    cr_assert_eq(tui_str_width(l.v[0].text, l.v[0].len), 36);
+    tui_lines_clear(&l);
+    tui_steps_build(&m, 36, 0, 0, 0, &l);
+    cr_assert_str_eq(l.v[0].text, "+  1 generate v3    4.50s  Code G...", "%s", l.v[0].text);
+    tui_lines_clear(&l);
+    tui_model_clear(&m);
+}
+
+Test(render, feedback_that_is_the_transitions_reason_should_appear_once)
+{
+    tui_model m;
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":1,\"kind\":\"plan\",\"version\":1},"
+                  "{\"type\":\"step_finished\",\"step\":1,\"status\":\"rejected\",\"ok\":true},"
+                  "{\"type\":\"transition\",\"from\":\"plan\",\"to\":\"plan\",\"edge\":"
+                  "\"plan->plan\",\"iteration\":1,\"reason\":\"rejected: use SELL for these "
+                  "rows\"},"
+                  "{\"type\":\"step_started\",\"step\":2,\"kind\":\"plan\",\"version\":2,"
+                  "\"inputs\":{\"feedback\":\"use SELL for these rows\"}}]");
+    tui_lines l = {0};
+    tui_reason_build(&m, 1, 70, 1, NULL, NULL, &l);
+    int n = 0;
+    for (int i = 0; i < l.n; i++)
+        n += strstr(l.v[i].text, "use SELL for these rows") != NULL;
+    cr_assert_eq(n, 1, "the feedback once, not in the transition's line too");
+    HAS(&l, "Feedback: use SELL for these rows");
+    HAS(&l, "after plan (plan->plan, iteration 1): rejected");
+    tui_lines_clear(&l);
+    tui_model_clear(&m);
+}
+
+Test(render, diagnostics_should_count_the_current_version_and_the_outcome_name_errors)
+{
+    tui_model m;
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":1,\"kind\":\"generate\",\"version\":1},"
+                  "{\"type\":\"artifact\",\"step\":1,\"name\":\"kernel\",\"version\":1,"
+                  "\"content\":\"bad\"},"
+                  "{\"type\":\"step_started\",\"step\":2,\"kind\":\"compile\",\"version\":1},"
+                  "{\"type\":\"diagnostic\",\"step\":2,\"severity\":\"error\",\"source\":"
+                  "\"nvrtc\",\"line\":1,\"message\":\"identifier \\\"bad\\\" is undefined\\n"
+                  "  bad\\n  ^\"},"
+                  "{\"type\":\"diagnostic\",\"step\":2,\"severity\":\"error\",\"source\":"
+                  "\"nvrtc\",\"line\":1,\"message\":\"expected a declaration\"},"
+                  "{\"type\":\"step_finished\",\"step\":2,\"status\":\"approved\",\"ok\":false}]");
+    int err, warn, older;
+    tui_diag_counts(&m, &err, &warn, &older);
+    cr_assert_eq(err, 2);
+    tui_lines l = {0};
+    tui_reason_build(&m, 1, 70, 1, NULL, NULL, &l);
+    HAS(&l, "Error (nvrtc, line 1): identifier \"bad\" is undefined");
+    HAS(&l, "Error (nvrtc, line 1): expected a declaration");
+    cr_assert_lt(tt_lines_find(&l, "  ^"), 0, "the caret excerpt stays in Diagnostics");
+    tui_lines_clear(&l);
+    /* the fix compiles: v2's compile has no errors, v1's are history */
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":3,\"kind\":\"generate\",\"version\":2},"
+                  "{\"type\":\"artifact\",\"step\":3,\"name\":\"kernel\",\"version\":2,"
+                  "\"content\":\"good\"},"
+                  "{\"type\":\"step_started\",\"step\":4,\"kind\":\"compile\",\"version\":2},"
+                  "{\"type\":\"step_finished\",\"step\":4,\"status\":\"approved\",\"ok\":true}]");
+    tui_diag_counts(&m, &err, &warn, &older);
+    cr_assert_eq(err, 0, "not \"2 errors\" after the fix compiled");
+    cr_assert_eq(older, 2);
+    tui_diag_build(&m, 70, &l);
+    cr_assert_geq(tt_lines_find(&l, "error nvrtc step 2 v1 line 1"), 0);
+    cr_assert_eq(l.v[0].role, TUI_R_DIM, "v1's errors are dimmed");
+    tui_lines_clear(&l);
+    tui_model_clear(&m);
+}
+
+Test(render, the_status_row_should_show_the_brain_in_use_and_streaming_tokens)
+{
+    tui_model m;
+    tui_model_init(&m);
+    m.price_out = 10; /* USD per million output tokens */
+    apply_all(&m, "[{\"type\":\"session_started\",\"spec\":{\"op\":\"spmv\",\"dtype\":\"fp32\","
+                  "\"matrix\":\"m.mtx\"},\"fingerprint\":{\"gpu\":\"none\"},\"backend\":\"llm\","
+                  "\"model\":\"big-1\"},"
+                  "{\"type\":\"step_started\",\"step\":1,\"kind\":\"plan\",\"version\":1},"
+                  "{\"type\":\"text\",\"step\":1,\"text\":\"0123456789012345678901234567890123456789"
+                  "0123456789012345678901234567890123456789\"}]");
+    dt_buf s = DT_BUF_INIT;
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| llm big-1 |"), "%s", s.data);
+    cr_assert_not_null(strstr(s.data, "0 tok $0.0000, streaming ~20 tok ~$0.0002"), "%s", s.data);
+    /* the endpoint fails: the expert takes over, and the row says why */
+    apply_all(&m, "[{\"type\":\"log\",\"step\":1,\"level\":\"warning\",\"message\":\"LLM "
+                  "unavailable (server): falling back to the expert backend\",\"backend\":"
+                  "\"expert\",\"why\":\"HTTP 500 from the endpoint\"}]");
+    dt_buf_reset(&s);
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| fell back to expert: HTTP 500 from the endpoint |"), "%s",
+                       s.data);
+    cr_assert_null(strstr(s.data, "big-1"), "the LLM is not in use: %s", s.data);
+    cr_assert_null(strstr(s.data, "streaming"), "no LLM stream to estimate: %s", s.data);
+    /* a person switches back to the LLM with another model */
+    apply_all(&m, "[{\"type\":\"log\",\"level\":\"info\",\"message\":\"backend switched\","
+                  "\"setting\":\"backend\",\"value\":\"llm\",\"by\":\"person\"},"
+                  "{\"type\":\"log\",\"level\":\"info\",\"message\":\"model switched\","
+                  "\"setting\":\"model\",\"value\":\"small-2\",\"by\":\"person\"}]");
+    dt_buf_reset(&s);
+    tui_status_text(&m, 0, 0, 0, 0, &s);
+    cr_assert_not_null(strstr(s.data, "| llm small-2 |"), "%s", s.data);
+    dt_buf_free(&s);
+    tui_model_clear(&m);
+}

@@ -123,11 +123,37 @@ Test(tmux, the_workbench_should_show_steps_and_source_and_quit_cleanly)
     tt_keys(&t, "A");
     TT_EXPECT(&t, "finished (exit 3)", SLOW);
     TT_EXPECT(&t, "compiled without a GPU", QUICK);
-    /* three Tabs on: the performance pane takes the source's place */
-    tt_keys(&t, "Tab Tab Tab");
+    /* at 120x40 the performance pane has its own place; it says which GPU
+     * it assumes, and that measuring needs one */
     TT_EXPECT(&t, "Roofline & occupancy", QUICK);
+    TT_EXPECT(&t, "GPU assumed: NVIDIA H200 (no GPU", QUICK);
     TT_EXPECT(&t, "theoretical 100%", QUICK);
-    TT_EXPECT(&t, "no GPU: verification and measurement need one", QUICK);
+    /* the focus is on the reasoning (Enter on the rule above): three Tabs
+     * on is the performance pane */
+    tt_keys(&t, "Tab Tab Tab");
+    tt_keys(&t, "G");
+    TT_EXPECT(&t, "no GPU: verification and", QUICK);
+    TT_EXPECT(&t, "Roofline: NVIDIA H200 (assumed), fp32", QUICK);
+    /* the predicted point from the PatternReport, and no tune on offer */
+    TT_EXPECT(&t, "predicted AI", QUICK);
+    char *scr = tt_screen(&t);
+    cr_assert_null(strstr(scr, "t tune"), "no GPU: no tune on offer:\n%s", scr);
+    free(scr);
+    tt_keys(&t, "t");
+    TT_EXPECT(&t, "tuning times kernels on a GPU, and this machine has none", QUICK);
+    /* H: the figures for another GPU, named */
+    tt_keys(&t, "H");
+    TT_EXPECT(&t, "GPU for the figures", QUICK);
+    tt_type(&t, "a100-80gb-sxm");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "the figures assume NVIDIA A100", QUICK);
+    TT_EXPECT(&t, "Roofline: NVIDIA A100", QUICK);
+    tt_keys(&t, "g");
+    TT_EXPECT(&t, "(picked with H)", QUICK);
+    tt_keys(&t, "H");
+    tt_type(&t, "no-such-gpu");
+    tt_keys(&t, "Enter");
+    TT_EXPECT(&t, "no-such-gpu", QUICK);
     tt_keys(&t, "q");
     quit_and_expect(&t, 0);
     tt_stop(&t);
@@ -613,7 +639,8 @@ Test(tmux, ditto_alone_should_open_the_workbench_on_the_default_problem)
     tt_term t;
     tt_init(&t);
     tt_start(&t, 120, 40, "C.UTF-8", NULL, "");
-    TT_EXPECT(&t, "spmv fp32 gen:rmat:rows=1M,nnz=16M,seed=1", SLOW);
+    /* the matrix path shortened with an ellipsis where the row is short */
+    TT_EXPECT(&t, "spmv fp32 gen:rmat:rows=1M", SLOW);
     TT_EXPECT(&t, "profile  v1", SLOW);
     /* quitting while the profile still runs: asked, then abandoned */
     tt_keys(&t, "q");
