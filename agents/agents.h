@@ -223,6 +223,9 @@ typedef struct ag_tune_opts {
     int max_finalists;         /* per strategy (0: a third of the variants, at least 2) */
     int refine;                /* points per strategy and refinement round (0: half the
                                 * budget, at least 2; < 0: no refinement) */
+    int compile_only;          /* no GPU: compile every variant (any worker) and run the
+                                * static rules on it; nothing is timed or verified, the
+                                * result says per variant compiled or why not */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;

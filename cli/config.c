@@ -67,6 +67,10 @@ cJSON *cli_config_load(dt_buf *problems)
         dt_buf_printf(problems, "%s: $.workers.launcher: expected a command line with {exe} and "
                                 "{device}\n",
                       path);
+    const char *ship = dt_json_str(w, "ship", "auto");
+    if (w && (!dt_streq(ship, "auto") && !dt_streq(ship, "always") && !dt_streq(ship, "never")))
+        dt_buf_printf(problems, "%s: $.workers.ship: expected \"auto\", \"always\" or \"never\"\n",
+                      path);
     const cJSON *b = cJSON_GetObjectItem(c, "backend");
     if (b && (!cJSON_IsString(b) || (!dt_streq(b->valuestring, "expert") &&
                                      !dt_streq(b->valuestring, "llm"))))

@@ -49,6 +49,10 @@ typedef struct gpu_pool_opts {
     double start_deadline_s; /* for the hello after a start (default 30 s) */
     double max_deadline_s;  /* > 0: a cap on every request's deadline, even one a caller
                              * asked for (a person's --deadline); 0: none */
+    /* Shipping matrix files to workers (PROTOCOL.md, "Shipping files"):
+     * 0 (auto) when the launcher runs ssh or srun, or once a worker said
+     * it cannot see a path; 1 always; -1 never. */
+    int ship;
     gpu_log_fn *log;        /* default: stderr with a "worker N: " prefix */
     void *log_ud;
 } gpu_pool_opts;
@@ -87,6 +91,8 @@ const cJSON *gpu_pool_hello(const gpu_pool *p, int worker);
 int gpu_pool_wait_ready(gpu_pool *p, double timeout_s);
 /* How many times workers were restarted. */
 int gpu_pool_restarts(const gpu_pool *p);
+/* Files shipped to workers (each stored and hash-checked) and their bytes. */
+int gpu_pool_shipments(const gpu_pool *p, int64_t *bytes);
 /* Requests queued or running. */
 int gpu_pool_pending(const gpu_pool *p);
 /* Cancel a queued or running request: a running one kills its worker (the
