@@ -234,10 +234,11 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         return -1;
     if (stored == NULL && strncmp(src, "gen:", 4) != 0 && strncmp(src, "rep:", 4) != 0 &&
         access(src, R_OK) != 0) {
-        /* Said apart from a file that does not parse: the client ships it. */
+        /* Said apart from a file that does not parse (path_missing): the
+         * client ships it. */
         char host[256] = "?";
         gethostname(host, sizeof host - 1);
-        e->code = WK_ENOTFOUND;
+        e->code = WK_ELOAD;
         dt_json_set_bool(out, "path_missing", 1);
         return dt_err_set(e, "%s: cannot be read on this worker's host (%s, pid %ld): %s", src, host,
                           (long)getpid(), strerror(errno));
