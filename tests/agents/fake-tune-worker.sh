@@ -8,6 +8,13 @@
 # characters are appended to that file. With FAKE_TUNE_SLOPE set, a point
 # is faster the larger its WARPS and UNROLL (a landscape a local search can
 # climb).
+# Scheduling (the pool's tests): FAKE_TUNE_GPU=N reports GPU N
+# (FAKE_TUNE_NAME, default FakeGPU) on host "fakehost"; with FAKE_TUNE_LOCKS
+# set (a folder), each measure or verify holds that GPU's lock for 50 ms and
+# appends "GPU" to FAKE_TUNE_LOCKS/timed, or "OVERLAP GPU" to
+# FAKE_TUNE_LOCKS/overlaps when another timing held it (two at once on one
+# GPU). FAKE_TUNE_DIE_AT=N: the worker kills itself at its Nth compile.
+compiles=0
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
   # The pool writes the request's own fields, then its "id".
@@ -25,8 +32,27 @@ while IFS= read -r line; do
     u=$(printf '%s' "$params" | sed -n 's/.*"UNROLL":\([0-9]*\).*/\1/p')
     us="$((100 - ${w:-0} - ${u:-0})).0"
   fi
+  if [ -n "${FAKE_TUNE_LOCKS:-}" ] && { [ "$req" = measure ] || [ "$req" = verify ]; }; then
+    if mkdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU" 2>/dev/null; then
+      echo "${FAKE_TUNE_NAME:-FakeGPU} $FAKE_TUNE_GPU" >> "$FAKE_TUNE_LOCKS/timed"
+      sleep 0.05
+      rmdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU"
+    else
+      echo "OVERLAP $FAKE_TUNE_GPU" >> "$FAKE_TUNE_LOCKS/overlaps"
+    fi
+  fi
+  if [ "$req" = compile ]; then
+    compiles=$((compiles + 1))
+    [ "$compiles" = "${FAKE_TUNE_DIE_AT:-0}" ] && kill -9 $$
+  fi
   case "$req" in
-    hello) printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$" ;;
+    hello)
+      if [ -n "${FAKE_TUNE_GPU:-}" ]; then
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s"}}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}"
+      else
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$"
+      fi ;;
+    compile) printf '{"id":%s,"ok":true,"compiled":true,"kernels":[{"name":"k","registers":%s}]}\n' "$id" "$((16 + sum % 48))" ;;
     measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"}\n' "$id" "$us" "$key" ;;
     verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]}\n' "$id" ;;
     shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;
