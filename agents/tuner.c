@@ -578,6 +578,7 @@ static void record_compile(variant *v, const cJSON *reply)
         cJSON_AddItemToArray(ks, o);
     }
     dt_json_set_take(v->checks, "kernels", ks);
+    dt_json_set_num(v->checks, "seconds", dt_json_num(reply, "seconds", 0)); /* the worker's */
     const cJSON *ct = cJSON_GetObjectItem(reply, "contract");
     if (v->compiled)
         dt_json_set_take(v->checks, "static", ag_static_rules(v->source, ct));
@@ -1022,6 +1023,7 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
         dt_json_set_bool(o, "compiled", v->compiled);
     if (v->checks) {
         dt_json_set_take(o, "kernels", cJSON_Duplicate(cJSON_GetObjectItem(v->checks, "kernels"), 1));
+        dt_json_set_num(o, "compile_seconds", dt_json_num(v->checks, "seconds", 0));
         const cJSON *st = cJSON_GetObjectItem(v->checks, "static");
         if (st)
             dt_json_set_take(o, "static", cJSON_Duplicate(st, 1));
