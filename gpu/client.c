@@ -1029,7 +1029,8 @@ static int maybe_ship(gpu_pool *p, wproc *w, request *r)
      * characters become '_'. */
     snprintf(name, sizeof name, "%s", base[0] && base[0] != '.' ? base : "matrix");
     for (char *c = name; *c; c++)
-        if (!ship_name_ok((char[]){*c, 0}) && *c != '.')
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              strchr("._+-", *c)))
             *c = '_';
     if (!ship_name_ok(name))
         snprintf(name, sizeof name, "matrix");

@@ -18,6 +18,13 @@
  * worker (error "protocol" when the retry fails too). Workers get
  * PR_SET_PDEATHSIG: they die with ditto however it ends.
  *
+ * Scale-out: a retry goes to another worker when one is up (unless the
+ * caller named the worker); a worker that keeps dying soon after its start
+ * is restarted with a doubling delay; a worker that cannot see a matrix's
+ * path (or any worker of an ssh/srun launcher) is sent the file's bytes,
+ * content-addressed, once per worker (PROTOCOL.md, "Shipping files").
+ * Replies carry "worker", the index of the worker that answered.
+ *
  * Ownership: requests passed to the pool are taken (the pool frees them);
  * replies handed to callbacks are borrowed for the duration of the call;
  * gpu_pool_call returns a reply the caller frees with cJSON_Delete. */
