@@ -611,6 +611,9 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         v->worker = wi;
         t->per_worker[wi]++;
     }
+    char wtag[32] = ""; /* each line names the worker that answered */
+    if (wi >= 0)
+        snprintf(wtag, sizeof wtag, " [worker %d]", wi);
     if (kind == 4 && t->o.compile_only) {
         int ok = dt_json_bool(reply, "ok", 0);
         if (ok)
@@ -619,29 +622,26 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
         int findings = cJSON_GetArraySize(cJSON_GetObjectItem(v->checks, "static"));
         const cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(v->checks, "kernels"), 0);
-        char w[32] = "";
-        if (wi >= 0)
-            snprintf(w, sizeof w, " [worker %d]", wi);
         if (v->compiled == 1)
             progress(t, "  %-16s %-40s compiled: %d registers, %d static finding%s%s%s", sname,
                      ps, (int)dt_json_num(k0, "registers", 0), findings, findings == 1 ? "" : "s",
-                     dt_json_bool(reply, "retried", 0) ? ", retried" : "", w);
+                     dt_json_bool(reply, "retried", 0) ? ", retried" : "", wtag);
         else
-            progress(t, "  %-16s %-40s %s%s", sname, ps, v->error ? v->error : "not compiled", w);
+            progress(t, "  %-16s %-40s %s%s", sname, ps, v->error ? v->error : "not compiled", wtag);
     } else if (kind == 4) {
         /* precompiled into the shared disk cache; errors show up again later */
     } else if (kind == 3) {
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->final);
             v->final = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx", sname, ps,
+            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx%s", sname, ps,
                      dt_json_num(reply, "us", 0),
                      dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
                      dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
-                     dt_json_num(reply, "speedup", 0));
+                     dt_json_num(reply, "speedup", 0), wtag);
         } else {
-            progress(t, "  %-16s %-40s comparison failed: %s", sname, ps,
-                     gpu_reply_error(reply, buf, sizeof buf));
+            progress(t, "  %-16s %-40s comparison failed: %s%s", sname, ps,
+                     gpu_reply_error(reply, buf, sizeof buf), wtag);
         }
     } else if (kind == 0) {
         if (dt_json_bool(reply, "ok", 0)) {
@@ -649,14 +649,14 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
             double us = v->quick_us;
             const variant *same = fold_same(t, v, reply);
             char *sp = same ? dt_json_print(same->params, 0) : NULL;
-            progress(t, "  %-16s %-40s %9.2f us (quick, %s)%s%s%s", sname, ps, us,
+            progress(t, "  %-16s %-40s %9.2f us (quick, %s)%s%s%s%s", sname, ps, us,
                      dt_json_str(reply, "method", "?"),
                      sp ? ": the same kernel and launch as " : "", sp ? sp : "",
-                     sp ? ", the next point in its place" : "");
+                     sp ? ", the next point in its place" : "", wtag);
             free(sp);
         } else {
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s failed: %s", sname, ps, v->error);
+            progress(t, "  %-16s %-40s failed: %s%s", sname, ps, v->error, wtag);
         }
     } else if (kind == 1) {
         v->verified = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "passed", 0);
@@ -666,7 +666,8 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
                                                     : dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
         }
         v->s2 = v->verified ? 2 : 4;
-        progress(t, "  %-16s %-40s verify: %s", sname, ps, v->verified ? "passed" : v->error);
+        progress(t, "  %-16s %-40s verify: %s%s", sname, ps, v->verified ? "passed" : v->error,
+                 wtag);
         if (!v->verified && promote_next(t, v->strategy))
             progress(t, "  %-16s the next fastest variant takes its place as a finalist", sname);
     } else {
@@ -674,12 +675,12 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->measure);
             v->measure = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us (%s, full)", sname, ps,
-                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""));
+            progress(t, "  %-16s %-40s %9.2f us (%s, full)%s", sname, ps,
+                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""), wtag);
         } else {
             free(v->error);
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s measure failed: %s", sname, ps, v->error);
+            progress(t, "  %-16s %-40s measure failed: %s%s", sname, ps, v->error, wtag);
         }
     }
     free(ps);

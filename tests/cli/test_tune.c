@@ -122,6 +122,8 @@ Test(tune, compile_only_should_compile_every_variant_on_the_configured_workers, 
     cr_assert(strstr(p.out, "3 variants: 3 compiled and checked, 0 refused by the compiler, 0 lost"),
               "%s", p.out);
     cr_assert(strstr(p.out, "answers per worker: worker 0: "), "%s", p.out);
+    cr_assert(strstr(p.out, " compiled: ") && strstr(p.out, " static findings [worker "), "%s",
+              p.out);
     cr_assert(strstr(p.out, "matrix shipped to workers 2 times"), "%s\n%s", p.out, p.err);
     cr_assert(strstr(p.err, "it cannot see the path"), "%s", p.err);
     tu_proc_free(&p);
