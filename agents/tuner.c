@@ -28,6 +28,7 @@ typedef struct variant {
     int round;        /* 0: chosen before any timing; r > 0: by refinement round r */
     int compiled;     /* -1 not yet; 0 failed; 1 compiled (the compile stage's answer) */
     int worker;       /* the worker of its last answer, -1 */
+    int timeouts;     /* compiles of it that hung past their deadline */
     cJSON *checks;    /* compile-only: registers, spills and static-rule findings */
 } variant;
 
@@ -588,6 +589,8 @@ static void record_compile(variant *v, const cJSON *reply)
                                 (int)dt_json_num(d, "line", 0), dt_json_str(d, "message", ""));
 }
 
+static int submit(ag_tuner *t, int vi, int kind);
+
 static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 {
     (void)p;
@@ -614,6 +617,18 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
     char wtag[32] = ""; /* each line names the worker that answered */
     if (wi >= 0)
         snprintf(wtag, sizeof wtag, " [worker %d]", wi);
+    if (kind == 4 && v->timeouts == 0 && dt_streq(dt_json_str(reply, "error", ""), "timeout")) {
+        /* A compile that hung: its worker was killed. A node gone silent
+         * (ssh or srun that never closes) looks the same as NVRTC stuck on
+         * the source, so it gets one more try, on whichever worker is free
+         * first; a second hang is the variant's own. */
+        v->timeouts++;
+        progress(t, "  %-16s %-40s compile %s: once more%s", sname, ps,
+                 gpu_reply_error(reply, buf, sizeof buf), wtag);
+        free(ps);
+        submit(t, vi, 4);
+        return;
+    }
     if (kind == 4 && t->o.compile_only) {
         int ok = dt_json_bool(reply, "ok", 0);
         if (ok)

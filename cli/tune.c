@@ -41,10 +41,11 @@ const char cli_tune_usage[] =
     "(README: workers on a Slurm cluster or over ssh). Compiles go to any worker; timings\n"
     "to workers whose GPU is the target's, one at a time per GPU. A worker that dies is\n"
     "restarted (with a growing delay when it keeps dying) and its job retried once on\n"
-    "another worker. --compile-only, for workers without a GPU: every variant is compiled\n"
-    "and checked by the static rules, nothing is timed; each variant's line says compiled\n"
-    "or why not, and the exit status is 0 only when every variant was compiled or refused\n"
-    "by the compiler with its diagnostic (none lost).\n";
+    "another worker; a compile that hangs past its deadline is tried once more.\n"
+    "--compile-only, for workers without a GPU: every variant is compiled and checked by\n"
+    "the static rules, nothing is timed; each variant's line says compiled or why not,\n"
+    "and the exit status is 0 only when every variant was compiled or refused by the\n"
+    "compiler with its diagnostic (none lost).\n";
 
 typedef struct tune_ctx {
     cJSON *result;
@@ -327,8 +328,8 @@ int cli_tune(int argc, char **argv)
         int64_t shipped = 0;
         int ships = gpu_pool_shipments(pool, &shipped);
         if (!json && ships > 0)
-            printf("matrix shipped to workers %d time%s (%lld bytes)\n", ships, ships == 1 ? "" : "s",
-                   (long long)shipped);
+            printf("matrix shipped to workers %d time%s (%lld bytes)\n", ships,
+                   ships == 1 ? "" : "s", (long long)shipped);
         int lost = (int)dt_json_num(c.result, "lost", 0);
         if (lost > 0)
             fprintf(stderr, "ditto tune: %d variant%s lost (see the lines above)\n", lost,

@@ -13,7 +13,9 @@
 # set (a folder), each measure or verify holds that GPU's lock for 50 ms and
 # appends "GPU" to FAKE_TUNE_LOCKS/timed, or "OVERLAP GPU" to
 # FAKE_TUNE_LOCKS/overlaps when another timing held it (two at once on one
-# GPU). FAKE_TUNE_DIE_AT=N: the worker kills itself at its Nth compile.
+# GPU). FAKE_TUNE_DIE_AT=N: the worker kills itself at its Nth compile;
+# FAKE_TUNE_HANG_ONCE=FILE: the first compile to come while FILE does not
+# exist creates it and is never answered (a node gone silent, once).
 compiles=0
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
@@ -44,6 +46,9 @@ while IFS= read -r line; do
   if [ "$req" = compile ]; then
     compiles=$((compiles + 1))
     [ "$compiles" = "${FAKE_TUNE_DIE_AT:-0}" ] && kill -9 $$
+    if [ -n "${FAKE_TUNE_HANG_ONCE:-}" ] && mkdir "$FAKE_TUNE_HANG_ONCE" 2>/dev/null; then
+      sleep 1000
+    fi
   fi
   case "$req" in
     hello)

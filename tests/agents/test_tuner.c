@@ -522,8 +522,9 @@ static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int 
 {
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("env %s %s/tests/agents/fake-tune-worker.sh", env, tu_src_dir());
+    /* Every request capped at 3 s (a person's --deadline): a hang ends soon. */
     gpu_pool_opts po = {.workers = workers, .launcher = la, .deadline_s = 30,
-                        .start_deadline_s = 20, .log = pool_quiet};
+                        .start_deadline_s = 20, .max_deadline_s = 3, .log = pool_quiet};
     dt_err e = {0};
     gpu_pool *p = gpu_pool_new(l, &po, &e);
     cr_assert_not_null(p, "%s", e.msg);
@@ -629,6 +630,23 @@ Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_mod
     cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
     free(timed);
     free(p);
+    cJSON_Delete(res);
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, a_compile_that_hangs_should_be_tried_once_more_and_every_variant_accounted_for,
+     .timeout = 120)
+{
+    /* The first compile sent is never answered (a node gone silent). */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_HANG_ONCE='%s/hung'", dir);
+    int restarts = 0;
+    cJSON *res = tune_scheduled(env, 2, NULL, 1, &restarts);
+    cr_assert_eq(dt_json_num(res, "compiled", 0), 12, "lost: %g", dt_json_num(res, "lost", -1));
+    cr_assert_eq(dt_json_num(res, "lost", -1), 0);
+    cr_assert_eq(restarts, 1, "the hung worker should have been killed and restarted once");
     cJSON_Delete(res);
     free(env);
     tu_rmtree(dir);
