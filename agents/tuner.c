@@ -64,7 +64,7 @@ struct ag_tuner {
     int round_from;   /* the first variant of the latest round (0 before any) */
     char cache_path[4096];
     int cached;
-    int *per_worker;  /* answers per worker, for the progress lines */
+    int *per_worker; /* answers per worker, for the progress lines */
     int npw;
     char (*timing_dev)[96]; /* devices with a timing in flight ("host:index") */
     int ntiming;
@@ -638,11 +638,12 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         int findings = cJSON_GetArraySize(cJSON_GetObjectItem(v->checks, "static"));
         const cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(v->checks, "kernels"), 0);
         if (v->compiled == 1)
-            progress(t, "  %-16s %-40s compiled: %d registers, %d static finding%s%s%s", sname,
-                     ps, (int)dt_json_num(k0, "registers", 0), findings, findings == 1 ? "" : "s",
+            progress(t, "  %-16s %-40s compiled: %d registers, %d static finding%s%s%s", sname, ps,
+                     (int)dt_json_num(k0, "registers", 0), findings, findings == 1 ? "" : "s",
                      dt_json_bool(reply, "retried", 0) ? ", retried" : "", wtag);
         else
-            progress(t, "  %-16s %-40s %s%s", sname, ps, v->error ? v->error : "not compiled", wtag);
+            progress(t, "  %-16s %-40s %s%s", sname, ps, v->error ? v->error : "not compiled",
+                     wtag);
     } else if (kind == 4) {
         /* precompiled into the shared disk cache; errors show up again later */
     } else if (kind == 3) {
@@ -727,7 +728,8 @@ static int submit(ag_tuner *t, int vi, int kind)
             cJSON_Delete(r);
             return -1;
         }
-        t->timing_dev = dt_xrealloc(t->timing_dev, (size_t)(t->ntiming + 1) * sizeof *t->timing_dev);
+        t->timing_dev =
+            dt_xrealloc(t->timing_dev, (size_t)(t->ntiming + 1) * sizeof *t->timing_dev);
         snprintf(t->timing_dev[t->ntiming++], sizeof *t->timing_dev, "%s", dev);
     }
     job *j = dt_xcalloc(1, sizeof *j);
@@ -1038,7 +1040,8 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
     if (v->compiled >= 0)
         dt_json_set_bool(o, "compiled", v->compiled);
     if (v->checks) {
-        dt_json_set_take(o, "kernels", cJSON_Duplicate(cJSON_GetObjectItem(v->checks, "kernels"), 1));
+        dt_json_set_take(o, "kernels",
+                         cJSON_Duplicate(cJSON_GetObjectItem(v->checks, "kernels"), 1));
         dt_json_set_num(o, "compile_seconds", dt_json_num(v->checks, "seconds", 0));
         const cJSON *st = cJSON_GetObjectItem(v->checks, "static");
         if (st)
@@ -1120,9 +1123,10 @@ static void finish(ag_tuner *t)
         dt_json_set_int(res, "compiled", ok);
         dt_json_set_int(res, "not_compiled", bad);
         dt_json_set_int(res, "lost", lost);
-        progress(t, "%d variants: %d compiled and checked, %d refused by the compiler, %d lost "
-                    "(%.1f s, %.1f variants per minute)", active, ok, bad, lost,
-                 dt_now() - t->t0, active / ((dt_now() - t->t0) / 60.0));
+        progress(t,
+                 "%d variants: %d compiled and checked, %d refused by the compiler, %d lost "
+                 "(%.1f s, %.1f variants per minute)",
+                 active, ok, bad, lost, dt_now() - t->t0, active / ((dt_now() - t->t0) / 60.0));
     }
     cJSON *pw = dt_json_arr();
     dt_buf line = DT_BUF_INIT;

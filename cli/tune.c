@@ -243,7 +243,9 @@ int cli_tune(int argc, char **argv)
     dt_loop *loop = dt_loop_new();
     gpu_pool_opts po = {.workers = workers ? workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = launcher ? launcher : dt_json_str(wj, "launcher", NULL),
-                        .ship = dt_streq(ship, "always") ? 1 : dt_streq(ship, "never") ? -1 : 0,
+                        .ship = dt_streq(ship, "always")  ? 1
+                                : dt_streq(ship, "never") ? -1
+                                                          : 0,
                         .deadline_s = 600};
     dt_err e = {0};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
@@ -259,8 +261,10 @@ int cli_tune(int argc, char **argv)
     }
     const cJSON *dev = cJSON_GetObjectItem(gpu_pool_hello(pool, 0), "device");
     if (!dt_json_bool(dev, "present", 0) && !conly) {
-        fprintf(stderr, "ditto tune: tuning needs a GPU: %s (--compile-only compiles and checks "
-                        "every variant without one)\n", dt_json_str(dev, "reason", "?"));
+        fprintf(stderr,
+                "ditto tune: tuning needs a GPU: %s (--compile-only compiles and checks "
+                "every variant without one)\n",
+                dt_json_str(dev, "reason", "?"));
         status = 3;
         goto out;
     }

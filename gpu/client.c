@@ -58,22 +58,22 @@ typedef struct wproc {
     cJSON *fault;       /* a kernel_fault reply already delivered */
     unsigned gen;       /* bumped at each death: a reader of the old pipes stops */
     struct shipment *ship; /* a file being sent to it, NULL */
-    char **held;        /* "HASH/NAME" of files it is known to hold */
+    char **held;           /* "HASH/NAME" of files it is known to hold */
     int nheld;
-    int quick_deaths;   /* consecutive deaths soon after a start: the backoff */
+    int quick_deaths; /* consecutive deaths soon after a start: the backoff */
     long long restart_timer;
 } wproc;
 
 /* A matrix file sent to one worker in chunks (gpu/PROTOCOL.md, "Shipping
  * files"); the load_matrix that needs it waits here until it is stored. */
 typedef struct shipment {
-    request *load;      /* parked, owned */
+    request *load; /* parked, owned */
     char *path;
     char hash[17];
     char name[129];
     int64_t size, sent;
     int fd;
-    int stage;          /* 0 begin, 1 chunks, 2 end */
+    int stage; /* 0 begin, 1 chunks, 2 end */
     double t0;
     int last_quarter;
 } shipment;
@@ -105,8 +105,8 @@ struct gpu_pool {
     int restarts;
     loaded *loads;
     int closing;
-    int remote;         /* the launcher starts workers elsewhere (ssh, srun) */
-    char **unseen;      /* paths a worker said it cannot see */
+    int remote;    /* the launcher starts workers elsewhere (ssh, srun) */
+    char **unseen; /* paths a worker said it cannot see */
     int nunseen;
     hashed *hashes;
     int64_t shipped_bytes;
@@ -381,8 +381,10 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
     if (delay > BACKOFF_MAX_S)
         delay = BACKOFF_MAX_S;
     char m[200];
-    snprintf(m, sizeof m, "died %d times in a row within %.0f s of starting: restarting it in "
-             "%.2f s", w->quick_deaths, QUICK_DEATH_S, delay);
+    snprintf(m, sizeof m,
+             "died %d times in a row within %.0f s of starting: restarting it in "
+             "%.2f s",
+             w->quick_deaths, QUICK_DEATH_S, delay);
     p->o.log(w->index, m, p->o.log_ud);
     w->restart_timer = dt_loop_add_timer(p->loop, (long)(delay * 1000), restart_later, w);
 }
@@ -819,7 +821,8 @@ static int file_hash(gpu_pool *p, const char *path, char hex[17], int64_t *size,
 {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return dt_err_set(e, "%s: cannot read it to ship it to a worker: %s", path, strerror(errno));
+        return dt_err_set(e, "%s: cannot read it to ship it to a worker: %s", path,
+                          strerror(errno));
     long long mt = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
     for (hashed *h = p->hashes; h; h = h->next) {
         if (strcmp(h->path, path) == 0 && h->size == (int64_t)sb.st_size && h->mtime_ns == mt) {
@@ -863,9 +866,11 @@ static void ship_send(gpu_pool *p, wproc *w)
             /* The file shrank or went away since it was hashed: blob_end
              * would refuse it anyway; say so now. */
             char m[600];
-            snprintf(m, sizeof m, "%s: read %lld of %lld bytes at offset %lld while shipping it: "
-                     "%s", s->path, (long long)(n < 0 ? 0 : n), (long long)want,
-                     (long long)s->sent, n < 0 ? strerror(errno) : "the file changed");
+            snprintf(m, sizeof m,
+                     "%s: read %lld of %lld bytes at offset %lld while shipping it: "
+                     "%s",
+                     s->path, (long long)(n < 0 ? 0 : n), (long long)want, (long long)s->sent,
+                     n < 0 ? strerror(errno) : "the file changed");
             free(buf);
             cJSON_Delete(q);
             cJSON *r = make_error(s->load->id, "load_failed", m);
@@ -975,8 +980,8 @@ static void ship_step(gpu_pool *p, const cJSON *reply, void *ud)
     } else if (s->stage == 0 || s->stage == 1) {
         if (s->stage == 1) {
             int64_t got = (int64_t)dt_json_num(reply, "received", -1);
-            int64_t want = s->sent + (s->size - s->sent < SHIP_CHUNK_MAX ? s->size - s->sent
-                                                                         : SHIP_CHUNK_MAX);
+            int64_t want =
+                s->sent + (s->size - s->sent < SHIP_CHUNK_MAX ? s->size - s->sent : SHIP_CHUNK_MAX);
             if (got != want) {
                 char m[200];
                 snprintf(m, sizeof m, "the worker says it received %lld bytes, %lld were sent",
@@ -1063,8 +1068,8 @@ static int maybe_ship(gpu_pool *p, wproc *w, request *r)
     char sz[32], m[700];
     dt_fmt_bytes((double)size, sz, sizeof sz);
     snprintf(m, sizeof m, "shipping %s (%s, %s) to this worker: %s", src, hash, sz,
-             r->ship_now ? "it cannot see the path"
-             : p->remote ? "the launcher starts workers on other hosts"
+             r->ship_now     ? "it cannot see the path"
+             : p->remote     ? "the launcher starts workers on other hosts"
              : p->o.ship > 0 ? "shipping is always on"
                              : "another worker could not see the path");
     p->o.log(w->index, m, p->o.log_ud);
@@ -1078,8 +1083,8 @@ static int maybe_ship(gpu_pool *p, wproc *w, request *r)
 static int other_worker_up(const gpu_pool *p, const wproc *w)
 {
     for (int i = 0; i < p->nw; i++)
-        if (&p->w[i] != w && (p->w[i].state == W_IDLE || p->w[i].state == W_BUSY ||
-                              p->w[i].state == W_STARTING))
+        if (&p->w[i] != w &&
+            (p->w[i].state == W_IDLE || p->w[i].state == W_BUSY || p->w[i].state == W_STARTING))
             return 1;
     return 0;
 }

@@ -58,7 +58,8 @@ long ship_b64_decode(const char *s, size_t len, unsigned char *out, size_t cap)
                 return -1; /* a character outside the alphabet, or data after '=' */
             }
         }
-        unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
+        unsigned x =
+            (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
         int got = 3 - pad;
         if (o + (size_t)got > cap)
             return -1;
@@ -75,7 +76,8 @@ int ship_hash_file(const char *path, char hex[17], int64_t *size, dt_err *e)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return dt_err_set(e, "%s: cannot read it to ship it to a worker: %s", path, strerror(errno));
+        return dt_err_set(e, "%s: cannot read it to ship it to a worker: %s", path,
+                          strerror(errno));
     unsigned char *buf = dt_xmalloc(SHIP_CHUNK_MAX);
     uint64_t h = DT_HASH_SEED;
     int64_t total = 0;
@@ -84,7 +86,8 @@ int ship_hash_file(const char *path, char hex[17], int64_t *size, dt_err *e)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            dt_err_set(e, "%s: read failed at byte %lld: %s", path, (long long)total, strerror(errno));
+            dt_err_set(e, "%s: read failed at byte %lld: %s", path, (long long)total,
+                       strerror(errno));
             break;
         }
         h = dt_hash64(buf, (size_t)n, h);
@@ -126,12 +129,12 @@ static int hash_ok(const char *h)
 /* One transfer at a time: a new blob_begin abandons the one before. */
 struct ship_worker {
     char hash[17];
-    char *dir;       /* store/HASH */
-    char *final;     /* store/HASH/NAME */
-    char *part;      /* store/HASH/.NAME.PID.part */
+    char *dir;   /* store/HASH */
+    char *final; /* store/HASH/NAME */
+    char *part;  /* store/HASH/.NAME.PID.part */
     int fd;
     int64_t bytes, received;
-    uint64_t h;      /* running hash of what was received */
+    uint64_t h; /* running hash of what was received */
     unsigned char *buf;
 };
 
@@ -313,8 +316,10 @@ int ship_end(ship_worker **stp, const cJSON *req, cJSON *out, dt_err *e)
     char got[17];
     dt_hash_hex(st->h, got);
     if (strcmp(got, st->hash) != 0) {
-        dt_err_set(e, "blob_end: the bytes received hash to %s, not %s: the transfer was "
-                      "corrupted (nothing was stored; send it again)", got, st->hash);
+        dt_err_set(e,
+                   "blob_end: the bytes received hash to %s, not %s: the transfer was "
+                   "corrupted (nothing was stored; send it again)",
+                   got, st->hash);
         ship_worker_free(st);
         return -1;
     }

@@ -240,8 +240,8 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         gethostname(host, sizeof host - 1);
         e->code = WK_ELOAD;
         dt_json_set_bool(out, "path_missing", 1);
-        return dt_err_set(e, "%s: cannot be read on this worker's host (%s, pid %ld): %s", src, host,
-                          (long)getpid(), strerror(errno));
+        return dt_err_set(e, "%s: cannot be read on this worker's host (%s, pid %ld): %s", src,
+                          host, (long)getpid(), strerror(errno));
     }
     double t0 = dt_now();
     sp_csr *a = sp_load(stored ? stored : src, &ro, e);
@@ -443,11 +443,12 @@ static const struct {
     const char *name;
     handler fn;
 } handlers[] = {
-    {"blob_begin", do_blob_begin}, {"blob_chunk", do_blob_chunk}, {"blob_end", do_blob_end},
     {"hello", do_hello},         {"load_matrix", do_load},   {"unload", do_unload},
     {"compile", do_compile},     {"verify", wk_verify},      {"measure", wk_measure},
     {"baseline", wk_baseline},   {"metrics", wk_metrics},    {"calibrate", wk_calibrate},
     {"sanitize", wk_sanitize},   {"reference", wk_reference}, {"shutdown", do_shutdown},
+    /* gpu/PROTOCOL.md, "Shipping files" */
+    {"blob_begin", do_blob_begin}, {"blob_chunk", do_blob_chunk}, {"blob_end", do_blob_end},
 };
 
 /* Write one response line; stdout is the protocol channel. */

@@ -523,8 +523,12 @@ static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int 
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("env %s %s/tests/agents/fake-tune-worker.sh", env, tu_src_dir());
     /* Every request capped at 3 s (a person's --deadline): a hang ends soon. */
-    gpu_pool_opts po = {.workers = workers, .launcher = la, .deadline_s = 30,
-                        .start_deadline_s = 20, .max_deadline_s = 3, .log = pool_quiet};
+    gpu_pool_opts po = {.workers = workers,
+                        .launcher = la,
+                        .deadline_s = 30,
+                        .start_deadline_s = 20,
+                        .max_deadline_s = 3,
+                        .log = pool_quiet};
     dt_err e = {0};
     gpu_pool *p = gpu_pool_new(l, &po, &e);
     cr_assert_not_null(p, "%s", e.msg);
@@ -571,20 +575,19 @@ static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int 
     return w.result;
 }
 
-Test(tuner, compile_only_should_account_for_every_variant_when_a_worker_keeps_dying,
-     .timeout = 120)
+Test(tuner, compile_only_should_account_for_every_variant_when_a_worker_keeps_dying, .timeout = 120)
 {
     /* Worker 1 dies at its second compile, every time it is started. */
     int restarts = 0;
-    cJSON *res = tune_scheduled("FAKE_TUNE_DIE_AT=$(( {device} == 1 ? 2 : 0 ))", 3, NULL, 1,
-                                &restarts);
+    cJSON *res =
+        tune_scheduled("FAKE_TUNE_DIE_AT=$(( {device} == 1 ? 2 : 0 ))", 3, NULL, 1, &restarts);
     cr_assert(dt_json_bool(res, "compile_only", 0));
     cr_assert_eq(dt_json_num(res, "variants", 0), 12);
     cr_assert_eq(dt_json_num(res, "compiled", 0), 12, "lost: %g", dt_json_num(res, "lost", -1));
     cr_assert_eq(dt_json_num(res, "lost", -1), 0);
     cr_assert(restarts >= 1, "worker 1 never died");
-    const cJSON *vs = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0),
-                                          "variants");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
     cr_assert_eq(cJSON_GetArraySize(vs), 12);
     const cJSON *v;
     int per[3] = {0, 0, 0};
@@ -604,8 +607,7 @@ Test(tuner, compile_only_should_account_for_every_variant_when_a_worker_keeps_dy
     cJSON_Delete(res);
 }
 
-Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_model,
-     .timeout = 120)
+Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_model, .timeout = 120)
 {
     char *dir = tu_tmpdir();
     /* Workers 0..3 share two FakeGPUs (0 and 1); worker 4 has another model. */
@@ -613,8 +615,8 @@ Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_mod
                              "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU)",
                              dir);
     cJSON *res = tune_scheduled(env, 5, "FakeGPU", 0, NULL);
-    const cJSON *vs = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0),
-                                          "variants");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
     const cJSON *v;
     cJSON_ArrayForEach(v, vs)
         cr_assert(dt_json_num(v, "quick_us", 0) > 0 || cJSON_GetObjectItem(v, "same_as"),
@@ -626,7 +628,8 @@ Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_mod
     p = dt_xasprintf("%s/timed", dir);
     char *timed = dt_read_file(p, NULL, NULL);
     cr_assert_not_null(timed);
-    cr_assert(strstr(timed, "FakeGPU 0") && strstr(timed, "FakeGPU 1"), "both GPUs time: %s", timed);
+    cr_assert(strstr(timed, "FakeGPU 0") && strstr(timed, "FakeGPU 1"), "both GPUs time: %s",
+              timed);
     cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
     free(timed);
     free(p);

@@ -100,8 +100,9 @@ Test(tune, refine_should_take_a_count_and_refuse_anything_else)
 Test(tune, compile_only_should_compile_every_variant_on_the_configured_workers, .timeout = 240)
 {
     char *dir = tu_tmpdir();
-    char *m = tu_write(dir, "diag.mtx",
-                       "%%MatrixMarket matrix coordinate real general\n4 4 4\n1 1 1\n2 2 2\n3 3 3\n4 4 4\n");
+    char *m = tu_write(
+        dir, "diag.mtx",
+        "%%MatrixMarket matrix coordinate real general\n4 4 4\n1 1 1\n2 2 2\n3 3 3\n4 4 4\n");
     free(m);
     char *spec = tu_write(dir, "spec.json", "{\"op\": \"spmv\", \"matrix\": \"diag.mtx\"}");
     char *cfg = dt_xasprintf("{\"workers\": {\"count\": 2, \"launcher\": \"env -C / "
@@ -119,8 +120,9 @@ Test(tune, compile_only_should_compile_every_variant_on_the_configured_workers, 
                "--strategies 1 --variants 3 --compile-only",
                dir, cf, dir, tu_ditto_bin());
     cr_assert_eq(p.status, 0, "exit %d: %s\n%s", p.status, p.out, p.err);
-    cr_assert(strstr(p.out, "3 variants: 3 compiled and checked, 0 refused by the compiler, 0 lost"),
-              "%s", p.out);
+    cr_assert(
+        strstr(p.out, "3 variants: 3 compiled and checked, 0 refused by the compiler, 0 lost"),
+        "%s", p.out);
     cr_assert(strstr(p.out, "answers per worker: worker 0: "), "%s", p.out);
     cr_assert(strstr(p.out, " compiled: ") && strstr(p.out, " static findings [worker "), "%s",
               p.out);

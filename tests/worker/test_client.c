@@ -376,10 +376,15 @@ static char *band_matrix(const char *dir, const char *name, int rows)
  * of the client's folder is nothing they can see. */
 static gpu_pool *blind_pool(dt_loop *l, const char *dir, int workers, log_cap *cap)
 {
-    char *la = dt_xasprintf("env -C / XDG_CACHE_HOME='%s/store{device}' '%s' worker --device {device}",
-                            dir, tu_ditto_bin());
-    gpu_pool_opts o = {.workers = workers, .launcher = la, .deadline_s = 60,
-                       .start_deadline_s = 20, .log = capture, .log_ud = cap};
+    char *la =
+        dt_xasprintf("env -C / XDG_CACHE_HOME='%s/store{device}' '%s' worker --device {device}",
+                     dir, tu_ditto_bin());
+    gpu_pool_opts o = {.workers = workers,
+                       .launcher = la,
+                       .deadline_s = 60,
+                       .start_deadline_s = 20,
+                       .log = capture,
+                       .log_ud = cap};
     dt_err e = {0};
     gpu_pool *p = gpu_pool_new(l, &o, &e);
     cr_assert_not_null(p, "%s", e.msg);
@@ -529,7 +534,6 @@ Test(client, a_file_no_worker_or_client_can_read_should_fail_its_load_naming_it)
 
 /* ---- a lost worker: its job elsewhere, its restarts spaced ----------------------------- */
 
-
 Test(client, a_job_of_a_worker_that_dies_should_be_retried_on_another_worker, .timeout = 120)
 {
     dt_loop *l = dt_loop_new();
@@ -566,12 +570,16 @@ Test(client, a_worker_that_keeps_dying_should_be_restarted_with_growing_delays, 
     /* Says hello, then dies at its first request, every time. */
     char *dir = tu_tmpdir();
     char *log = dt_xasprintf("%s/starts", dir);
-    char *la = dt_xasprintf("env FAKE_WORKER_LOG='%s' %s/tests/worker/fake-worker.sh", log,
-                            tu_src_dir());
+    char *la =
+        dt_xasprintf("env FAKE_WORKER_LOG='%s' %s/tests/worker/fake-worker.sh", log, tu_src_dir());
     dt_loop *l = dt_loop_new();
     log_cap cap = {DT_BUF_INIT};
-    gpu_pool_opts o = {.workers = 1, .launcher = la, .deadline_s = 10, .start_deadline_s = 10,
-                       .log = capture, .log_ud = &cap};
+    gpu_pool_opts o = {.workers = 1,
+                       .launcher = la,
+                       .deadline_s = 10,
+                       .start_deadline_s = 10,
+                       .log = capture,
+                       .log_ud = &cap};
     dt_err e = {0};
     gpu_pool *p = gpu_pool_new(l, &o, &e);
     cr_assert_not_null(p, "%s", e.msg);
@@ -589,7 +597,8 @@ Test(client, a_worker_that_keeps_dying_should_be_restarted_with_growing_delays, 
      * first, then 0.25, 0.5, 1, 2 and 4 s: 7.75 s in all, where immediate
      * restarts take well under one. */
     const char *t = dt_buf_str(&cap.text);
-    cr_assert(strstr(t, "restarting it in 0.25 s") && strstr(t, "restarting it in 4.00 s"), "%s", t);
+    cr_assert(strstr(t, "restarting it in 0.25 s") && strstr(t, "restarting it in 4.00 s"), "%s",
+              t);
     cr_assert(took >= 7.5, "%.2f s: %s", took, t);
     cr_assert_eq(gpu_pool_restarts(p), 6);
     gpu_pool_free(p);

@@ -221,7 +221,8 @@ static cJSON *talk_store(const char *lines, int *nreplies, char **store)
 }
 
 /* "%%MatrixMarket ..." of a 2 x 2 diagonal: its bytes, base64 and hash. */
-static const char tiny_mtx[] = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.5\n2 2 2.5\n";
+static const char tiny_mtx[] =
+    "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.5\n2 2 2.5\n";
 
 static char *tiny_hash(void)
 {
@@ -300,13 +301,21 @@ Test(protocol, a_corrupted_or_malformed_transfer_should_be_refused_and_leave_not
     char *store;
     cJSON *r = talk_store(lines, &n, &store);
     cr_assert_eq(n, 10);
-    const char *want[] = {NULL, "offset: expected 0", "data: not base64", NULL,
-                          "hash to", "name: expected a plain file name", "hash: expected 16",
-                          NULL, "bytes past the 3 announced", "holds no such file"};
+    const char *want[] = {NULL,
+                          "offset: expected 0",
+                          "data: not base64",
+                          NULL,
+                          "hash to",
+                          "name: expected a plain file name",
+                          "hash: expected 16",
+                          NULL,
+                          "bytes past the 3 announced",
+                          "holds no such file"};
     for (int i = 0; i < 10; i++) {
         const cJSON *x = cJSON_GetArrayItem(r, i);
         if (want[i] == NULL) {
-            cr_assert(dt_json_bool(x, "ok", 0), "reply %d: %s", i + 1, dt_json_str(x, "message", ""));
+            cr_assert(dt_json_bool(x, "ok", 0), "reply %d: %s", i + 1,
+                      dt_json_str(x, "message", ""));
         } else {
             cr_assert_not(dt_json_bool(x, "ok", 1), "reply %d passed", i + 1);
             cr_assert(strstr(dt_json_str(x, "message", ""), want[i]), "reply %d: %s", i + 1,
