@@ -5,7 +5,7 @@
 #   make test       dependency step, ASan+UBSan build, every module's tests
 #   make gpu-test   tests that need a GPU (run on a machine with one)
 #   make cluster-test  workers through Slurm and ssh on loopback (root; installs
-#                   slurm and openssh packages when missing; about 30 s)
+#                   slurm and openssh packages when missing; about 20 s after that)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
 #   make bundle     dist/: the binary, data and the non-base libraries

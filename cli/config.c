@@ -12,6 +12,12 @@
 static const char *top_keys[] = {"backend", "review", "llm", "workers", "tune", "goal_speedup",
                                  "max_iterations", "hooks"};
 
+int cli_ship_mode(const cJSON *workers)
+{
+    const char *s = dt_json_str(workers, "ship", "auto");
+    return dt_streq(s, "always") ? 1 : dt_streq(s, "never") ? -1 : 0;
+}
+
 char *cli_config_path(void)
 {
     const char *env = getenv("DITTO_CONFIG");
@@ -67,9 +73,13 @@ cJSON *cli_config_load(dt_buf *problems)
         dt_buf_printf(problems, "%s: $.workers.launcher: expected a command line with {exe} and "
                                 "{device}\n",
                       path);
-    const char *ship = dt_json_str(w, "ship", "auto");
-    if (w && (!dt_streq(ship, "auto") && !dt_streq(ship, "always") && !dt_streq(ship, "never")))
-        dt_buf_printf(problems, "%s: $.workers.ship: expected \"auto\", \"always\" or \"never\"\n",
+    const cJSON *ship = cJSON_GetObjectItem(w, "ship");
+    if (ship && (!cJSON_IsString(ship) || (!dt_streq(ship->valuestring, "auto") &&
+                                           !dt_streq(ship->valuestring, "always") &&
+                                           !dt_streq(ship->valuestring, "never"))))
+        dt_buf_printf(problems,
+                      "%s: $.workers.ship: expected \"auto\", \"always\" or \"never\" (sending "
+                      "matrix files to workers, README)\n",
                       path);
     const cJSON *b = cJSON_GetObjectItem(c, "backend");
     if (b && (!cJSON_IsString(b) || (!dt_streq(b->valuestring, "expert") &&

@@ -239,13 +239,10 @@ int cli_tune(int argc, char **argv)
         return CLI_USAGE;
     }
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
-    const char *ship = dt_json_str(wj, "ship", "auto");
     dt_loop *loop = dt_loop_new();
     gpu_pool_opts po = {.workers = workers ? workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = launcher ? launcher : dt_json_str(wj, "launcher", NULL),
-                        .ship = dt_streq(ship, "always")  ? 1
-                                : dt_streq(ship, "never") ? -1
-                                                          : 0,
+                        .ship = cli_ship_mode(wj),
                         .deadline_s = 600};
     dt_err e = {0};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);

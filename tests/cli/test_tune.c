@@ -135,3 +135,39 @@ Test(tune, compile_only_should_compile_every_variant_on_the_configured_workers, 
     tu_rmtree(dir);
     free(dir);
 }
+
+/* workers.ship in config.json: "never" leaves a worker that cannot see the
+ * file to say so (nothing is sent); a value outside the three is refused. */
+Test(tune, workers_ship_in_the_config_should_be_obeyed_and_checked, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    char *m = tu_write(dir, "diag.mtx",
+                       "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 2\n");
+    free(m);
+    char *spec = tu_write(dir, "spec.json", "{\"op\": \"spmv\", \"matrix\": \"diag.mtx\"}");
+    const char *modes[] = {"never", "sometimes"};
+    for (int i = 0; i < 2; i++) {
+        char *cfg = dt_xasprintf("{\"workers\": {\"count\": 1, \"ship\": \"%s\", \"launcher\": "
+                                 "\"env -C / XDG_CACHE_HOME=%s/w {exe} worker\"}}",
+                                 modes[i], dir);
+        char *cf = tu_write(dir, "config.json", cfg);
+        tu_proc p = tu_run("cd '%s' && DITTO_CONFIG='%s' '%s' tune spec.json --compile-only "
+                           "--strategies 1 --variants 1",
+                           dir, cf, tu_ditto_bin());
+        if (i == 0) {
+            cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+            cr_assert(strstr(p.err, "diag.mtx: cannot be read on this worker's host"), "%s", p.err);
+            cr_assert_null(strstr(p.err, "shipping"), "%s", p.err);
+        } else {
+            cr_assert_eq(p.status, 2, "exit %d: %s", p.status, p.err);
+            cr_assert(strstr(p.err, "$.workers.ship: expected \"auto\", \"always\" or \"never\""),
+                      "%s", p.err);
+        }
+        tu_proc_free(&p);
+        free(cf);
+        free(cfg);
+    }
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}

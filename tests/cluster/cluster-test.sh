@@ -136,8 +136,9 @@ PY
   [ "$lost" = 0 ] || die "$name: $lost variants lost"
   local lines; lines=$(grep -cE ' compiled: | compile error: | not compiled' "$dir/out.log" || true)
   [ "$lines" = "$planned" ] || die "$name: $lines variant lines for $planned variants"
-  grep -qE 'worker exited|retrying it once' "$dir/err.log" ||
-    die "$name: the killed worker's death was not seen"
+  # The death is logged with the job it interrupted ("retrying it once on
+  # another worker") when one was in flight; an idle worker's death shows
+  # only as its restart.
   grep -q 'restarts: [1-9]' "$dir/out.log" || die "$name: the lost worker was not restarted"
   grep -q 'matrix shipped to workers' "$dir/out.log" || die "$name: the matrix was not shipped"
   say "$name: PASS: $ok of $total variants compiled and checked, 0 lost, in $(python3 -c "print(round($t1 - $t0, 1))") s"
