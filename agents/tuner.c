@@ -488,12 +488,20 @@ static int promote_next(ag_tuner *t, int si)
 /* ---- which worker: timings one at a time per GPU, compiles anywhere ---------------- */
 
 /* Worker i's device as "host:index" into key when it can time for this
- * tune (a GPU, of the target's model when one is named); 0 when not. */
+ * tune (a GPU, of the target's model when one is named, and "measure"
+ * among the capabilities its hello lists: a worker whose CUDA libraries
+ * fall short compiles only); 0 when not. */
 static int timing_device(const ag_tuner *t, int i, char key[96])
 {
     const cJSON *h = gpu_pool_hello(t->o.pool, i);
     const cJSON *d = cJSON_GetObjectItem(h, "device");
     if (!dt_json_bool(d, "present", 0))
+        return 0;
+    const cJSON *caps = cJSON_GetObjectItem(h, "capabilities"), *c;
+    int measure = !cJSON_IsArray(caps);
+    cJSON_ArrayForEach(c, caps)
+        measure |= cJSON_IsString(c) && dt_streq(c->valuestring, "measure");
+    if (!measure)
         return 0;
     if (t->o.gpu && *t->o.gpu && !dt_streq(dt_json_str(d, "name", ""), t->o.gpu))
         return 0;

@@ -14,6 +14,7 @@
 # appends "GPU" to FAKE_TUNE_LOCKS/timed, or "OVERLAP GPU" to
 # FAKE_TUNE_LOCKS/overlaps when another timing held it (two at once on one
 # GPU). FAKE_TUNE_DIE_AT=N: the worker kills itself at its Nth compile;
+# FAKE_TUNE_CAPS='"compile"': the hello's capabilities (JSON strings).
 # FAKE_TUNE_HANG_ONCE=FILE: the first compile to come while FILE does not
 # exist creates it and is never answered (a node gone silent, once).
 compiles=0
@@ -53,7 +54,7 @@ while IFS= read -r line; do
   case "$req" in
     hello)
       if [ -n "${FAKE_TUNE_GPU:-}" ]; then
-        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s"}}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}"
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s"},"capabilities":[%s]}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}" "${FAKE_TUNE_CAPS:-\"compile\",\"measure\",\"verify\"}"
       else
         printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$"
       fi ;;

@@ -610,11 +610,15 @@ Test(tuner, compile_only_should_account_for_every_variant_when_a_worker_keeps_dy
 Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_model, .timeout = 120)
 {
     char *dir = tu_tmpdir();
-    /* Workers 0..3 share two FakeGPUs (0 and 1); worker 4 has another model. */
-    char *env = dt_xasprintf("FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU=$(( {device} %% 2 )) "
-                             "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU)",
-                             dir);
-    cJSON *res = tune_scheduled(env, 5, "FakeGPU", 0, NULL);
+    /* Workers 0..3 share two FakeGPUs (0 and 1); worker 4 has another
+     * model; worker 5 a FakeGPU of its own (2) but no "measure" capability. */
+    char *env = dt_xasprintf(
+        "FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU=$(( {device} == 5 ? 2 : {device} %% 2 )) "
+        "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU) "
+        "FAKE_TUNE_CAPS=$( [ {device} = 5 ] && echo '\"compile\"' || echo "
+        "'\"compile\",\"measure\"')",
+        dir);
+    cJSON *res = tune_scheduled(env, 6, "FakeGPU", 0, NULL);
     const cJSON *vs = cJSON_GetObjectItem(
         cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
     const cJSON *v;
@@ -631,6 +635,7 @@ Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_mod
     cr_assert(strstr(timed, "FakeGPU 0") && strstr(timed, "FakeGPU 1"), "both GPUs time: %s",
               timed);
     cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
+    cr_assert_null(strstr(timed, "FakeGPU 2"), "a worker without measure timed: %s", timed);
     free(timed);
     free(p);
     cJSON_Delete(res);
