@@ -1409,8 +1409,10 @@ int gpu_pool_pending(const gpu_pool *p)
     int n = 0;
     for (request *r = p->queue; r; r = r->next)
         n += !r->internal;
-    for (int i = 0; i < p->nw; i++)
+    for (int i = 0; i < p->nw; i++) {
         n += p->w[i].cur != NULL && !p->w[i].cur->internal;
+        n += p->w[i].ship != NULL && !p->w[i].ship->load->internal; /* parked behind its file */
+    }
     return n;
 }
 
