@@ -4,6 +4,8 @@
 #   make run        dependency step, build, run ditto on the built-in default
 #   make test       dependency step, ASan+UBSan build, every module's tests
 #   make gpu-test   tests that need a GPU (run on a machine with one)
+#   make cluster-test  workers through Slurm and ssh on loopback (root; installs
+#                   slurm and openssh packages when missing; about 20 s after that)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make tui-latency  workbench key latency in tmux; make screens: docs/screens/
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
@@ -177,6 +179,12 @@ GPU_TEST_DITTO ?= $(CURDIR)/ditto
 gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 	@DITTO_BIN=$(GPU_TEST_DITTO) DITTO_SRC=$(CURDIR) DITTO_SHARE=$${DITTO_SHARE:-$(CURDIR)} \
 	  TEST_JOBS=1 REQUIRE_GPU=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
+
+# A one-node Slurm cluster and an sshd on 127.0.0.1, a tune through each
+# launcher with a worker killed mid-run (tests/cluster/cluster-test.sh).
+.PHONY: cluster-test
+cluster-test: ditto
+	@DITTO_BIN=$(CURDIR)/ditto timeout 900 ./tests/cluster/cluster-test.sh all
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu

@@ -310,6 +310,9 @@ typedef struct ag_tune_opts {
                                 * (timed with the first quick timing), `widen` of them at a
                                 * time are added and timed, while half of budget_s lasts */
     int widen;                 /* strategies added per widening (default 2) */
+    int compile_only;          /* no GPU: compile every variant (any worker) and run the
+                                * static rules on it; nothing is timed or verified, the
+                                * result says per variant compiled or why not */
     ag_tune_progress_fn *progress;
     ag_tune_done_fn *done;
     void *ud;

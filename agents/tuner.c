@@ -26,6 +26,10 @@ typedef struct variant {
     int same_as;      /* -1, or the earlier variant it turned out to be */
     char *key;        /* the worker's kernel_key (CUBIN, launch, format) */
     int round;        /* 0: chosen before any timing; r > 0: by refinement round r */
+    int compiled;     /* -1 not yet; 0 failed; 1 compiled (the compile stage's answer) */
+    int worker;       /* the worker of its last answer, -1 */
+    int timeouts;     /* compiles of it that hung past their deadline */
+    cJSON *checks;    /* compile-only: registers, spills and static-rule findings */
 } variant;
 
 typedef struct strat {
@@ -68,6 +72,10 @@ struct ag_tuner {
     cJSON *more;    /* owned copy of o.more */
     int more_next;
     cJSON *widened; /* [{fastest_us, cusparse, cusparse_us, added: [...]}] */
+    int *per_worker; /* answers per worker, for the progress lines */
+    int npw;
+    char (*timing_dev)[96]; /* devices with a timing in flight ("host:index") */
+    int ntiming;
 };
 
 static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -105,6 +113,8 @@ static void add_variant(ag_tuner *t, int si, cJSON *params, dt_err *e)
     v->source = src;
     v->verified = -1;
     v->same_as = -1;
+    v->compiled = -1;
+    v->worker = -1;
 }
 
 /* ---- which variants to measure ------------------------------------------------ */
@@ -438,6 +448,7 @@ typedef struct job {
     int vi;
     int kind; /* 0 quick, 1 verify, 2 measure, 3 final (with baseline), 4 compile */
     int base; /* a quick timing that also timed cuSPARSE */
+    char dev[96]; /* the device it times on ("" for a compile) */
 } job;
 
 static void finish(ag_tuner *t);
@@ -483,34 +494,187 @@ static int promote_next(ag_tuner *t, int si)
     return 1;
 }
 
+/* ---- which worker: timings one at a time per GPU, compiles anywhere ---------------- */
+
+/* Worker i's device as "host:index" into key when it can time for this
+ * tune (a GPU, of the target's model when one is named, and "measure"
+ * among the capabilities its hello lists: a worker whose CUDA libraries
+ * fall short compiles only); 0 when not. */
+static int timing_device(const ag_tuner *t, int i, char key[96])
+{
+    const cJSON *h = gpu_pool_hello(t->o.pool, i);
+    const cJSON *d = cJSON_GetObjectItem(h, "device");
+    if (!dt_json_bool(d, "present", 0))
+        return 0;
+    const cJSON *caps = cJSON_GetObjectItem(h, "capabilities"), *c;
+    int measure = !cJSON_IsArray(caps);
+    cJSON_ArrayForEach(c, caps)
+        measure |= cJSON_IsString(c) && dt_streq(c->valuestring, "measure");
+    if (!measure)
+        return 0;
+    if (t->o.gpu && *t->o.gpu && !dt_streq(dt_json_str(d, "name", ""), t->o.gpu))
+        return 0;
+    snprintf(key, 96, "%s:%d", dt_json_str(h, "host", "?"), (int)dt_json_num(d, "index", 0));
+    return 1;
+}
+
+static int device_busy(const ag_tuner *t, const char *key)
+{
+    for (int k = 0; k < t->ntiming; k++)
+        if (strcmp(t->timing_dev[k], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* How many timings may run at once: one per distinct fit GPU (workers that
+ * share a GPU share its slot), 1 when no worker reports one (worker 0
+ * times, as with a single worker). */
+static int timing_slots(const ag_tuner *t)
+{
+    char keys[64][96];
+    int n = 0;
+    for (int i = 0; i < gpu_pool_size(t->o.pool) && n < 64; i++) {
+        char k[96];
+        if (!timing_device(t, i, k))
+            continue;
+        int seen = 0;
+        for (int q = 0; q < n; q++)
+            seen |= strcmp(keys[q], k) == 0;
+        if (!seen)
+            snprintf(keys[n++], 96, "%s", k);
+    }
+    return n > 0 ? n : 1;
+}
+
+/* A worker whose GPU has no timing in flight, its device key into key;
+ * -1 when every fit GPU is busy. */
+static int timing_worker(const ag_tuner *t, char key[96])
+{
+    int any = 0;
+    for (int i = 0; i < gpu_pool_size(t->o.pool); i++) {
+        if (!timing_device(t, i, key))
+            continue;
+        any = 1;
+        if (!device_busy(t, key))
+            return i;
+    }
+    if (any)
+        return -1;
+    snprintf(key, 96, "worker 0");
+    return device_busy(t, key) ? -1 : 0;
+}
+
+static void device_release(ag_tuner *t, const char *key)
+{
+    for (int k = 0; k < t->ntiming; k++) {
+        if (strcmp(t->timing_dev[k], key) == 0) {
+            memmove(t->timing_dev[k], t->timing_dev[k + 1],
+                    (size_t)(t->ntiming - k - 1) * sizeof *t->timing_dev);
+            t->ntiming--;
+            return;
+        }
+    }
+}
+
+/* compile-only: what the compile answer says of the variant (its kernels'
+ * registers and spills, the contract it parsed to) and what the static
+ * rules find in its source. */
+static void record_compile(variant *v, const cJSON *reply)
+{
+    cJSON_Delete(v->checks);
+    v->checks = dt_json_obj();
+    v->compiled = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "compiled", 0);
+    cJSON *ks = dt_json_arr();
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItem(reply, "kernels"))
+    {
+        cJSON *o = dt_json_obj();
+        dt_json_set_str(o, "name", dt_json_str(k, "name", ""));
+        dt_json_set_int(o, "registers", (int)dt_json_num(k, "registers", 0));
+        dt_json_set_int(o, "spill_stores", (int)dt_json_num(k, "spill_stores", 0));
+        dt_json_set_int(o, "smem", (int)dt_json_num(k, "smem", 0));
+        cJSON_AddItemToArray(ks, o);
+    }
+    dt_json_set_take(v->checks, "kernels", ks);
+    dt_json_set_num(v->checks, "seconds", dt_json_num(reply, "seconds", 0)); /* the worker's */
+    const cJSON *ct = cJSON_GetObjectItem(reply, "contract");
+    if (v->compiled)
+        dt_json_set_take(v->checks, "static", ag_static_rules(v->source, ct));
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "diagnostics"), 0);
+    if (!v->compiled && d && v->error == NULL)
+        v->error = dt_xasprintf("compile error: %s:%d: %s", dt_json_str(d, "file", "?"),
+                                (int)dt_json_num(d, "line", 0), dt_json_str(d, "message", ""));
+}
+
+static int submit(ag_tuner *t, int vi, int kind);
+
 static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 {
     (void)p;
     job *j = ud;
     ag_tuner *t = j->t;
     int vi = j->vi, kind = j->kind, base = j->base;
+    char dev[96];
+    snprintf(dev, sizeof dev, "%s", j->dev);
     free(j);
     if (t->freeing)
         return;
     t->inflight--;
+    if (dev[0])
+        device_release(t, dev);
     variant *v = &t->v[vi];
     char buf[1200];
     const char *sname = dt_json_str(t->st[v->strategy].cand, "strategy", "");
     char *ps = dt_json_print(v->params, 0);
-    if (kind == 4) {
+    int wi = (int)dt_json_num(reply, "worker", -1);
+    if (wi >= 0 && wi < t->npw) {
+        v->worker = wi;
+        t->per_worker[wi]++;
+    }
+    char wtag[32] = ""; /* each line names the worker that answered */
+    if (wi >= 0)
+        snprintf(wtag, sizeof wtag, " [worker %d]", wi);
+    if (kind == 4 && v->timeouts == 0 && dt_streq(dt_json_str(reply, "error", ""), "timeout")) {
+        /* A compile that hung: its worker was killed. A node gone silent
+         * (ssh or srun that never closes) looks the same as NVRTC stuck on
+         * the source, so it gets one more try, on whichever worker is free
+         * first; a second hang is the variant's own. */
+        v->timeouts++;
+        progress(t, "  %-16s %-40s compile %s: once more%s", sname, ps,
+                 gpu_reply_error(reply, buf, sizeof buf), wtag);
+        free(ps);
+        submit(t, vi, 4);
+        return;
+    }
+    if (kind == 4 && t->o.compile_only) {
+        int ok = dt_json_bool(reply, "ok", 0);
+        if (ok)
+            record_compile(v, reply);
+        else
+            v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
+        int findings = cJSON_GetArraySize(cJSON_GetObjectItem(v->checks, "static"));
+        const cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(v->checks, "kernels"), 0);
+        if (v->compiled == 1)
+            progress(t, "  %-16s %-40s compiled: %d registers, %d static finding%s%s%s", sname, ps,
+                     (int)dt_json_num(k0, "registers", 0), findings, findings == 1 ? "" : "s",
+                     dt_json_bool(reply, "retried", 0) ? ", retried" : "", wtag);
+        else
+            progress(t, "  %-16s %-40s %s%s", sname, ps, v->error ? v->error : "not compiled",
+                     wtag);
+    } else if (kind == 4) {
         /* precompiled into the shared disk cache; errors show up again later */
     } else if (kind == 3) {
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->final);
             v->final = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx", sname, ps,
+            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx%s", sname, ps,
                      dt_json_num(reply, "us", 0),
                      dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
                      dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
-                     dt_json_num(reply, "speedup", 0));
+                     dt_json_num(reply, "speedup", 0), wtag);
         } else {
-            progress(t, "  %-16s %-40s comparison failed: %s", sname, ps,
-                     gpu_reply_error(reply, buf, sizeof buf));
+            progress(t, "  %-16s %-40s comparison failed: %s%s", sname, ps,
+                     gpu_reply_error(reply, buf, sizeof buf), wtag);
         }
     } else if (kind == 0) {
         const cJSON *bl = cJSON_GetObjectItem(reply, "baseline");
@@ -527,14 +691,14 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
             double us = v->quick_us;
             const variant *same = fold_same(t, v, reply);
             char *sp = same ? dt_json_print(same->params, 0) : NULL;
-            progress(t, "  %-16s %-40s %9.2f us (quick, %s)%s%s%s", sname, ps, us,
+            progress(t, "  %-16s %-40s %9.2f us (quick, %s)%s%s%s%s", sname, ps, us,
                      dt_json_str(reply, "method", "?"),
                      sp ? ": the same kernel and launch as " : "", sp ? sp : "",
-                     sp ? ", the next point in its place" : "");
+                     sp ? ", the next point in its place" : "", wtag);
             free(sp);
         } else {
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s failed: %s", sname, ps, v->error);
+            progress(t, "  %-16s %-40s failed: %s%s", sname, ps, v->error, wtag);
         }
     } else if (kind == 1) {
         v->verified = dt_json_bool(reply, "ok", 0) && dt_json_bool(reply, "passed", 0);
@@ -544,7 +708,8 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
                                                     : dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
         }
         v->s2 = v->verified ? 2 : 4;
-        progress(t, "  %-16s %-40s verify: %s", sname, ps, v->verified ? "passed" : v->error);
+        progress(t, "  %-16s %-40s verify: %s%s", sname, ps, v->verified ? "passed" : v->error,
+                 wtag);
         if (!v->verified && promote_next(t, v->strategy))
             progress(t, "  %-16s the next fastest variant takes its place as a finalist", sname);
     } else {
@@ -552,19 +717,20 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->measure);
             v->measure = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us (%s, full)", sname, ps,
-                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""));
+            progress(t, "  %-16s %-40s %9.2f us (%s, full)%s", sname, ps,
+                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""), wtag);
         } else {
             free(v->error);
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));
-            progress(t, "  %-16s %-40s measure failed: %s", sname, ps, v->error);
+            progress(t, "  %-16s %-40s measure failed: %s%s", sname, ps, v->error, wtag);
         }
     }
     free(ps);
     pump(t);
 }
 
-static void submit(ag_tuner *t, int vi, int kind)
+/* Returns 0, or -1 when a timing has no free GPU (nothing was sent). */
+static int submit(ag_tuner *t, int vi, int kind)
 {
     static const char *names[] = {"measure", "verify", "measure", "measure", "compile"};
     cJSON *r = request(t, names[kind], &t->v[vi]);
@@ -579,22 +745,37 @@ static void submit(ag_tuner *t, int vi, int kind)
     int base = kind == 0 && !t->base_asked && t->more_next < cJSON_GetArraySize(t->more);
     if ((kind == 0 && !base) || kind == 2)
         dt_json_set_bool(r, "baseline", 0);
+    /* Timings and verifications go to a worker whose GPU has nothing else
+     * timing (two kernels timed at once on one GPU would slow each other),
+     * of the target's model. Compiles go anywhere, a worker without a GPU
+     * included (they fill the disk cache). */
+    char dev[96] = "";
+    int target = -1;
+    if (kind != 4) {
+        target = timing_worker(t, dev);
+        if (target < 0) {
+            cJSON_Delete(r);
+            return -1;
+        }
+        t->timing_dev =
+            dt_xrealloc(t->timing_dev, (size_t)(t->ntiming + 1) * sizeof *t->timing_dev);
+        snprintf(t->timing_dev[t->ntiming++], sizeof *t->timing_dev, "%s", dev);
+    }
     t->base_asked |= base;
-    job *j = dt_xmalloc(sizeof *j);
+    job *j = dt_xcalloc(1, sizeof *j);
     j->t = t;
     j->vi = vi;
     j->kind = kind;
     j->base = base;
+    snprintf(j->dev, sizeof j->dev, "%s", dev);
     t->inflight++;
-    /* Timings and verifications go to one worker: two kernels timed at once
-     * on one GPU would slow each other. Compiles can go anywhere (they fill
-     * the shared disk cache). */
-    long id = gpu_pool_submit(t->o.pool, r, kind == 4 ? -1 : 0, 600, on_job, j);
+    long id = gpu_pool_submit(t->o.pool, r, target, 600, on_job, j);
     if (t->nids == t->capids) {
         t->capids = t->capids ? 2 * t->capids : 256;
         t->ids = dt_xrealloc(t->ids, (size_t)t->capids * sizeof *t->ids);
     }
     t->ids[t->nids++] = id;
+    return 0;
 }
 
 static int cmp_quick(const void *a, const void *b)
@@ -809,7 +990,7 @@ static void pump(ag_tuner *t)
     if (t->done)
         return;
     int workers = gpu_pool_size(t->o.pool);
-    int parallel = 1; /* one GPU: timings one at a time */
+    int parallel = timing_slots(t); /* one timing at a time per GPU */
     double elapsed = dt_now() - t->t0;
     if (t->stage == 0) {
         /* With several workers, compile every variant in parallel first. */
@@ -820,6 +1001,10 @@ static void pump(ag_tuner *t)
         }
         if (t->inflight > 0)
             return;
+        if (t->o.compile_only) {
+            finish(t);
+            return;
+        }
         t->stage = 1;
         t->next = t->round_from;
     }
@@ -827,8 +1012,10 @@ static void pump(ag_tuner *t)
         /* The quick stage stops taking new variants at half the budget. */
         while (t->inflight < parallel && t->next < t->nv && elapsed < 0.5 * t->o.budget_s) {
             int vi = t->next++;
-            if (!t->v[vi].reserve)
-                submit(t, vi, 0);
+            if (!t->v[vi].reserve && submit(t, vi, 0) != 0) {
+                t->next--; /* no GPU free: its reply will pump again */
+                break;
+            }
         }
         if (t->inflight > 0)
             return;
@@ -879,7 +1066,10 @@ static void pump(ag_tuner *t)
             if (pick < 0)
                 break;
             t->v[pick].s2 = kind == 1 ? 1 : 3;
-            submit(t, pick, kind);
+            if (submit(t, pick, kind) != 0) {
+                t->v[pick].s2 = kind == 1 ? 0 : 2;
+                break;
+            }
         }
         if (t->inflight > 0)
             return;
@@ -903,8 +1093,10 @@ static void pump(ag_tuner *t)
     if (t->stage == 3) {
         while (t->inflight < parallel && t->next < t->nv) {
             int vi = t->next++;
-            if (t->v[vi].winner)
-                submit(t, vi, 3);
+            if (t->v[vi].winner && submit(t, vi, 3) != 0) {
+                t->next--;
+                break;
+            }
         }
         if (t->inflight > 0)
             return;
@@ -946,6 +1138,18 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
     }
     if (v->same_as >= 0)
         dt_json_set_take(o, "same_as", cJSON_Duplicate(t->v[v->same_as].params, 1));
+    if (v->compiled >= 0)
+        dt_json_set_bool(o, "compiled", v->compiled);
+    if (v->checks) {
+        dt_json_set_take(o, "kernels",
+                         cJSON_Duplicate(cJSON_GetObjectItem(v->checks, "kernels"), 1));
+        dt_json_set_num(o, "compile_seconds", dt_json_num(v->checks, "seconds", 0));
+        const cJSON *st = cJSON_GetObjectItem(v->checks, "static");
+        if (st)
+            dt_json_set_take(o, "static", cJSON_Duplicate(st, 1));
+    }
+    if (v->worker >= 0)
+        dt_json_set_int(o, "worker", v->worker);
     if (v->error)
         dt_json_set_str(o, "error", v->error);
     return o;
@@ -1043,6 +1247,37 @@ static void finish(ag_tuner *t)
         active += !t->v[i].reserve;
     dt_json_set_int(res, "variants", active);
     dt_json_set_bool(res, "cached", t->cached);
+    if (t->o.compile_only) {
+        /* Every variant is accounted for: compiled, refused by NVRTC with
+         * its diagnostic, or lost with the pool's error. */
+        int ok = 0, bad = 0, lost = 0;
+        for (int i = 0; i < t->nv; i++) {
+            if (t->v[i].reserve)
+                continue;
+            ok += t->v[i].compiled == 1;
+            bad += t->v[i].compiled == 0;
+            lost += t->v[i].compiled < 0;
+        }
+        dt_json_set_bool(res, "compile_only", 1);
+        dt_json_set_int(res, "compiled", ok);
+        dt_json_set_int(res, "not_compiled", bad);
+        dt_json_set_int(res, "lost", lost);
+        progress(t,
+                 "%d variants: %d compiled and checked, %d refused by the compiler, %d lost "
+                 "(%.1f s, %.1f variants per minute)",
+                 active, ok, bad, lost, dt_now() - t->t0, active / ((dt_now() - t->t0) / 60.0));
+    }
+    cJSON *pw = dt_json_arr();
+    dt_buf line = DT_BUF_INIT;
+    for (int i = 0; i < t->npw; i++) {
+        cJSON_AddItemToArray(pw, cJSON_CreateNumber(t->per_worker[i]));
+        dt_buf_printf(&line, "%sworker %d: %d", i ? ", " : "", i, t->per_worker[i]);
+    }
+    dt_json_set_take(res, "per_worker", pw);
+    if (t->npw > 1)
+        progress(t, "answers per worker: %s (restarts: %d)", dt_buf_str(&line),
+                 gpu_pool_restarts(t->o.pool));
+    dt_buf_free(&line);
     /* Cache the winners' params (not their timings, which are re-measured). */
     if (t->o.use_cache && t->cache_path[0] && best) {
         cJSON *c = dt_json_obj();
@@ -1130,7 +1365,7 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
     const cJSON *winners = cJSON_GetObjectItem(cached, "winners");
     for (int si = 0; si < t->nst; si++) {
         const cJSON *w = cJSON_GetObjectItem(winners, dt_json_str(t->st[si].cand, "strategy", ""));
-        if (w != NULL) {
+        if (w != NULL && !t->o.compile_only) {
             /* A cached winner: verify and measure it again, skip the search. */
             add_variant(t, si, cJSON_Duplicate(w, 1), e);
             t->st[si].cached = 1;
@@ -1149,7 +1384,9 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
              t->nst, t->nst == 1 ? "y" : "ies", t->nv - reserve,
              t->cached ? ", some from the cache" : "", t->o.budget_variants, t->o.budget_s,
              reserve);
-    t->stage = gpu_pool_size(t->o.pool) > 1 ? 0 : 1;
+    t->npw = gpu_pool_size(t->o.pool);
+    t->per_worker = dt_xcalloc((size_t)t->npw, sizeof *t->per_worker);
+    t->stage = gpu_pool_size(t->o.pool) > 1 || t->o.compile_only ? 0 : 1;
     pump(t);
     return t;
 }
@@ -1174,7 +1411,10 @@ void ag_tuner_free(ag_tuner *t)
         cJSON_Delete(t->v[i].measure);
         cJSON_Delete(t->v[i].final);
         free(t->v[i].key);
+        cJSON_Delete(t->v[i].checks);
     }
+    free(t->per_worker);
+    free(t->timing_dev);
     free(t->v);
     free(t->st);
     cJSON_Delete(t->cands);

@@ -116,6 +116,9 @@ extern const char cli_tune_usage[];
  * ("FILE: $.key: ..."). Caller frees the result. */
 char *cli_config_path(void);
 cJSON *cli_config_load(dt_buf *problems);
+/* config.json's workers.ship as gpu_pool_opts.ship: 1 "always", -1
+ * "never", 0 "auto" or absent (cli_config_load checked the value). */
+int cli_ship_mode(const cJSON *workers);
 
 /* The workbench (cli/tui.c): `ditto tui SPEC`, `ditto replay ID`, and the
  * built-in default problem `ditto` with no command opens on a terminal. */

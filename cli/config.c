@@ -12,6 +12,12 @@
 static const char *top_keys[] = {"backend", "review", "llm", "workers", "tune", "goal_speedup",
                                  "max_iterations", "hooks"};
 
+int cli_ship_mode(const cJSON *workers)
+{
+    const char *s = dt_json_str(workers, "ship", "auto");
+    return dt_streq(s, "always") ? 1 : dt_streq(s, "never") ? -1 : 0;
+}
+
 char *cli_config_path(void)
 {
     const char *env = getenv("DITTO_CONFIG");
@@ -66,6 +72,14 @@ cJSON *cli_config_load(dt_buf *problems)
     if (w && cJSON_GetObjectItem(w, "launcher") && !cJSON_IsString(cJSON_GetObjectItem(w, "launcher")))
         dt_buf_printf(problems, "%s: $.workers.launcher: expected a command line with {exe} and "
                                 "{device}\n",
+                      path);
+    const cJSON *ship = cJSON_GetObjectItem(w, "ship");
+    if (ship && (!cJSON_IsString(ship) || (!dt_streq(ship->valuestring, "auto") &&
+                                           !dt_streq(ship->valuestring, "always") &&
+                                           !dt_streq(ship->valuestring, "never"))))
+        dt_buf_printf(problems,
+                      "%s: $.workers.ship: expected \"auto\", \"always\" or \"never\" (sending "
+                      "matrix files to workers, README)\n",
                       path);
     const cJSON *b = cJSON_GetObjectItem(c, "backend");
     if (b && (!cJSON_IsString(b) || (!dt_streq(b->valuestring, "expert") &&

@@ -114,6 +114,7 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
     gpu_pool_opts po = {.workers = a->workers ? a->workers : (int)dt_json_num(wj, "count", 1),
                         .launcher = a->launcher ? a->launcher : dt_json_str(wj, "launcher", NULL),
+                        .ship = cli_ship_mode(wj),
                         .deadline_s =
                             a->deadline > 0 ? a->deadline : dt_json_num(wj, "deadline_s", 600),
                         .max_deadline_s = a->deadline};

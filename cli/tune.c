@@ -13,6 +13,7 @@
 const char cli_tune_usage[] =
     "usage: ditto tune SPEC.json [--strategies N] [--variants N] [--refine N] [--seconds S]\n"
     "                  [--out DIR] [--workers N] [--launcher CMD] [--json] [--dry-run]\n"
+    "                  [--compile-only]\n"
     "\n"
     "Rank the kernel templates for the problem by the approved rules, then tune the first N\n"
     "(default: all that fit; when none of the first N is safe for skewed rows -- merge-path,\n"
@@ -41,7 +42,17 @@ const char cli_tune_usage[] =
     "--variants; 0: none), timed the same way; a second round from the new fastest point\n"
     "where the first found one. --dry-run prints the ranking and the variants chosen\n"
     "before any timing, without a GPU (the matrix is profiled here; rules for one compute\n"
-    "capability when the spec names a GPU, for every one when it says auto).\n";
+    "capability when the spec names a GPU, for every one when it says auto).\n"
+    "\n"
+    "--workers and --launcher default to config.json's \"workers\": {\"count\", \"launcher\"}\n"
+    "(README: workers on a Slurm cluster or over ssh). Compiles go to any worker; timings\n"
+    "to workers whose GPU is the target's, one at a time per GPU. A worker that dies is\n"
+    "restarted (with a growing delay when it keeps dying) and its job retried once on\n"
+    "another worker; a compile that hangs past its deadline is tried once more.\n"
+    "--compile-only, for workers without a GPU: every variant is compiled and checked by\n"
+    "the static rules, nothing is timed; each variant's line says compiled or why not,\n"
+    "and the exit status is 0 only when every variant was compiled or refused by the\n"
+    "compiler with its diagnostic (none lost).\n";
 
 typedef struct tune_ctx {
     cJSON *result;
@@ -176,7 +187,7 @@ int cli_tune(int argc, char **argv)
     if (cli_wants_help(argc, argv))
         return cli_print_usage("tune");
     const char *specf = NULL, *out = ".", *launcher = NULL;
-    int nstrat = 0, variants = 24, json = 0, workers = 1, dry = 0, refine = -1;
+    int nstrat = 0, variants = 24, json = 0, workers = 0, dry = 0, refine = -1, conly = 0;
     double seconds = 300;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -210,6 +221,8 @@ int cli_tune(int argc, char **argv)
             json = 1;
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = 1;
+        } else if (strcmp(a, "--compile-only") == 0) {
+            conly = 1;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("tune", "unknown option '%s'", a);
         } else if (specf == NULL) {
@@ -220,8 +233,8 @@ int cli_tune(int argc, char **argv)
     }
     if (specf == NULL)
         return cli_usage_error("tune", "give a problem spec (JSON)");
-    if (variants < 1 || workers < 1)
-        return cli_usage_error("tune", "--variants and --workers must be at least 1");
+    if (variants < 1 || workers < 0 || workers > 64)
+        return cli_usage_error("tune", "--variants must be at least 1, --workers 1 to 64");
     sp_spec spec;
     sp_spec_init(&spec);
     dt_buf probs = DT_BUF_INIT;
@@ -247,8 +260,20 @@ int cli_tune(int argc, char **argv)
         return rc;
     }
     int status = CLI_FAIL;
+    cJSON *cfg = cli_config_load(&probs);
+    if (probs.len) {
+        fputs(probs.data, stderr);
+        dt_buf_free(&probs);
+        cJSON_Delete(cfg);
+        sp_spec_clear(&spec);
+        return CLI_USAGE;
+    }
+    const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
     dt_loop *loop = dt_loop_new();
-    gpu_pool_opts po = {.workers = workers, .launcher = launcher, .deadline_s = 600};
+    gpu_pool_opts po = {.workers = workers ? workers : (int)dt_json_num(wj, "count", 1),
+                        .launcher = launcher ? launcher : dt_json_str(wj, "launcher", NULL),
+                        .ship = cli_ship_mode(wj),
+                        .deadline_s = 600};
     dt_err e = {0};
     gpu_pool *pool = gpu_pool_new(loop, &po, &e);
     cJSON *lrep = NULL, *cands = NULL, *more = NULL;
@@ -262,8 +287,11 @@ int cli_tune(int argc, char **argv)
         goto out;
     }
     const cJSON *dev = cJSON_GetObjectItem(gpu_pool_hello(pool, 0), "device");
-    if (!dt_json_bool(dev, "present", 0)) {
-        fprintf(stderr, "ditto tune: tuning needs a GPU: %s\n", dt_json_str(dev, "reason", "?"));
+    if (!dt_json_bool(dev, "present", 0) && !conly) {
+        fprintf(stderr,
+                "ditto tune: tuning needs a GPU: %s (--compile-only compiles and checks "
+                "every variant without one)\n",
+                dt_json_str(dev, "reason", "?"));
         status = 3;
         goto out;
     }
@@ -289,8 +317,9 @@ int cli_tune(int argc, char **argv)
     if (nstrat > 0)
         ag_candidates_cut(cands, nstrat);
     if (!json) {
-        printf("%s on %s %s (%s): %d strategies\n", sp_op_name(spec.op), dt_json_str(dev, "name", ""),
-               spec.matrix, sp_dtype_name(spec.dtype), cJSON_GetArraySize(cands));
+        printf("%s on %s %s (%s): %d strategies%s\n", sp_op_name(spec.op),
+               dt_json_str(dev, "name", "no GPU"), spec.matrix, sp_dtype_name(spec.dtype),
+               cJSON_GetArraySize(cands), conly ? ", compile and static checks only" : "");
         const cJSON *cd;
         cJSON_ArrayForEach(cd, cands)
             printf("  %-16s score %.1f%s\n", dt_json_str(cd, "strategy", ""),
@@ -310,6 +339,7 @@ int cli_tune(int argc, char **argv)
                                                : refine,
                        .budget_s = seconds,
                        .use_cache = 1,
+                       .compile_only = conly,
                        .progress = on_progress,
                        .done = on_done,
                        .ud = &c};
@@ -323,6 +353,24 @@ int cli_tune(int argc, char **argv)
             break;
     if (c.result == NULL)
         goto out;
+    if (conly) {
+        if (json) {
+            char *s = dt_json_print(c.result, 1);
+            puts(s);
+            free(s);
+        }
+        int64_t shipped = 0;
+        int ships = gpu_pool_shipments(pool, &shipped);
+        if (!json && ships > 0)
+            printf("matrix shipped to workers %d time%s (%lld bytes)\n", ships,
+                   ships == 1 ? "" : "s", (long long)shipped);
+        int lost = (int)dt_json_num(c.result, "lost", 0);
+        if (lost > 0)
+            fprintf(stderr, "ditto tune: %d variant%s lost (see the lines above)\n", lost,
+                    lost == 1 ? "" : "s");
+        status = lost == 0 ? CLI_OK : CLI_FAIL;
+        goto out;
+    }
     if (json) {
         char *s = dt_json_print(c.result, 1);
         puts(s);
@@ -395,6 +443,7 @@ out:
     kb_close(k);
     gpu_pool_free(pool);
     dt_loop_free(loop);
+    cJSON_Delete(cfg);
     dt_buf_free(&probs);
     sp_spec_clear(&spec);
     return status;

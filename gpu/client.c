@@ -2,6 +2,7 @@
  * requests, enforce deadlines, turn deaths into precise errors, restart and
  * reload. Runs inside ditto's event loop; loads no CUDA library. */
 #include "gpu/gpu.h"
+#include "gpu/ship.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,10 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_START_FAILURES 3
+/* A worker that dies within this many seconds of its start is restarted
+ * after a delay doubling from 0.25 s up to 30 s: a launcher that keeps
+ * failing (a node going down, a queue refusing jobs) is not hammered. */
+#define QUICK_DEATH_S 10.0
+#define BACKOFF_MAX_S 30.0
 
 typedef struct request {
     long id;
@@ -24,6 +31,9 @@ typedef struct request {
     int internal;       /* hello / reload sent by the pool itself */
     int retried;        /* already re-sent once after a worker died under it */
     int targeted;       /* the caller named the worker */
+    int avoid;          /* a retry: not on this worker while another is up (-1: none) */
+    int shipreq;        /* a blob_* request of a shipment */
+    int ship_now;       /* a load whose worker said it cannot see the path */
     struct request *next;
 } request;
 
@@ -47,7 +57,35 @@ typedef struct wproc {
     int pending_exit;   /* EOF seen, waiting to reap */
     cJSON *fault;       /* a kernel_fault reply already delivered */
     unsigned gen;       /* bumped at each death: a reader of the old pipes stops */
+    struct shipment *ship; /* a file being sent to it, NULL */
+    char **held;           /* "HASH/NAME" of files it is known to hold */
+    int nheld;
+    int quick_deaths; /* consecutive deaths soon after a start: the backoff */
+    long long restart_timer;
 } wproc;
+
+/* A matrix file sent to one worker in chunks (gpu/PROTOCOL.md, "Shipping
+ * files"); the load_matrix that needs it waits here until it is stored. */
+typedef struct shipment {
+    request *load; /* parked, owned */
+    char *path;
+    char hash[17];
+    char name[129];
+    int64_t size, sent;
+    int fd;
+    int stage; /* 0 begin, 1 chunks, 2 end */
+    double t0;
+    int last_quarter;
+} shipment;
+
+/* Content hashes of files already read, by path, size and mtime. */
+typedef struct hashed {
+    char *path;
+    int64_t size;
+    long long mtime_ns;
+    char hash[17];
+    struct hashed *next;
+} hashed;
 
 typedef struct loaded {
     char *handle;
@@ -67,10 +105,20 @@ struct gpu_pool {
     int restarts;
     loaded *loads;
     int closing;
+    int remote;    /* the launcher starts workers elsewhere (ssh, srun) */
+    char **unseen; /* paths a worker said it cannot see */
+    int nunseen;
+    hashed *hashes;
+    int64_t shipped_bytes;
+    int shipments;
 };
 
 static void worker_start(gpu_pool *p, wproc *w);
 static void dispatch(gpu_pool *p);
+static void queue_front(gpu_pool *p, request *r);
+static int path_unseen(const gpu_pool *p, const char *path);
+static void ship_over(gpu_pool *p, struct wproc *w, const char *code, const char *msg, int died);
+static void forget_held(struct wproc *w);
 
 static void default_log(int worker, const char *line, void *ud)
 {
@@ -204,6 +252,21 @@ static void describe_status(int st, char *buf, size_t len)
         snprintf(buf, len, "unknown status");
 }
 
+static int other_worker_up(const gpu_pool *p, const wproc *w);
+
+static long restart_later(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    wproc *w = ud;
+    w->restart_timer = 0;
+    if (!w->pool->closing && w->state == W_DOWN) {
+        worker_start(w->pool, w);
+        dispatch(w->pool);
+    }
+    return DT_LOOP_NOMORE;
+}
+
 /* The worker is gone (EOF, deadline or cancel): reap it, answer its request
  * if nobody has, and start a new one. why is the message for the request
  * (NULL: derive "worker exited: ..." from the wait status). */
@@ -233,6 +296,7 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
         w->pid = -1;
     }
     int was_starting = w->state == W_STARTING;
+    int quick = dt_now() - w->started < QUICK_DEATH_S;
     w->state = W_DOWN;
     w->gen++;
     dt_buf_reset(&w->out);
@@ -245,6 +309,10 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
         why = msg;
         code = "worker_exited";
     }
+    /* A restart may land elsewhere (srun): what it held is not assumed. */
+    forget_held(w);
+    if (w->ship != NULL)
+        ship_over(p, w, code, why, dt_streq(code, "worker_exited") || dt_streq(code, "protocol"));
     if (was_starting) {
         w->failures++;
         snprintf(w->last_error, sizeof w->last_error, "%s", why);
@@ -264,13 +332,17 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
                    w->failures < MAX_START_FAILURES &&
                    (dt_streq(code, "worker_exited") || dt_streq(code, "protocol"))) {
             /* The worker died under the request (a crash, not a deadline or
-             * a cancel): once more on a fresh worker, after its replays. */
+             * a cancel): once more, on another worker when one is up (a
+             * lost node), else on the fresh one after its replays. */
+            int elsewhere = !r->targeted && other_worker_up(p, w);
             char m[800];
-            snprintf(m, sizeof m, "%s during request %ld ('%s'): retrying it once on a fresh "
-                     "worker", why, r->id, dt_json_str(r->req, "req", "?"));
+            snprintf(m, sizeof m, "%s during request %ld ('%s'): retrying it once on %s", why,
+                     r->id, dt_json_str(r->req, "req", "?"),
+                     elsewhere ? "another worker" : "a fresh worker");
             p->o.log(w->index, m, p->o.log_ud);
             r->retried = 1;
-            r->worker = w->index;
+            r->worker = r->targeted ? w->index : -1;
+            r->avoid = w->index;
             r->next = p->queue;
             p->queue = r;
             if (p->queue_tail == NULL)
@@ -296,7 +368,25 @@ static void worker_died(gpu_pool *p, wproc *w, const char *code, const char *why
         return;
     }
     p->restarts++;
-    worker_start(p, w);
+    /* Backoff: a worker that keeps dying soon after its start (or whose
+     * launcher keeps failing) waits longer before each new start. */
+    w->quick_deaths = quick || was_starting ? w->quick_deaths + 1 : 0;
+    if (w->quick_deaths <= 1) {
+        worker_start(p, w);
+        return;
+    }
+    double delay = 0.25;
+    for (int k = 2; k < w->quick_deaths && delay < BACKOFF_MAX_S; k++)
+        delay *= 2;
+    if (delay > BACKOFF_MAX_S)
+        delay = BACKOFF_MAX_S;
+    char m[200];
+    snprintf(m, sizeof m,
+             "died %d times in a row within %.0f s of starting: restarting it in "
+             "%.2f s",
+             w->quick_deaths, QUICK_DEATH_S, delay);
+    p->o.log(w->index, m, p->o.log_ud);
+    w->restart_timer = dt_loop_add_timer(p->loop, (long)(delay * 1000), restart_later, w);
 }
 
 /* ---- I/O ------------------------------------------------------------------------- */
@@ -412,6 +502,26 @@ static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
     if (dt_streq(dt_json_str(rep, "error", NULL), "kernel_fault"))
         w->fault = cJSON_Duplicate(rep, 1);
     w->cur = NULL;
+    if (!r->shipreq && !r->ship_now && p->o.ship >= 0 && dt_json_bool(rep, "path_missing", 0) &&
+        dt_streq(dt_json_str(r->req, "req", ""), "load_matrix") &&
+        cJSON_GetObjectItem(r->req, "blob") == NULL) {
+        /* The worker cannot see the file: ship it the bytes, then load
+         * again; every later load of the path ships (to a worker that
+         * does not hold it yet). */
+        const char *path = dt_json_str(r->req, "matrix", "");
+        if (!path_unseen(p, path)) {
+            p->unseen = dt_xrealloc(p->unseen, (size_t)(p->nunseen + 1) * sizeof *p->unseen);
+            p->unseen[p->nunseen++] = dt_xstrdup(path);
+        }
+        w->state = W_IDLE;
+        r->ship_now = 1;
+        r->worker = w->index;
+        queue_front(p, r);
+        cJSON_Delete(rep);
+        return;
+    }
+    if (!r->internal)
+        dt_json_set_int(rep, "worker", w->index);
     if (r->internal && dt_streq(dt_json_str(r->req, "req", ""), "hello")) {
         cJSON_Delete(w->hello);
         w->hello = cJSON_Duplicate(rep, 1);
@@ -578,6 +688,7 @@ static request *new_request(gpu_pool *p, cJSON *req, int worker, double deadline
     r->fn = fn;
     r->ud = ud;
     r->internal = internal;
+    r->avoid = -1;
     return r;
 }
 
@@ -670,7 +781,313 @@ static void worker_start(gpu_pool *p, wproc *w)
     send_request(p, w, r);
 }
 
+/* ---- shipping files -------------------------------------------------------------- */
+
+static void queue_front(gpu_pool *p, request *r)
+{
+    r->next = p->queue;
+    p->queue = r;
+    if (p->queue_tail == NULL)
+        p->queue_tail = r;
+}
+
+static int worker_holds(const wproc *w, const char *blob)
+{
+    for (int i = 0; i < w->nheld; i++)
+        if (strcmp(w->held[i], blob) == 0)
+            return 1;
+    return 0;
+}
+
+static void forget_held(wproc *w)
+{
+    for (int i = 0; i < w->nheld; i++)
+        free(w->held[i]);
+    free(w->held);
+    w->held = NULL;
+    w->nheld = 0;
+}
+
+static int path_unseen(const gpu_pool *p, const char *path)
+{
+    for (int i = 0; i < p->nunseen; i++)
+        if (strcmp(p->unseen[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+/* The content hash of path, read once per size and mtime. 0, or -1 with e. */
+static int file_hash(gpu_pool *p, const char *path, char hex[17], int64_t *size, dt_err *e)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return dt_err_set(e, "%s: cannot read it to ship it to a worker: %s", path,
+                          strerror(errno));
+    long long mt = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+    for (hashed *h = p->hashes; h; h = h->next) {
+        if (strcmp(h->path, path) == 0 && h->size == (int64_t)sb.st_size && h->mtime_ns == mt) {
+            memcpy(hex, h->hash, 17);
+            *size = h->size;
+            return 0;
+        }
+    }
+    if (ship_hash_file(path, hex, size, e) != 0)
+        return -1;
+    hashed *h = dt_xcalloc(1, sizeof *h);
+    h->path = dt_xstrdup(path);
+    h->size = *size;
+    h->mtime_ns = mt;
+    memcpy(h->hash, hex, 17);
+    h->next = p->hashes;
+    p->hashes = h;
+    return 0;
+}
+
+static void ship_step(gpu_pool *p, const cJSON *reply, void *ud);
+
+/* Queue the shipment's next blob_* request for its worker, ahead of all. */
+static void ship_send(gpu_pool *p, wproc *w)
+{
+    shipment *s = w->ship;
+    cJSON *q = dt_json_obj();
+    dt_json_set_str(q, "hash", s->hash);
+    if (s->stage == 0) {
+        dt_json_set_str(q, "req", "blob_begin");
+        dt_json_set_str(q, "name", s->name);
+        dt_json_set_num(q, "bytes", (double)s->size);
+    } else if (s->stage == 1) {
+        unsigned char *buf = dt_xmalloc(SHIP_CHUNK_MAX);
+        int64_t want = s->size - s->sent < SHIP_CHUNK_MAX ? s->size - s->sent : SHIP_CHUNK_MAX;
+        ssize_t n;
+        do
+            n = pread(s->fd, buf, (size_t)want, (off_t)s->sent);
+        while (n < 0 && errno == EINTR);
+        if (n != want) {
+            /* The file shrank or went away since it was hashed: blob_end
+             * would refuse it anyway; say so now. */
+            char m[600];
+            snprintf(m, sizeof m,
+                     "%s: read %lld of %lld bytes at offset %lld while shipping it: "
+                     "%s",
+                     s->path, (long long)(n < 0 ? 0 : n), (long long)want, (long long)s->sent,
+                     n < 0 ? strerror(errno) : "the file changed");
+            free(buf);
+            cJSON_Delete(q);
+            cJSON *r = make_error(s->load->id, "load_failed", m);
+            ship_step(p, r, w);
+            cJSON_Delete(r);
+            return;
+        }
+        char *b = ship_b64_encode(buf, (size_t)n);
+        free(buf);
+        dt_json_set_str(q, "req", "blob_chunk");
+        dt_json_set_num(q, "offset", (double)s->sent);
+        dt_json_set_str(q, "data", b);
+        free(b);
+    } else {
+        dt_json_set_str(q, "req", "blob_end");
+    }
+    request *r = new_request(p, q, w->index, p->o.deadline_s, ship_step, w, 1);
+    r->shipreq = 1;
+    queue_front(p, r);
+}
+
+/* The shipment is over: its load goes on (stored: with "blob"), or fails
+ * with err (code, message), or, when the worker died under it, is queued
+ * again like any request whose worker died. */
+static void ship_over(gpu_pool *p, wproc *w, const char *code, const char *msg, int died)
+{
+    shipment *s = w->ship;
+    request *r = s->load;
+    w->ship = NULL;
+    if (s->fd >= 0)
+        close(s->fd);
+    /* A queued blob_* request of this shipment is moot now. */
+    for (request **pp = &p->queue; *pp;) {
+        request *q = *pp;
+        if (q->shipreq && q->worker == w->index) {
+            *pp = q->next;
+            cJSON_Delete(q->req);
+            free(q);
+        } else {
+            pp = &q->next;
+        }
+    }
+    p->queue_tail = NULL;
+    for (request *q = p->queue; q; q = q->next)
+        p->queue_tail = q;
+    if (code == NULL) {
+        char blob[160];
+        snprintf(blob, sizeof blob, "%s/%s", s->hash, s->name);
+        dt_json_set_str(r->req, "blob", blob);
+        r->worker = w->index;
+        queue_front(p, r);
+    } else if (died && r->internal) {
+        /* A replay: the worker's next start replays it afresh. */
+        cJSON_Delete(r->req);
+        free(r);
+    } else if (died && !r->retried && !p->closing) {
+        r->retried = 1;
+        r->ship_now = 0;
+        if (!r->targeted) {
+            r->worker = -1;
+            r->avoid = w->index;
+        }
+        queue_front(p, r);
+    } else {
+        char m[1200];
+        snprintf(m, sizeof m, "shipping %s (%s) to worker %d: %s", s->path, s->hash, w->index, msg);
+        cJSON *rep = make_error(r->id, code, m);
+        if (r->retried)
+            dt_json_set_bool(rep, "retried", 1);
+        finish(p, r, rep);
+        cJSON_Delete(rep);
+    }
+    free(s->path);
+    free(s);
+}
+
+static void ship_progress(gpu_pool *p, wproc *w, const char *what)
+{
+    shipment *s = w->ship;
+    char sz[32], done[32], m[700];
+    dt_fmt_bytes((double)s->size, sz, sizeof sz);
+    dt_fmt_bytes((double)s->sent, done, sizeof done);
+    double secs = dt_now() - s->t0;
+    snprintf(m, sizeof m, "shipping %s (%s, %s): %s, %s in %.1f s (%.1f MB/s)", s->path, s->hash,
+             sz, what, done, secs, secs > 0 ? (double)s->sent / 1e6 / secs : 0.0);
+    p->o.log(w->index, m, p->o.log_ud);
+}
+
+static void ship_step(gpu_pool *p, const cJSON *reply, void *ud)
+{
+    wproc *w = ud;
+    shipment *s = w->ship;
+    if (s == NULL)
+        return; /* the shipment was abandoned (its worker died) */
+    if (!dt_json_bool(reply, "ok", 0)) {
+        const char *code = dt_json_str(reply, "error", "internal");
+        int died = dt_streq(code, "worker_exited") || dt_streq(code, "protocol");
+        ship_over(p, w, dt_streq(code, "not_found") ? "load_failed" : code,
+                  dt_json_str(reply, "message", ""), died);
+        return;
+    }
+    char blob[160];
+    snprintf(blob, sizeof blob, "%s/%s", s->hash, s->name);
+    if (s->stage == 0 && dt_json_bool(reply, "have", 0)) {
+        p->o.log(w->index, "already holds it (stored on its host by an earlier transfer)",
+                 p->o.log_ud);
+    } else if (s->stage == 0 || s->stage == 1) {
+        if (s->stage == 1) {
+            int64_t got = (int64_t)dt_json_num(reply, "received", -1);
+            int64_t want =
+                s->sent + (s->size - s->sent < SHIP_CHUNK_MAX ? s->size - s->sent : SHIP_CHUNK_MAX);
+            if (got != want) {
+                char m[200];
+                snprintf(m, sizeof m, "the worker says it received %lld bytes, %lld were sent",
+                         (long long)got, (long long)want);
+                ship_over(p, w, "protocol", m, 0);
+                return;
+            }
+            p->shipped_bytes += got - s->sent;
+            s->sent = got;
+            int quarter = s->size > 0 ? (int)(4 * s->sent / s->size) : 4;
+            if (quarter > s->last_quarter && quarter < 4 && s->size > 4LL * SHIP_CHUNK_MAX) {
+                char pct[16];
+                snprintf(pct, sizeof pct, "%d%%", 25 * quarter);
+                ship_progress(p, w, pct);
+            }
+            s->last_quarter = quarter;
+        }
+        s->stage = s->sent < s->size ? 1 : 2;
+        ship_send(p, w);
+        return;
+    } else {
+        p->shipments++;
+        ship_progress(p, w, "stored, hash checked");
+    }
+    w->held = dt_xrealloc(w->held, (size_t)(w->nheld + 1) * sizeof *w->held);
+    w->held[w->nheld++] = dt_xstrdup(blob);
+    ship_over(p, w, NULL, NULL, 0);
+}
+
+/* Before r goes to w: a load_matrix of a file this worker may not see is
+ * sent as the stored copy of the file's bytes, shipped first when the
+ * worker does not hold them yet. Returns 1 when r was taken (parked behind
+ * a shipment, or failed), 0 to send it now. */
+static int maybe_ship(gpu_pool *p, wproc *w, request *r)
+{
+    if (r->shipreq || !dt_streq(dt_json_str(r->req, "req", ""), "load_matrix"))
+        return 0;
+    cJSON_DeleteItemFromObject(r->req, "blob");
+    const char *src = dt_json_str(r->req, "matrix", NULL);
+    if (src == NULL || p->o.ship < 0 || dt_startswith(src, "gen:") || dt_startswith(src, "rep:"))
+        return 0;
+    if (!(p->o.ship > 0 || p->remote || r->ship_now || path_unseen(p, src)))
+        return 0;
+    dt_err e = {0};
+    char hash[17];
+    int64_t size = 0;
+    const char *base = strrchr(src, '/') ? strrchr(src, '/') + 1 : src;
+    char name[129];
+    /* The stored name keeps the extension (the reader goes by it); other
+     * characters become '_'. */
+    snprintf(name, sizeof name, "%s", base[0] && base[0] != '.' ? base : "matrix");
+    for (char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              strchr("._+-", *c)))
+            *c = '_';
+    if (!ship_name_ok(name))
+        snprintf(name, sizeof name, "matrix");
+    if (file_hash(p, src, hash, &size, &e) != 0) {
+        cJSON *rep = make_error(r->id, "not_found", e.msg);
+        finish(p, r, rep);
+        cJSON_Delete(rep);
+        return 1;
+    }
+    char blob[160];
+    snprintf(blob, sizeof blob, "%s/%s", hash, name);
+    if (worker_holds(w, blob)) {
+        dt_json_set_str(r->req, "blob", blob);
+        return 0;
+    }
+    shipment *s = dt_xcalloc(1, sizeof *s);
+    s->load = r;
+    s->path = dt_xstrdup(src);
+    memcpy(s->hash, hash, 17);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->size = size;
+    s->fd = open(src, O_RDONLY | O_CLOEXEC);
+    s->t0 = dt_now();
+    w->ship = s;
+    if (s->fd < 0) {
+        snprintf(e.msg, sizeof e.msg, "%s: %s", src, strerror(errno));
+        ship_over(p, w, "not_found", e.msg, 0);
+        return 1;
+    }
+    char sz[32], m[700];
+    dt_fmt_bytes((double)size, sz, sizeof sz);
+    snprintf(m, sizeof m, "shipping %s (%s, %s) to this worker: %s", src, hash, sz,
+             r->ship_now     ? "it cannot see the path"
+             : p->remote     ? "the launcher starts workers on other hosts"
+             : p->o.ship > 0 ? "shipping is always on"
+                             : "another worker could not see the path");
+    p->o.log(w->index, m, p->o.log_ud);
+    ship_send(p, w);
+    return 1;
+}
+
 /* ---- dispatch ---------------------------------------------------------------------- */
+
+/* Another worker than w is up or coming up: a retry avoiding w waits for it. */
+static int other_worker_up(const gpu_pool *p, const wproc *w)
+{
+    for (int i = 0; i < p->nw; i++)
+        if (&p->w[i] != w &&
+            (p->w[i].state == W_IDLE || p->w[i].state == W_BUSY || p->w[i].state == W_STARTING))
+            return 1;
+    return 0;
+}
 
 static void dispatch(gpu_pool *p)
 {
@@ -678,16 +1095,25 @@ static void dispatch(gpu_pool *p)
         wproc *w = &p->w[i];
         if (w->state != W_IDLE)
             continue;
-        /* A worker replaying its matrices takes only its own requests. */
+        /* A worker replaying its matrices or receiving a file takes only
+         * its own requests. */
         request **pp = &p->queue, *prev = NULL;
         while (*pp) {
             request *r = *pp;
             int mine = r->worker == w->index;
-            if (mine || (r->worker < 0 && w->reloads_left == 0)) {
+            int any = r->worker < 0 && w->reloads_left == 0 && w->ship == NULL &&
+                      (r->avoid != w->index || !other_worker_up(p, w));
+            if (mine || any) {
                 *pp = r->next;
                 if (p->queue_tail == r)
                     p->queue_tail = prev;
                 r->next = NULL;
+                if (maybe_ship(p, w, r)) {
+                    /* parked behind a shipment (its blob_begin is queued
+                     * first) or failed: look again from the start */
+                    i--;
+                    break;
+                }
                 send_request(p, w, r);
                 break;
             }
@@ -698,6 +1124,26 @@ static void dispatch(gpu_pool *p)
 }
 
 /* ---- public --------------------------------------------------------------------- */
+
+/* Does the launcher start workers on other hosts? A word of the template
+ * that is, or ends in /, ssh or srun. */
+static int launcher_remote(const char *t)
+{
+    while (*t) {
+        while (*t == ' ' || *t == '\t')
+            t++;
+        size_t n = strcspn(t, " \t");
+        const char *base = t;
+        for (size_t i = 0; i < n; i++)
+            if (t[i] == '/')
+                base = t + i + 1;
+        size_t bn = n - (size_t)(base - t);
+        if ((bn == 3 && strncmp(base, "ssh", 3) == 0) || (bn == 4 && strncmp(base, "srun", 4) == 0))
+            return 1;
+        t += n;
+    }
+    return 0;
+}
 
 gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e)
 {
@@ -723,6 +1169,7 @@ gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e)
         return NULL;
     }
     p->exe[n] = '\0';
+    p->remote = launcher_remote(p->launcher);
     /* A write to a dead worker must be an error, not our death. */
     signal(SIGPIPE, SIG_IGN);
     p->nw = p->o.workers;
@@ -771,6 +1218,11 @@ void gpu_pool_free(gpu_pool *p)
         close_fd(p, &w->err_fd);
         if (w->timer)
             dt_loop_del_timer(p->loop, w->timer);
+        if (w->restart_timer)
+            dt_loop_del_timer(p->loop, w->restart_timer);
+        if (w->ship)
+            ship_over(p, w, "cancelled", "the worker pool was shut down", 0);
+        forget_held(w);
         if (w->cur) {
             cJSON *rep = make_error(w->cur->id, "cancelled", "the worker pool was shut down");
             finish(p, w->cur, rep);
@@ -794,6 +1246,15 @@ void gpu_pool_free(gpu_pool *p)
         free(l->handle);
         cJSON_Delete(l->req);
         free(l);
+    }
+    for (int i = 0; i < p->nunseen; i++)
+        free(p->unseen[i]);
+    free(p->unseen);
+    while (p->hashes) {
+        hashed *h = p->hashes;
+        p->hashes = h->next;
+        free(h->path);
+        free(h);
     }
     free(p->w);
     free(p->launcher);
@@ -936,13 +1397,22 @@ int gpu_pool_restarts(const gpu_pool *p)
     return p->restarts;
 }
 
+int gpu_pool_shipments(const gpu_pool *p, int64_t *bytes)
+{
+    if (bytes)
+        *bytes = p->shipped_bytes;
+    return p->shipments;
+}
+
 int gpu_pool_pending(const gpu_pool *p)
 {
     int n = 0;
     for (request *r = p->queue; r; r = r->next)
         n += !r->internal;
-    for (int i = 0; i < p->nw; i++)
+    for (int i = 0; i < p->nw; i++) {
         n += p->w[i].cur != NULL && !p->w[i].cur->internal;
+        n += p->w[i].ship != NULL && !p->w[i].ship->load->internal; /* parked behind its file */
+    }
     return n;
 }
 
@@ -962,6 +1432,13 @@ void gpu_pool_cancel(gpu_pool *p, long id)
     }
     for (int i = 0; i < p->nw; i++) {
         wproc *w = &p->w[i];
+        if (w->ship && w->ship->load->id == id) {
+            /* Parked behind its file: the transfer stops (a blob_* request
+             * in flight is answered and ignored). */
+            ship_over(p, w, "cancelled", "cancelled while its matrix was being shipped", 0);
+            dispatch(p);
+            return;
+        }
         if (w->cur && w->cur->id == id) {
             if (w->pid > 0)
                 kill(-w->pid, SIGKILL);

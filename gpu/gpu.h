@@ -18,6 +18,13 @@
  * worker (error "protocol" when the retry fails too). Workers get
  * PR_SET_PDEATHSIG: they die with ditto however it ends.
  *
+ * Scale-out: a retry goes to another worker when one is up (unless the
+ * caller named the worker); a worker that keeps dying soon after its start
+ * is restarted with a doubling delay; a worker that cannot see a matrix's
+ * path (or any worker of an ssh/srun launcher) is sent the file's bytes,
+ * content-addressed, once per worker (PROTOCOL.md, "Shipping files").
+ * Replies carry "worker", the index of the worker that answered.
+ *
  * Ownership: requests passed to the pool are taken (the pool frees them);
  * replies handed to callbacks are borrowed for the duration of the call;
  * gpu_pool_call returns a reply the caller frees with cJSON_Delete. */
@@ -49,6 +56,10 @@ typedef struct gpu_pool_opts {
     double start_deadline_s; /* for the hello after a start (default 30 s) */
     double max_deadline_s;  /* > 0: a cap on every request's deadline, even one a caller
                              * asked for (a person's --deadline); 0: none */
+    /* Shipping matrix files to workers (PROTOCOL.md, "Shipping files"):
+     * 0 (auto) when the launcher runs ssh or srun, or once a worker said
+     * it cannot see a path; 1 always; -1 never. */
+    int ship;
     gpu_log_fn *log;        /* default: stderr with a "worker N: " prefix */
     void *log_ud;
 } gpu_pool_opts;
@@ -87,6 +98,8 @@ const cJSON *gpu_pool_hello(const gpu_pool *p, int worker);
 int gpu_pool_wait_ready(gpu_pool *p, double timeout_s);
 /* How many times workers were restarted. */
 int gpu_pool_restarts(const gpu_pool *p);
+/* Files shipped to workers (each stored and hash-checked) and their bytes. */
+int gpu_pool_shipments(const gpu_pool *p, int64_t *bytes);
 /* Requests queued or running. */
 int gpu_pool_pending(const gpu_pool *p);
 /* Cancel a queued or running request: a running one kills its worker (the

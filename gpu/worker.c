@@ -1,6 +1,7 @@
 /* worker.c -- `ditto worker`: the request loop of gpu/PROTOCOL.md, matrices,
  * compile requests, hello and shutdown. */
 #include "gpu/gpu.h"
+#include "gpu/ship.h"
 #include "gpu/worker.h"
 
 #include <errno.h>
@@ -120,6 +121,9 @@ static int do_hello(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     dt_json_set_int(out, "protocol", GPU_PROTOCOL_VERSION);
     dt_json_set_str(out, "version", DT_VERSION);
     dt_json_set_int(out, "pid", getpid());
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    dt_json_set_str(out, "host", host); /* with device.index, names the GPU for the pool */
     cJSON *d = dt_json_obj();
     const dev_info *di = &w->dev;
     dt_json_set_bool(d, "present", di->present);
@@ -222,8 +226,26 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         handle = hbuf;
     }
     sp_read_opts ro = {.allow_nonfinite = dt_json_bool(req, "allow_nonfinite", 0), .quiet = 1};
+    /* A file shipped to this worker (gpu/PROTOCOL.md, "Shipping files")
+     * stands in for a path it cannot see. */
+    const char *blob = dt_json_str(req, "blob", NULL);
+    char *stored = blob ? ship_stored_path(blob, e) : NULL;
+    if (blob && stored == NULL)
+        return -1;
+    if (stored == NULL && strncmp(src, "gen:", 4) != 0 && strncmp(src, "rep:", 4) != 0 &&
+        access(src, R_OK) != 0) {
+        /* Said apart from a file that does not parse (path_missing): the
+         * client ships it. */
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        e->code = WK_ELOAD;
+        dt_json_set_bool(out, "path_missing", 1);
+        return dt_err_set(e, "%s: cannot be read on this worker's host (%s, pid %ld): %s", src,
+                          host, (long)getpid(), strerror(errno));
+    }
     double t0 = dt_now();
-    sp_csr *a = sp_load(src, &ro, e);
+    sp_csr *a = sp_load(stored ? stored : src, &ro, e);
+    free(stored);
     if (a == NULL) {
         e->code = WK_ELOAD;
         return -1;
@@ -402,6 +424,21 @@ static int do_shutdown(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     return 0;
 }
 
+static int do_blob_begin(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    return ship_begin(&w->ship, req, out, e);
+}
+
+static int do_blob_chunk(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    return ship_chunk(&w->ship, req, out, e);
+}
+
+static int do_blob_end(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
+{
+    return ship_end(&w->ship, req, out, e);
+}
+
 static const struct {
     const char *name;
     handler fn;
@@ -410,6 +447,8 @@ static const struct {
     {"compile", do_compile},     {"verify", wk_verify},      {"measure", wk_measure},
     {"baseline", wk_baseline},   {"metrics", wk_metrics},    {"calibrate", wk_calibrate},
     {"sanitize", wk_sanitize},   {"reference", wk_reference}, {"shutdown", do_shutdown},
+    /* gpu/PROTOCOL.md, "Shipping files" */
+    {"blob_begin", do_blob_begin}, {"blob_chunk", do_blob_chunk}, {"blob_end", do_blob_end},
 };
 
 /* Write one response line; stdout is the protocol channel. */
@@ -548,6 +587,7 @@ int gpu_worker_main(int argc, char **argv)
             break;
     }
     free(line);
+    ship_worker_free(w.ship);
     while (w.matrices)
         matrix_remove(&w, w.matrices->handle);
     for (int i = 0; i < w.ncubins; i++)

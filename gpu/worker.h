@@ -69,6 +69,7 @@ typedef struct wk_state {
     int ncubins;
     char exe[4096];     /* this binary, for sanitize's child */
     const char *arch;   /* compile target override ("sm_80"); NULL: the device's */
+    struct ship_worker *ship; /* a file being received (gpu/ship.c), NULL */
 } wk_state;
 
 /* NVRTC, loaded on first use. NULL with e set (WK_ECOMPILE) when missing. */

@@ -12,6 +12,16 @@
 # the speedup over it, as the worker's baseline does. With
 # FAKE_TUNE_FAST_STRATEGY set to a strategy's name, every variant of the
 # template whose manifest names it takes 0.25 us.
+# Scheduling (the pool's tests): FAKE_TUNE_GPU=N reports GPU N
+# (FAKE_TUNE_NAME, default FakeGPU) on host "fakehost"; with FAKE_TUNE_LOCKS
+# set (a folder), each measure or verify holds that GPU's lock for 50 ms and
+# appends "GPU" to FAKE_TUNE_LOCKS/timed, or "OVERLAP GPU" to
+# FAKE_TUNE_LOCKS/overlaps when another timing held it (two at once on one
+# GPU). FAKE_TUNE_DIE_AT=N: the worker kills itself at its Nth compile;
+# FAKE_TUNE_CAPS='"compile"': the hello's capabilities (JSON strings).
+# FAKE_TUNE_HANG_ONCE=FILE: the first compile to come while FILE does not
+# exist creates it and is never answered (a node gone silent, once).
+compiles=0
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
   # The pool writes the request's own fields, then its "id".
@@ -37,8 +47,30 @@ while IFS= read -r line; do
     sp=$(awk -v b="$FAKE_TUNE_BASELINE_US" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
     extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US}}]},\"speedup\":${sp}"
   fi
+  if [ -n "${FAKE_TUNE_LOCKS:-}" ] && { [ "$req" = measure ] || [ "$req" = verify ]; }; then
+    if mkdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU" 2>/dev/null; then
+      echo "${FAKE_TUNE_NAME:-FakeGPU} $FAKE_TUNE_GPU" >> "$FAKE_TUNE_LOCKS/timed"
+      sleep 0.05
+      rmdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU"
+    else
+      echo "OVERLAP $FAKE_TUNE_GPU" >> "$FAKE_TUNE_LOCKS/overlaps"
+    fi
+  fi
+  if [ "$req" = compile ]; then
+    compiles=$((compiles + 1))
+    [ "$compiles" = "${FAKE_TUNE_DIE_AT:-0}" ] && kill -9 $$
+    if [ -n "${FAKE_TUNE_HANG_ONCE:-}" ] && mkdir "$FAKE_TUNE_HANG_ONCE" 2>/dev/null; then
+      sleep 1000
+    fi
+  fi
   case "$req" in
-    hello) printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$" ;;
+    hello)
+      if [ -n "${FAKE_TUNE_GPU:-}" ]; then
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s"},"capabilities":[%s]}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}" "${FAKE_TUNE_CAPS:-\"compile\",\"measure\",\"verify\"}"
+      else
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$"
+      fi ;;
+    compile) printf '{"id":%s,"ok":true,"compiled":true,"kernels":[{"name":"k","registers":%s}]}\n' "$id" "$((16 + sum % 48))" ;;
     measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"%s}\n' "$id" "$us" "$key" "$extra" ;;
     verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]}\n' "$id" ;;
     shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;

@@ -692,3 +692,152 @@ Test(tuner, widening_should_stay_within_the_time_budget, .timeout = 120)
     cJSON_Delete(res);
     cJSON_Delete(lines);
 }
+
+/* ---- scheduling over a pool: compile-only, a lost worker, one timing per GPU ---------- */
+
+/* Tune one ell-baked-spmm candidate (12 points) through `workers` fake
+ * workers started by "env ENV fake-tune-worker.sh" (ENV may use {device}).
+ * gpu: the target's model (NULL: any). Returns the result; caller frees. */
+static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int compile_only,
+                             int *restarts)
+{
+    dt_loop *l = dt_loop_new();
+    char *la = dt_xasprintf("env %s %s/tests/agents/fake-tune-worker.sh", env, tu_src_dir());
+    /* Every request capped at 3 s (a person's --deadline): a hang ends soon. */
+    gpu_pool_opts po = {.workers = workers,
+                        .launcher = la,
+                        .deadline_s = 30,
+                        .start_deadline_s = 20,
+                        .max_deadline_s = 3,
+                        .log = pool_quiet};
+    dt_err e = {0};
+    gpu_pool *p = gpu_pool_new(l, &po, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    cr_assert_eq(gpu_pool_wait_ready(p, 20), workers);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SPMM;
+    spec.n = 32;
+    cJSON *cands = cJSON_Parse(
+        "[{\"strategy\": \"ell-baked-spmm\", \"template\": \"kernels/spmm_ell.cu\","
+        "  \"params\": {\"WARPS\": 4, \"VEC\": 8, \"LANES\": 32, \"ROWS_PER_WARP\": 1,"
+        "               \"UNROLL\": 4, \"TN\": 32},"
+        "  \"space\": {\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8], \"TN\": [32]}}]");
+    cr_assert_not_null(cands);
+    tune_wait w = {0};
+    ag_tune_opts o = {.pool = p,
+                      .spec = &spec,
+                      .matrix = "m",
+                      .gpu = gpu,
+                      .candidates = cands,
+                      .budget_variants = 12,
+                      .refine = -1,
+                      .budget_s = 60,
+                      .use_cache = 0,
+                      .compile_only = compile_only,
+                      .progress = tune_quiet,
+                      .done = tune_done,
+                      .ud = &w};
+    ag_tuner *t = ag_tuner_start(&o, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    double t0 = dt_now();
+    while (!w.done && dt_now() - t0 < 60)
+        if (dt_loop_run_once(l, 200) < 0)
+            break;
+    cr_assert(w.done, "the tuner did not finish within 60 s");
+    if (restarts)
+        *restarts = gpu_pool_restarts(p);
+    ag_tuner_free(t);
+    cJSON_Delete(cands);
+    sp_spec_clear(&spec);
+    gpu_pool_free(p);
+    dt_loop_free(l);
+    free(la);
+    return w.result;
+}
+
+Test(tuner, compile_only_should_account_for_every_variant_when_a_worker_keeps_dying, .timeout = 120)
+{
+    /* Worker 1 dies at its second compile, every time it is started. */
+    int restarts = 0;
+    cJSON *res =
+        tune_scheduled("FAKE_TUNE_DIE_AT=$(( {device} == 1 ? 2 : 0 ))", 3, NULL, 1, &restarts);
+    cr_assert(dt_json_bool(res, "compile_only", 0));
+    cr_assert_eq(dt_json_num(res, "variants", 0), 12);
+    cr_assert_eq(dt_json_num(res, "compiled", 0), 12, "lost: %g", dt_json_num(res, "lost", -1));
+    cr_assert_eq(dt_json_num(res, "lost", -1), 0);
+    cr_assert(restarts >= 1, "worker 1 never died");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    cr_assert_eq(cJSON_GetArraySize(vs), 12);
+    const cJSON *v;
+    int per[3] = {0, 0, 0};
+    cJSON_ArrayForEach(v, vs)
+    {
+        cr_assert(dt_json_bool(v, "compiled", 0));
+        cr_assert(!cJSON_GetObjectItem(v, "quick_us"), "compile-only timed a variant");
+        cr_assert(dt_json_num(cJSON_GetArrayItem(cJSON_GetObjectItem(v, "kernels"), 0), "registers",
+                              0) >= 16);
+        int w = (int)dt_json_num(v, "worker", -1);
+        cr_assert(w >= 0 && w < 3);
+        per[w]++;
+    }
+    /* Spread over the workers; the dying one compiled at most one per start. */
+    cr_assert(per[0] > 0 && per[2] > 0, "%d %d %d", per[0], per[1], per[2]);
+    cr_assert(per[1] <= restarts + 1, "%d %d %d (restarts %d)", per[0], per[1], per[2], restarts);
+    cJSON_Delete(res);
+}
+
+Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_model, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    /* Workers 0..3 share two FakeGPUs (0 and 1); worker 4 has another
+     * model; worker 5 a FakeGPU of its own (2) but no "measure" capability. */
+    char *env = dt_xasprintf(
+        "FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU=$(( {device} == 5 ? 2 : {device} %% 2 )) "
+        "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU) "
+        "FAKE_TUNE_CAPS=$( [ {device} = 5 ] && echo '\"compile\"' || echo "
+        "'\"compile\",\"measure\"')",
+        dir);
+    cJSON *res = tune_scheduled(env, 6, "FakeGPU", 0, NULL);
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+        cr_assert(dt_json_num(v, "quick_us", 0) > 0 || cJSON_GetObjectItem(v, "same_as"),
+                  "a variant was not timed: %s", cJSON_PrintUnformatted(v));
+    char *p = dt_xasprintf("%s/overlaps", dir);
+    char *overlaps = dt_read_file(p, NULL, NULL);
+    cr_assert_null(overlaps, "two timings at once on one GPU: %s", overlaps);
+    free(p);
+    p = dt_xasprintf("%s/timed", dir);
+    char *timed = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(timed);
+    cr_assert(strstr(timed, "FakeGPU 0") && strstr(timed, "FakeGPU 1"), "both GPUs time: %s",
+              timed);
+    cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
+    cr_assert_null(strstr(timed, "FakeGPU 2"), "a worker without measure timed: %s", timed);
+    free(timed);
+    free(p);
+    cJSON_Delete(res);
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, a_compile_that_hangs_should_be_tried_once_more_and_every_variant_accounted_for,
+     .timeout = 120)
+{
+    /* The first compile sent is never answered (a node gone silent). */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_HANG_ONCE='%s/hung'", dir);
+    int restarts = 0;
+    cJSON *res = tune_scheduled(env, 2, NULL, 1, &restarts);
+    cr_assert_eq(dt_json_num(res, "compiled", 0), 12, "lost: %g", dt_json_num(res, "lost", -1));
+    cr_assert_eq(dt_json_num(res, "lost", -1), 0);
+    cr_assert_eq(restarts, 1, "the hung worker should have been killed and restarted once");
+    cJSON_Delete(res);
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}

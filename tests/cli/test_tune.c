@@ -99,3 +99,82 @@ Test(tune, refine_should_take_a_count_and_refuse_anything_else)
     tu_rmtree(dir);
     free(dir);
 }
+
+/* Workers with no GPU to see (CUDA_VISIBLE_DEVICES empty), two of them from
+ * config.json's "workers", the matrix a file they load by a path only the
+ * client sees (they run in /): --compile-only compiles and checks every
+ * variant, each line names its worker; without it the tune says how to. */
+Test(tune, compile_only_should_compile_every_variant_on_the_configured_workers, .timeout = 240)
+{
+    char *dir = tu_tmpdir();
+    char *m = tu_write(
+        dir, "diag.mtx",
+        "%%MatrixMarket matrix coordinate real general\n4 4 4\n1 1 1\n2 2 2\n3 3 3\n4 4 4\n");
+    free(m);
+    char *spec = tu_write(dir, "spec.json", "{\"op\": \"spmv\", \"matrix\": \"diag.mtx\"}");
+    char *cfg = dt_xasprintf("{\"workers\": {\"count\": 2, \"launcher\": \"env -C / "
+                             "CUDA_VISIBLE_DEVICES= XDG_CACHE_HOME=%s/w{device} {exe} worker "
+                             "--device {device}\"}}",
+                             dir);
+    char *cf = tu_write(dir, "config.json", cfg);
+    tu_proc p = tu_run("cd '%s' && DITTO_CONFIG='%s' XDG_CACHE_HOME='%s/c' '%s' tune spec.json "
+                       "--strategies 1 --variants 3",
+                       dir, cf, dir, tu_ditto_bin());
+    cr_assert_eq(p.status, 3, "exit %d: %s", p.status, p.err);
+    cr_assert(strstr(p.err, "--compile-only compiles and checks every variant"), "%s", p.err);
+    tu_proc_free(&p);
+    p = tu_run("cd '%s' && DITTO_CONFIG='%s' XDG_CACHE_HOME='%s/c' '%s' tune spec.json "
+               "--strategies 1 --variants 3 --compile-only",
+               dir, cf, dir, tu_ditto_bin());
+    cr_assert_eq(p.status, 0, "exit %d: %s\n%s", p.status, p.out, p.err);
+    cr_assert(
+        strstr(p.out, "3 variants: 3 compiled and checked, 0 refused by the compiler, 0 lost"),
+        "%s", p.out);
+    cr_assert(strstr(p.out, "answers per worker: worker 0: "), "%s", p.out);
+    cr_assert(strstr(p.out, " compiled: ") && strstr(p.out, " static findings [worker "), "%s",
+              p.out);
+    cr_assert(strstr(p.out, "matrix shipped to workers 2 times"), "%s\n%s", p.out, p.err);
+    cr_assert(strstr(p.err, "it cannot see the path"), "%s", p.err);
+    tu_proc_free(&p);
+    free(cfg);
+    free(cf);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* workers.ship in config.json: "never" leaves a worker that cannot see the
+ * file to say so (nothing is sent); a value outside the three is refused. */
+Test(tune, workers_ship_in_the_config_should_be_obeyed_and_checked, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    char *m = tu_write(dir, "diag.mtx",
+                       "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 2\n");
+    free(m);
+    char *spec = tu_write(dir, "spec.json", "{\"op\": \"spmv\", \"matrix\": \"diag.mtx\"}");
+    const char *modes[] = {"never", "sometimes"};
+    for (int i = 0; i < 2; i++) {
+        char *cfg = dt_xasprintf("{\"workers\": {\"count\": 1, \"ship\": \"%s\", \"launcher\": "
+                                 "\"env -C / XDG_CACHE_HOME=%s/w {exe} worker\"}}",
+                                 modes[i], dir);
+        char *cf = tu_write(dir, "config.json", cfg);
+        tu_proc p = tu_run("cd '%s' && DITTO_CONFIG='%s' '%s' tune spec.json --compile-only "
+                           "--strategies 1 --variants 1",
+                           dir, cf, tu_ditto_bin());
+        if (i == 0) {
+            cr_assert_eq(p.status, 1, "exit %d: %s", p.status, p.err);
+            cr_assert(strstr(p.err, "diag.mtx: cannot be read on this worker's host"), "%s", p.err);
+            cr_assert_null(strstr(p.err, "shipping"), "%s", p.err);
+        } else {
+            cr_assert_eq(p.status, 2, "exit %d: %s", p.status, p.err);
+            cr_assert(strstr(p.err, "$.workers.ship: expected \"auto\", \"always\" or \"never\""),
+                      "%s", p.err);
+        }
+        tu_proc_free(&p);
+        free(cf);
+        free(cfg);
+    }
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}

@@ -2,6 +2,8 @@
  * no GPU needed: hello, load, compile, reference, and every error answer. */
 #include "tests/common/testutil.h"
 
+#include "gpu/ship.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,4 +195,166 @@ Test(protocol, compile_for_a_matrix_should_bake_in_the_contract_defines)
     cr_assert(dt_json_bool(c, "compiled", 0), "%s", dt_json_str(c, "log", ""));
     cr_assert_str_eq(dt_json_str(cJSON_GetObjectItem(c, "contract"), "entry", ""), "k");
     cJSON_Delete(r);
+}
+
+/* ---- shipping files: blob_begin, blob_chunk, blob_end ----------------------------------- */
+
+/* talk() with the worker's store in a folder of its own; *store gets it. */
+static cJSON *talk_store(const char *lines, int *nreplies, char **store)
+{
+    char *dir = tu_tmpdir();
+    char *f = tu_write(dir, "in.jsonl", lines);
+    tu_proc p = tu_run("XDG_CACHE_HOME='%s/cache' '%s' worker < '%s'", dir, tu_ditto_bin(), f);
+    cr_assert_eq(p.status, 0, "worker exit %d; stderr: %s", p.status, p.err);
+    cJSON *arr = cJSON_CreateArray();
+    char *save = NULL;
+    for (char *l = strtok_r(p.out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        cr_assert_not_null(j, "not JSON: %s", l);
+        cJSON_AddItemToArray(arr, j);
+    }
+    *nreplies = cJSON_GetArraySize(arr);
+    tu_proc_free(&p);
+    free(f);
+    *store = dir;
+    return arr;
+}
+
+/* "%%MatrixMarket ..." of a 2 x 2 diagonal: its bytes, base64 and hash. */
+static const char tiny_mtx[] =
+    "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.5\n2 2 2.5\n";
+
+static char *tiny_hash(void)
+{
+    char hex[17];
+    dt_hash_hex(dt_hash64(tiny_mtx, strlen(tiny_mtx), DT_HASH_SEED), hex);
+    return dt_xstrdup(hex);
+}
+
+Test(protocol, a_shipped_file_should_be_stored_under_its_hash_and_load_from_there)
+{
+    char *h = tiny_hash();
+    /* Two chunks, the first of 30 bytes (whole base64 groups, no padding). */
+    char *b1 = ship_b64_encode(tiny_mtx, 30);
+    char *b2 = ship_b64_encode(tiny_mtx + 30, strlen(tiny_mtx) - 30);
+    char *lines = dt_xasprintf(
+        "{\"id\":1,\"req\":\"blob_begin\",\"hash\":\"%s\",\"name\":\"t.mtx\",\"bytes\":%zu}\n"
+        "{\"id\":2,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":0,\"data\":\"%s\"}\n"
+        "{\"id\":3,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":30,\"data\":\"%s\"}\n"
+        "{\"id\":4,\"req\":\"blob_end\",\"hash\":\"%s\"}\n"
+        "{\"id\":5,\"req\":\"load_matrix\",\"matrix\":\"/not/here/t.mtx\",\"blob\":\"%s/t.mtx\"}\n"
+        "{\"id\":6,\"req\":\"blob_begin\",\"hash\":\"%s\",\"name\":\"t.mtx\",\"bytes\":%zu}\n"
+        "{\"id\":7,\"req\":\"load_matrix\",\"matrix\":\"/not/here/t.mtx\"}\n",
+        h, strlen(tiny_mtx), h, b1, h, b2, h, h, h, strlen(tiny_mtx));
+    int n;
+    char *store;
+    cJSON *r = talk_store(lines, &n, &store);
+    cr_assert_eq(n, 7);
+    for (int i = 0; i < 6; i++)
+        cr_assert(dt_json_bool(cJSON_GetArrayItem(r, i), "ok", 0), "reply %d: %s", i + 1,
+                  dt_json_str(cJSON_GetArrayItem(r, i), "message", ""));
+    cr_assert_not(dt_json_bool(cJSON_GetArrayItem(r, 0), "have", 1));
+    cr_assert_eq(dt_json_num(cJSON_GetArrayItem(r, 2), "received", 0), (double)strlen(tiny_mtx));
+    cr_assert_eq(dt_json_num(cJSON_GetObjectItem(cJSON_GetArrayItem(r, 4), "report"), "nnz", 0), 2);
+    /* The second transfer of the same bytes is not needed. */
+    cr_assert(dt_json_bool(cJSON_GetArrayItem(r, 5), "have", 0));
+    /* A path the worker cannot see is said apart from a bad file. */
+    const cJSON *miss = cJSON_GetArrayItem(r, 6);
+    cr_assert_str_eq(dt_json_str(miss, "error", ""), "load_failed");
+    cr_assert(dt_json_bool(miss, "path_missing", 0));
+    char *stored = dt_xasprintf("%s/cache/ditto/blob/%s/t.mtx", store, h);
+    size_t len = 0;
+    char *copy = dt_read_file(stored, &len, NULL);
+    cr_assert(copy && len == strlen(tiny_mtx) && memcmp(copy, tiny_mtx, len) == 0);
+    free(copy);
+    free(stored);
+    cJSON_Delete(r);
+    tu_rmtree(store);
+    free(store);
+    free(lines);
+    free(b1);
+    free(b2);
+    free(h);
+}
+
+Test(protocol, a_corrupted_or_malformed_transfer_should_be_refused_and_leave_nothing_stored)
+{
+    char *h = tiny_hash();
+    /* The right length, one byte changed. */
+    char *bad = dt_xstrdup(tiny_mtx);
+    bad[50] = bad[50] == '1' ? '7' : '1';
+    char *bb = ship_b64_encode(bad, strlen(bad));
+    char *good = ship_b64_encode(tiny_mtx, strlen(tiny_mtx));
+    char *lines = dt_xasprintf(
+        "{\"id\":1,\"req\":\"blob_begin\",\"hash\":\"%s\",\"name\":\"t.mtx\",\"bytes\":%zu}\n"
+        "{\"id\":2,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":5,\"data\":\"%s\"}\n"
+        "{\"id\":3,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":0,\"data\":\"not*base64\"}\n"
+        "{\"id\":4,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":0,\"data\":\"%s\"}\n"
+        "{\"id\":5,\"req\":\"blob_end\",\"hash\":\"%s\"}\n"
+        "{\"id\":6,\"req\":\"blob_begin\",\"hash\":\"%s\",\"name\":\"../evil\",\"bytes\":3}\n"
+        "{\"id\":7,\"req\":\"blob_begin\",\"hash\":\"XYZ\",\"name\":\"t.mtx\",\"bytes\":3}\n"
+        "{\"id\":8,\"req\":\"blob_begin\",\"hash\":\"%s\",\"name\":\"t.mtx\",\"bytes\":3}\n"
+        "{\"id\":9,\"req\":\"blob_chunk\",\"hash\":\"%s\",\"offset\":0,\"data\":\"%s\"}\n"
+        "{\"id\":10,\"req\":\"load_matrix\",\"matrix\":\"x\",\"blob\":\"%s/t.mtx\"}\n",
+        h, strlen(tiny_mtx), h, good, h, h, bb, h, h, h, h, good, h);
+    int n;
+    char *store;
+    cJSON *r = talk_store(lines, &n, &store);
+    cr_assert_eq(n, 10);
+    const char *want[] = {NULL,
+                          "offset: expected 0",
+                          "data: not base64",
+                          NULL,
+                          "hash to",
+                          "name: expected a plain file name",
+                          "hash: expected 16",
+                          NULL,
+                          "bytes past the 3 announced",
+                          "holds no such file"};
+    for (int i = 0; i < 10; i++) {
+        const cJSON *x = cJSON_GetArrayItem(r, i);
+        if (want[i] == NULL) {
+            cr_assert(dt_json_bool(x, "ok", 0), "reply %d: %s", i + 1,
+                      dt_json_str(x, "message", ""));
+        } else {
+            cr_assert_not(dt_json_bool(x, "ok", 1), "reply %d passed", i + 1);
+            cr_assert(strstr(dt_json_str(x, "message", ""), want[i]), "reply %d: %s", i + 1,
+                      dt_json_str(x, "message", ""));
+        }
+    }
+    /* Nothing stored, no part file left behind. */
+    char *d = dt_xasprintf("%s/cache/ditto/blob/%s", store, h);
+    tu_proc ls = tu_run("ls -A '%s'", d);
+    cr_assert_str_eq(ls.out, "", "%s", ls.out);
+    tu_proc_free(&ls);
+    free(d);
+    cJSON_Delete(r);
+    tu_rmtree(store);
+    free(store);
+    free(lines);
+    free(bb);
+    free(good);
+    free(bad);
+    free(h);
+}
+
+Test(protocol, base64_should_round_trip_every_length_and_refuse_bad_input)
+{
+    unsigned char in[64], out[64];
+    for (int i = 0; i < 64; i++)
+        in[i] = (unsigned char)(i * 37 + 11);
+    for (size_t n = 0; n <= 64; n++) {
+        char *s = ship_b64_encode(in, n);
+        cr_assert_eq(strlen(s), 4 * ((n + 2) / 3));
+        long got = ship_b64_decode(s, strlen(s), out, sizeof out);
+        cr_assert_eq(got, (long)n);
+        cr_assert(memcmp(in, out, n) == 0);
+        if (n > 0)
+            cr_assert_eq(ship_b64_decode(s, strlen(s), out, n - 1), -1, "no room must be refused");
+        free(s);
+    }
+    cr_assert_eq(ship_b64_decode("QUJD=", 5, out, sizeof out), -1);
+    cr_assert_eq(ship_b64_decode("Q=JD", 4, out, sizeof out), -1);
+    cr_assert_eq(ship_b64_decode("QU=D", 4, out, sizeof out), -1);
+    cr_assert_eq(ship_b64_decode("QUJDQQ==QUJD", 12, out, sizeof out), -1);
 }
