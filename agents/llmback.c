@@ -571,11 +571,17 @@ int ag_set_brain(ag_run *r, const char *what, const char *value, dt_err *e)
     cJSON *ev = dt_json_obj();
     dt_json_set_str(ev, "type", "log");
     dt_json_set_str(ev, "level", "info");
-    char msg[640];
-    snprintf(msg, sizeof msg, "%s switched to %s for the next steps", what, value);
+    /* The event is recorded: an endpoint keeps no credentials there. */
+    char shown[1024];
+    if (dt_streq(what, "endpoint"))
+        (void)dt_url_redact(value, shown, sizeof shown);
+    else
+        snprintf(shown, sizeof shown, "%s", value);
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s switched to %s for the next steps", what, shown);
     dt_json_set_str(ev, "message", msg);
     dt_json_set_str(ev, "setting", what);
-    dt_json_set_str(ev, "value", value);
+    dt_json_set_str(ev, "value", shown);
     dt_json_set_str(ev, "by", "person");
     ag_emit(r, ev);
     return 0;

@@ -478,6 +478,13 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
         else
             dt_buf_printf(probs, "recorded flag %s is not a string: ignored\n", strs[i].key);
     }
+    const cJSON *nr = cJSON_GetObjectItem(rec, "endpoint_not_recorded");
+    if (a->llm.endpoint == NULL && cJSON_IsString(nr))
+        dt_buf_printf(probs,
+                      "the run's endpoint (%s) carried credentials in its URL and was not "
+                      "recorded: give --endpoint again (config.json's endpoint is used "
+                      "meanwhile)\n",
+                      nr->valuestring);
     if (a->review && !dt_streq(a->review, "ask") && !dt_streq(a->review, "auto")) {
         dt_buf_printf(probs, "recorded flag review '%s' is not ask or auto: ignored\n", a->review);
         a->review = NULL;

@@ -164,9 +164,21 @@ cJSON *cli_run_flags_json(const cli_run_args *a)
                 {"api", a->llm.api},         {"endpoint", a->llm.endpoint},
                 {"model", a->llm.model},     {"api_key_env", a->llm.key_env},
                 {"launcher", a->launcher},   {"out", a->out}};
-    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++)
-        if (strs[i].v)
-            dt_json_set_str(f, strs[i].key, strs[i].v);
+    for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++) {
+        if (strs[i].v == NULL)
+            continue;
+        if (strs[i].v == a->llm.endpoint) {
+            /* Never a secret in the session: an endpoint carrying
+             * credentials (user:password@, a query) is not recorded, and
+             * resume says to give it again. */
+            char red[1024];
+            if (dt_url_redact(strs[i].v, red, sizeof red)) {
+                dt_json_set_str(f, "endpoint_not_recorded", red);
+                continue;
+            }
+        }
+        dt_json_set_str(f, strs[i].key, strs[i].v);
+    }
     if (a->nhooks > 0) {
         cJSON *h = dt_json_arr();
         for (int i = 0; i < a->nhooks; i++)

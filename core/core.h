@@ -296,4 +296,9 @@ void dt_diff_words(const char *a, int alen, const char *b, int blen, dt_diff_spa
 void dt_diff_unified(const dt_diff *d, const char *a_name, const char *b_name, int context,
                      dt_buf *out);
 
+/* url with its user information (user:password@), query and fragment
+ * dropped, into out (n bytes): what may be recorded of an endpoint.
+ * Returns 1 when something was dropped. */
+int dt_url_redact(const char *url, char *out, size_t n);
+
 #endif /* DITTO_CORE_H */

@@ -105,3 +105,21 @@ Test(core, strtod_should_ignore_the_locale)
     cr_assert_eq(dt_parse_double("1,5", &v), -1);
     cr_assert_eq(dt_parse_double("nan", &v), -1);
 }
+
+/* What may be recorded of an endpoint: no user information, query or
+ * fragment (where credentials ride); a plain URL comes back whole. */
+Test(core, url_redact_should_drop_credentials_and_keep_the_rest)
+{
+    char out[256];
+    cr_assert_eq(dt_url_redact("http://localhost:11434/v1", out, sizeof out), 0);
+    cr_assert_str_eq(out, "http://localhost:11434/v1");
+    cr_assert_eq(dt_url_redact("https://alice:s3cret@api.example.com/v1", out, sizeof out), 1);
+    cr_assert_str_eq(out, "https://api.example.com/v1");
+    cr_assert_eq(dt_url_redact("https://h/v1?api_key=s3cret#x", out, sizeof out), 1);
+    cr_assert_str_eq(out, "https://h/v1");
+    cr_assert_eq(dt_url_redact("https://u:p@w@h:8/v1/chat", out, sizeof out), 1);
+    cr_assert_str_eq(out, "https://h:8/v1/chat");
+    cr_assert(strstr(out, "p") == NULL || strstr(out, "p@") == NULL);
+    cr_assert_eq(dt_url_redact("h/path@x", out, sizeof out), 0, "an @ after the host is no user");
+    cr_assert_str_eq(out, "h/path@x");
+}
