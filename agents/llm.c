@@ -181,8 +181,8 @@ static int cache_load(const llm_client *cl, const char *key, char **text, long *
     int hit = cJSON_IsObject(j) && dt_json_num(j, "version", 0) == 1 && cJSON_IsString(t);
     if (hit) {
         *text = dt_xstrdup(t->valuestring);
-        *in = (long)dt_json_num(j, "tokens_in", 0);
-        *out = (long)dt_json_num(j, "tokens_out", 0);
+        *in = dt_json_i64(j, "tokens_in", 0);
+        *out = dt_json_i64(j, "tokens_out", 0);
         const char *f = dt_json_str(j, "finish_reason", NULL);
         *finish = f ? dt_xstrdup(f) : NULL;
     } else if (j != NULL || data != NULL) {
@@ -569,8 +569,8 @@ static void plain_answer(llm_req *req)
         found = s != NULL;
         dt_buf_puts(&t, s ? s : "");
         set_str(&req->finish_reason, dt_json_str(c0, "finish_reason", NULL));
-        req->att_in = (long)dt_json_num(usage, "prompt_tokens", 0);
-        req->att_out = (long)dt_json_num(usage, "completion_tokens", 0);
+        req->att_in = dt_json_i64(usage, "prompt_tokens", 0);
+        req->att_out = dt_json_i64(usage, "completion_tokens", 0);
     } else {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
         const cJSON *blk;
@@ -582,8 +582,8 @@ static void plain_answer(llm_req *req)
             }
         }
         set_str(&req->finish_reason, dt_json_str(j, "stop_reason", NULL));
-        req->att_in = (long)dt_json_num(usage, "input_tokens", 0);
-        req->att_out = (long)dt_json_num(usage, "output_tokens", 0);
+        req->att_in = dt_json_i64(usage, "input_tokens", 0);
+        req->att_out = dt_json_i64(usage, "output_tokens", 0);
     }
     cJSON_Delete(j);
     if (!found) {
@@ -636,8 +636,8 @@ static void openai_event(llm_req *req, const cJSON *j)
     }
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     if (cJSON_IsObject(usage)) {
-        req->att_in = (long)dt_json_num(usage, "prompt_tokens", (double)req->att_in);
-        req->att_out = (long)dt_json_num(usage, "completion_tokens", (double)req->att_out);
+        req->att_in = dt_json_i64(usage, "prompt_tokens", req->att_in);
+        req->att_out = dt_json_i64(usage, "completion_tokens", req->att_out);
     }
 }
 
@@ -647,8 +647,8 @@ static void anthropic_event(llm_req *req, const char *event, const cJSON *j)
     if (strcmp(type, "message_start") == 0) {
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(msg, "usage");
-        req->att_in = (long)dt_json_num(u, "input_tokens", 0);
-        req->att_out = (long)dt_json_num(u, "output_tokens", 0);
+        req->att_in = dt_json_i64(u, "input_tokens", 0);
+        req->att_out = dt_json_i64(u, "output_tokens", 0);
     } else if (strcmp(type, "content_block_delta") == 0) {
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "delta");
         /* thinking and tool-input deltas are not the answer's text */
@@ -663,8 +663,8 @@ static void anthropic_event(llm_req *req, const char *event, const cJSON *j)
             set_str(&req->finish_reason, sr);
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
         /* output_tokens is cumulative: the last one is the total */
-        req->att_out = (long)dt_json_num(u, "output_tokens", (double)req->att_out);
-        req->att_in = (long)dt_json_num(u, "input_tokens", (double)req->att_in);
+        req->att_out = dt_json_i64(u, "output_tokens", req->att_out);
+        req->att_in = dt_json_i64(u, "input_tokens", req->att_in);
     } else if (strcmp(type, "message_stop") == 0) {
         req->stream_done = 1;
     } else if (strcmp(type, "error") == 0) {

@@ -422,7 +422,7 @@ static void check_code(llm_job *j, ag_step *s, const char *answer)
         if (dt_streq(dt_json_str(f, "id", ""), "contract-changed")) {
             snprintf(why, sizeof why, "line %d: %s (keep the skeleton's /*@contract*/ block "
                                       "exactly)",
-                     (int)dt_json_num(f, "line", 0), dt_json_str(f, "message", ""));
+                     dt_json_int(f, "line", 0), dt_json_str(f, "message", ""));
             cJSON_Delete(rules);
             free(src);
             send_back(j, s, why, gen_done);

@@ -48,7 +48,7 @@ static int session_open(gpu_session *s, const char *cmd, const char *launcher, i
     if (!quiet) {
         if (s->has_gpu)
             fprintf(stderr, "device: %s (cc %s, %d SMs)\n", dt_json_str(dev, "name", "?"),
-                    dt_json_str(dev, "cc", "?"), (int)dt_json_num(dev, "sms", 0));
+                    dt_json_str(dev, "cc", "?"), dt_json_int(dev, "sms", 0));
         else
             fprintf(stderr, "no GPU: %s\n", dt_json_str(dev, "reason", "unknown reason"));
     }
@@ -198,7 +198,7 @@ static void print_diags(const cJSON *diags)
     const cJSON *d;
     cJSON_ArrayForEach(d, diags)
     {
-        int line = (int)dt_json_num(d, "line", 0);
+        int line = dt_json_int(d, "line", 0);
         const char *code = dt_json_str(d, "code", "");
         if (line > 0)
             printf("  %s:%d: %s%s%s%s: %s\n", dt_json_str(d, "file", "kernel.cu"), line,
@@ -291,7 +291,7 @@ static void print_measure(const cJSON *m)
                "             (per placement %s; per round p10-p90 %.3f-%.3fx; %.2f us against "
                "%.2f us; timed apart %.3fx)\n",
                dt_json_num(m, "speedup", 0), dt_json_str(base, "best", "?"),
-               (int)dt_json_num(pr, "rounds", 0), (int)dt_json_num(pr, "placements", 0),
+               dt_json_int(pr, "rounds", 0), dt_json_int(pr, "placements", 0),
                dt_json_num(pr, "placements", 0) == 1 ? "" : "s", pl.len ? pl.data : "-",
                dt_json_num(pr, "speedup_p10", 0), dt_json_num(pr, "speedup_p90", 0),
                dt_json_num(pr, "candidate_us", 0), dt_json_num(pr, "baseline_us", 0),

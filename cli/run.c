@@ -178,7 +178,7 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         return;
     }
     const char *type = dt_json_str(ev, "type", "");
-    int sid = (int)dt_json_num(ev, "step", 0);
+    int sid = dt_json_int(ev, "step", 0);
     if (strcmp(type, "text") == 0) {
         if (p->verbose) {
             fputs(dt_json_str(ev, "text", ""), stdout);
@@ -189,7 +189,7 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
             const cJSON *ln = cJSON_GetObjectItem(ev, "line");
             if (cJSON_IsNumber(ln))
                 printf("      %s %s line %d: %s\n", dt_json_str(ev, "source", ""),
-                       dt_json_str(ev, "severity", ""), (int)ln->valuedouble,
+                       dt_json_str(ev, "severity", ""), dt_json_int(ev, "line", 0),
                        dt_json_str(ev, "message", ""));
             else
                 printf("      %s %s: %s\n", dt_json_str(ev, "source", ""),
@@ -455,7 +455,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     }
     dt_loop *loop = dt_loop_new();
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
-    gpu_pool_opts po = {.workers = a.workers ? a.workers : (int)dt_json_num(wj, "count", 1),
+    gpu_pool_opts po = {.workers = a.workers ? a.workers : dt_json_int(wj, "count", 1),
                         .launcher = a.launcher ? a.launcher : dt_json_str(wj, "launcher", NULL),
                         .deadline_s =
                             a.deadline > 0 ? a.deadline : dt_json_num(wj, "deadline_s", 600),
@@ -480,11 +480,11 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                  .kb = k,
                  .verbose = a.verbose,
                  .goal_speedup = a.goal > 0 ? a.goal : dt_json_num(cfg, "goal_speedup", 1.0),
-                 .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
+                 .max_iterations = dt_json_int(cfg, "max_iterations", 8),
                  .tune_budget_variants =
                      a.tune_variants
                          ? a.tune_variants
-                         : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
+                         : dt_json_int(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
                  .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
     cli_review_policy(&o, &spec, a.review);
     cli_lua_attach(&o, &lua);

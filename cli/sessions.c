@@ -233,7 +233,7 @@ static cJSON *build_steps(const sess_log *l, const cJSON *files)
             dt_json_set_num(st, "seconds", dt_json_num(ev, "seconds", 0));
         } else if (strcmp(type, "artifact") == 0) {
             const char *name = dt_json_str(ev, "name", "?");
-            int version = (int)dt_json_num(ev, "version", 0);
+            int version = dt_json_int(ev, "version", 0);
             cJSON *arts = cJSON_GetObjectItem(st, "artifacts");
             cJSON *a = NULL;
             cJSON *it;

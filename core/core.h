@@ -186,6 +186,21 @@ char *dt_json_print(const cJSON *v, int pretty);
 double dt_json_num(const cJSON *obj, const char *key, double dflt);
 const char *dt_json_str(const cJSON *obj, const char *key, const char *dflt);
 int dt_json_bool(const cJSON *obj, const char *key, int dflt);
+/* Integers from JSON numbers. Every float-to-integer conversion of outside
+ * JSON goes through these: a cast of a value out of the target's range
+ * (2.2e21 into int64_t, NaN) is undefined behaviour in C.
+ * dt_json_to_int checks v strictly: a number, finite, integral and within
+ * [lo, hi]; on success *out is set and 0 returned, else -1 with a message
+ * in e that says which of these failed (e may be NULL). */
+int dt_json_to_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out, dt_err *e);
+/* The lenient lookups: the value truncated toward zero when v (or obj[key])
+ * is a finite number within the target type's range, dflt otherwise
+ * (absent, another type, NaN, infinite or out of range). Never undefined. */
+int64_t dt_json_as_i64(const cJSON *v, int64_t dflt);
+int64_t dt_json_i64(const cJSON *obj, const char *key, int64_t dflt);
+int dt_json_int(const cJSON *obj, const char *key, int dflt);
+/* As dt_json_i64, but negative values give dflt too. */
+size_t dt_json_size(const cJSON *obj, const char *key, size_t dflt);
 /* Builders that never fail (they abort on out-of-memory). */
 cJSON *dt_json_obj(void);
 cJSON *dt_json_arr(void);

@@ -1013,10 +1013,10 @@ static void disk_put(const gpu_cubin *c)
 
 static int json_int(const cJSON *o, const char *key, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > INT_MAX)
+    int64_t x = 0;
+    if (dt_json_to_int(cJSON_GetObjectItemCaseSensitive(o, key), 0, INT_MAX, &x, NULL) != 0)
         return -1;
-    *out = (int)v->valuedouble;
+    *out = (int)x;
     return 0;
 }
 

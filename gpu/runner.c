@@ -30,7 +30,7 @@ int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e)
     p->n = p->op == SP_SPMV ? 1 : (int32_t)n;
     p->alpha = dt_json_num(req, "alpha", 1.0);
     p->beta = dt_json_num(req, "beta", 0.0);
-    p->seed = (uint64_t)dt_json_num(req, "seed", 12345);
+    p->seed = (uint64_t)dt_json_i64(req, "seed", 12345);
     if (p->epilogue == SP_EPI_BIAS && p->op == SP_SDDMM)
         return dt_err_set(e, "epilogue bias does not apply to sddmm");
     e->code = 0;
@@ -106,9 +106,11 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
     const cJSON *pv;
     cJSON_ArrayForEach(pv, k->params)
     {
-        if (!cJSON_IsNumber(pv) || pv->valuedouble != (double)(int64_t)pv->valuedouble) {
+        int64_t iv = 0;
+        dt_err ie = {0};
+        if (dt_json_to_int(pv, INT64_MIN, INT64_MAX, &iv, &ie) != 0) {
             e->code = WK_EBAD;
-            dt_err_set(e, "kernel.params.%s: expected an integer", pv->string);
+            dt_err_set(e, "kernel.params.%s: %s", pv->string, ie.msg);
             wk_kernel_clear(k);
             return -1;
         }
@@ -122,7 +124,7 @@ void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem 
     gpu_vars_set(out, "n", p->op == SP_SPMM ? p->n : 0);
     gpu_vars_set(out, "k", p->op == SP_SDDMM ? p->n : 0);
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, dt_json_as_i64(pv, 0));
 }
 
 /* The contract's format parameters with every string value evaluated as an
@@ -136,7 +138,7 @@ cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
         return NULL;
     gpu_vars vars = {.n = 0};
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
     cJSON *out = cJSON_Duplicate(fp, 1);
     cJSON *it;
     cJSON_ArrayForEach(it, out)
@@ -671,7 +673,7 @@ double wk_requires_num(const gpu_contract *c, const cJSON *params, const char *k
         return dflt;
     gpu_vars vars = {.n = 0};
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
     int64_t x = 0;
     dt_err e = {0};
     return gpu_eval(v->valuestring, &vars, &x, &e) == 0 ? (double)x : dflt;
@@ -783,7 +785,7 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
     cJSON_ArrayForEach(pv, kn->params)
     {
         if (nowned < 80)
-            OWN("-D%s=%lld", pv->string, (long long)pv->valuedouble);
+            OWN("-D%s=%lld", pv->string, (long long)dt_json_as_i64(pv, 0));
     }
     int rc = 0;
     const cJSON *d;
@@ -792,7 +794,7 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
         int64_t v = 0;
         dt_err de = {0};
         if (cJSON_IsNumber(d)) {
-            v = (int64_t)d->valuedouble;
+            v = dt_json_as_i64(d, 0);
         } else if (gpu_eval(d->valuestring, &vars, &v, &de) != 0) {
             e->code = WK_ECONTRACT;
             dt_err_set(e, "launch contract: defines.%s: %s", d->string, de.msg);
@@ -1820,7 +1822,7 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         wk_kernel_clear(&kn);
         return -1;
     }
-    int sets = (int)dt_json_num(req, "sets", 3);
+    int sets = dt_json_int(req, "sets", 3);
     int edge = dt_json_bool(req, "edge", 1);
     battery b = {dt_json_arr(), 1};
     int rc = 0;
@@ -1949,7 +1951,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     wk_kernel kn;
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
-    int min_runs = (int)dt_json_num(req, "min_runs", 20);
+    int min_runs = dt_json_int(req, "min_runs", 20);
     double min_s = dt_json_num(req, "min_seconds", 0.05);
     int want_base = dt_json_bool(req, "baseline", 1);
     int fast = dt_json_bool(req, "fast", 0);
@@ -2343,7 +2345,7 @@ int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     double flops = 0, bytes = 0;
     sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
     const char *method = bytes <= 0.5 * (double)w->dev.l2_bytes ? "graph" : "cold";
-    if (wk_baseline_into(m, &p, layout, (int)dt_json_num(req, "min_runs", 20),
+    if (wk_baseline_into(m, &p, layout, dt_json_int(req, "min_runs", 20),
                          dt_json_num(req, "min_seconds", 0.05), method,
                          dt_json_bool(req, "fast", 0), NULL, NULL, NULL, out, e) != 0)
         return -1;

@@ -230,7 +230,7 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     wk_matrix *m = dt_xcalloc(1, sizeof *m);
     m->a = a;
     m->load_seconds = dt_now() - t0;
-    if (sp_report_compute(a, (int32_t)dt_json_num(req, "n", 32), (int32_t)dt_json_num(req, "k", 32),
+    if (sp_report_compute(a, dt_json_int(req, "n", 32), dt_json_int(req, "k", 32),
                           &m->report, e) != 0) {
         e->code = WK_ENOMEM;
         sp_csr_free(a);

@@ -105,3 +105,36 @@ Test(core, strtod_should_ignore_the_locale)
     cr_assert_eq(dt_parse_double("1,5", &v), -1);
     cr_assert_eq(dt_parse_double("nan", &v), -1);
 }
+
+/* issue 37: a JSON number becomes an integer only through checked helpers;
+ * (int64_t)2.2e21 is undefined behaviour. */
+Test(core, json_integers_should_be_checked_before_conversion)
+{
+    cJSON *j = cJSON_Parse("{\"ok\": 42, \"huge\": 2.2e21, \"neg\": -3, \"frac\": 2.5,"
+                           " \"inf\": 1e400, \"s\": \"7\", \"edge\": 9223372036854775807}");
+    cr_assert_not_null(j);
+    int64_t x = 0;
+    dt_err e = {0};
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "ok"), 0, 100, &x, &e), 0);
+    cr_assert_eq(x, 42);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "huge"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert(strstr(e.msg, "out of range"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "frac"), 0, 100, &x, &e), -1);
+    cr_assert(strstr(e.msg, "2.5"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "inf"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "neg"), 0, 100, &x, &e), -1);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "s"), 0, 100, &x, &e), -1);
+    cr_assert(strstr(e.msg, "a string"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(NULL, 0, 100, &x, &e), -1);
+    /* 9223372036854775807 is 2^63 as a double: one past the range. */
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "edge"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert_eq(dt_json_i64(j, "huge", -1), -1);
+    cr_assert_eq(dt_json_i64(j, "inf", -1), -1);
+    cr_assert_eq(dt_json_i64(j, "frac", -1), 2);
+    cr_assert_eq(dt_json_i64(j, "missing", 9), 9);
+    cr_assert_eq(dt_json_int(j, "huge", 5), 5);
+    cr_assert_eq(dt_json_int(j, "ok", 5), 42);
+    cr_assert_eq(dt_json_size(j, "neg", 8), 8);
+    cr_assert_eq(dt_json_size(j, "ok", 8), 42);
+    cJSON_Delete(j);
+}
