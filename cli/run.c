@@ -120,7 +120,8 @@ static int drain(printer *p)
     while (ag_awaiting(p->run) && (line = pop_line(p)) != NULL) {
         const ag_step *s = ag_awaiting(p->run);
         if (!p->tty_in)
-            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s), line);
+            printf("review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)), ag_step_version(s),
+                   dt_tsafe(line));
         if (p->waiting == 2) {
             dt_err e = {0};
             p->waiting = 0;
@@ -181,7 +182,11 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
     int sid = dt_json_int(ev, "step", 0);
     if (strcmp(type, "text") == 0) {
         if (p->verbose) {
-            fputs(dt_json_str(ev, "text", ""), stdout);
+            const char *t = dt_json_str(ev, "text", "");
+            dt_buf safe = DT_BUF_INIT; /* model text: no escapes from data */
+            dt_buf_put_term(&safe, t, strlen(t), 1);
+            fputs(dt_buf_str(&safe), stdout);
+            dt_buf_free(&safe);
             fflush(stdout);
         }
     } else if (strcmp(type, "diagnostic") == 0) {
@@ -190,10 +195,10 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
             if (cJSON_IsNumber(ln))
                 printf("      %s %s line %d: %s\n", dt_json_str(ev, "source", ""),
                        dt_json_str(ev, "severity", ""), dt_json_int(ev, "line", 0),
-                       dt_json_str(ev, "message", ""));
+                       dt_tsafe(dt_json_str(ev, "message", "")));
             else
                 printf("      %s %s: %s\n", dt_json_str(ev, "source", ""),
-                       dt_json_str(ev, "severity", ""), dt_json_str(ev, "message", ""));
+                       dt_json_str(ev, "severity", ""), dt_tsafe(dt_json_str(ev, "message", "")));
         }
     } else if (strcmp(type, "step_finished") == 0) {
         const ag_step *s = NULL;
@@ -209,7 +214,7 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         if (!dt_json_bool(ev, "ok", 1) && dt_streq(st, "approved"))
             st = "failed";
         printf("[%2d] %-4s %-8s v%-2d %-22s %6.2fs  %s\n", sid, glyph(st), kind, ag_step_version(s),
-               ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0), sum);
+               ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0), dt_tsafe(sum));
         fflush(stdout);
         p->steps++;
     } else if (strcmp(type, "transition") == 0) {
@@ -217,16 +222,16 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
             printf("     -> %s again (%s, %s): %s\n", dt_json_str(ev, "to", ""),
                    dt_json_str(ev, "edge", ""),
                    dt_json_num(ev, "iteration", 0) > 0 ? "feedback" : "",
-                   dt_json_str(ev, "reason", ""));
+                   dt_tsafe(dt_json_str(ev, "reason", "")));
     } else if (strcmp(type, "log") == 0) {
-        printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_json_str(ev, "message", ""));
+        printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_tsafe(dt_json_str(ev, "message", "")));
     } else if (strcmp(type, "awaiting_review") == 0) {
         /* Answer from the loop, not from inside the event's delivery. */
         dt_loop_add_timer(p->loop, 0, prompt_later, p);
     } else if (strcmp(type, "session_finished") == 0) {
         const cJSON *res = cJSON_GetObjectItem(ev, "result");
         const cJSON *b = cJSON_GetObjectItem(res, "best");
-        printf("\n%s\n", dt_json_str(res, "reason", ""));
+        printf("\n%s\n", dt_tsafe(dt_json_str(res, "reason", "")));
         if (b)
             printf("best kernel: v%.0f %s, %.2f us (%s timing), %.2fx the best cuSPARSE algorithm "
                    "(%s)\nwritten to: %s\n",
@@ -398,7 +403,7 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 {
     (void)ud;
     /* Workers log to stderr; keep it visible but marked. */
-    fprintf(stderr, "worker %d: %s\n", w, line);
+    fprintf(stderr, "worker %d: %s\n", w, dt_tsafe(line));
 }
 
 static int run_common(const char *cmd, int argc, char **argv, int resume)

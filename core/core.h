@@ -103,6 +103,26 @@ double dt_strtod(const char *s, char **end);
 /* Human-readable byte count: "1.5 MB" (decimal units). Writes into out. */
 const char *dt_fmt_bytes(double bytes, char *out, size_t outlen);
 
+/* ---- text from data, made safe ------------------------------------------
+ *
+ * Names, spec fields, folder names and model text reach the terminal; only
+ * what ditto itself draws may carry control characters. */
+
+/* Append s (n bytes) for a terminal: C0 controls shown as ^X (ESC as ^[),
+ * DEL and the C1 controls (CSI, OSC as U+009B, U+009D) and bytes that are
+ * not UTF-8 as '?'; tabs kept, newlines kept when keep_newlines. */
+void dt_buf_put_term(dt_buf *b, const char *s, size_t n, int keep_newlines);
+/* The same for a C string, into one of eight per-thread buffers reused in
+ * turn: for printf arguments ("%s", dt_tsafe(name)); valid until eight more
+ * calls. NULL gives "". Newlines show as ^J: one field, one line. */
+const char *dt_tsafe(const char *s);
+/* NULL when s (n bytes) is valid UTF-8, else a copy (caller frees) with
+ * each invalid byte replaced by U+FFFD. */
+char *dt_utf8_fix(const char *s, size_t n);
+/* Replace invalid UTF-8 in every string and key of a JSON tree, so that
+ * what is printed is valid UTF-8 JSON whatever the input. */
+void dt_json_utf8_fix(cJSON *v);
+
 /* ---- hashing ----------------------------------------------------------- */
 
 /* 64-bit FNV-1a, chainable: pass the previous hash as seed (DT_HASH_SEED to

@@ -3,6 +3,7 @@
  * reference with per-element tolerances, the verification battery, timing
  * next to cuSPARSE, and the reference-only request. */
 #include "gpu/worker.h"
+#include "gpu/sandbox.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,14 +58,31 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
         e->code = WK_EBAD;
         return dt_err_set(e, "kernel: expected {\"source\": ..., \"contract\"?: ...}");
     }
+    const char *kname = dt_json_str(kj, "name", "kernel.cu");
+    if (gpu_sandbox_check(src, strlen(src), kname, e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
     k->source = dt_xstrdup(src);
-    k->name = dt_xstrdup(dt_json_str(kj, "name", "kernel.cu"));
+    k->name = dt_xstrdup(kname);
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(kj, "options");
     const cJSON *o;
     cJSON_ArrayForEach(o, opts)
     {
-        if (cJSON_IsString(o) && k->noptions < 48)
-            k->options[k->noptions++] = dt_xstrdup(o->valuestring);
+        if (!cJSON_IsString(o) || k->noptions == 48) {
+            e->code = WK_EBAD;
+            dt_err_set(e, "kernel.options: expected at most 48 strings");
+            wk_kernel_clear(k);
+            return -1;
+        }
+        if (gpu_sandbox_option(o->valuestring, k->noptions ? k->options[k->noptions - 1] : NULL,
+                               e) != 0) {
+            e->code = WK_EBAD;
+            dt_err_prefix(e, "kernel.options");
+            wk_kernel_clear(k);
+            return -1;
+        }
+        k->options[k->noptions++] = dt_xstrdup(o->valuestring);
     }
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(kj, "contract");
     int rc = cj ? gpu_contract_parse(cj, &k->contract, e)

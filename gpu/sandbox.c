@@ -234,11 +234,12 @@ int gpu_sandbox_scan(const char *src, size_t len, gpu_include_fn *fn, void *ud)
     size_t cap = 0;
     int line = 1;
     for (size_t i = 0; i < len; i++) {
-        /* ??= is '#' and ??/ is '\\' where trigraphs are on; refuse both
+        /* The trigraphs ?\?= (#) and ?\?/ (a backslash, so a line splice) act where
+         * trigraphs are on; refuse both
          * rather than guess which standard the options select. */
         if (src[i] == '?' && i + 2 < len && src[i + 1] == '?' && (src[i + 2] == '=' || src[i + 2] == '/')) {
             if (++s.refused <= MAX_REFUSALS && fn)
-                fn(line, "the trigraphs ??= and ??/ are not allowed", ud);
+                fn(line, "the trigraphs ?\?= and ?\?/ are not allowed", ud);
         }
         if (src[i] == '\\') {
             size_t j = i + 1;

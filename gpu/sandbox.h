@@ -22,7 +22,7 @@ typedef void gpu_include_fn(int line, const char *why, void *ud);
 /* Scan src (len bytes) for #include directives as the C++ preprocessor sees
  * them (line splices, comments, string, character and raw string literals,
  * digit separators, the %: digraph), calling fn for each one that is not
- * allowed; trigraphs that could hide a directive (??= and ??/) are refused
+ * allowed; trigraphs that could hide a directive (?\?= and ?\?/) are refused
  * too. Returns the number of refusals (0: the source is inside the sandbox).
  * Never fails; fn may be NULL. */
 int gpu_sandbox_scan(const char *src, size_t len, gpu_include_fn *fn, void *ud);

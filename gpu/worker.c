@@ -2,6 +2,7 @@
  * compile requests, hello and shutdown. */
 #include "gpu/gpu.h"
 #include "gpu/worker.h"
+#include "gpu/sandbox.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -342,9 +343,6 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         e->code = WK_EBAD;
         return dt_err_set(e, "source: missing");
     }
-    gpu_nvrtc *nv = wk_nvrtc(w, e);
-    if (nv == NULL)
-        return -1;
     const char *opts[64];
     const char *names[16];
     int nopt = 0, nnames = 0;
@@ -355,8 +353,19 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
             e->code = WK_EBAD;
             return dt_err_set(e, "options: expected at most 64 strings");
         }
+        if (gpu_sandbox_option(it->valuestring, nopt ? opts[nopt - 1] : NULL, e) != 0) {
+            e->code = WK_EBAD;
+            return dt_err_prefix(e, "options");
+        }
         opts[nopt++] = it->valuestring;
     }
+    if (gpu_sandbox_check(src, strlen(src), dt_json_str(req, "name", "kernel.cu"), e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
+    gpu_nvrtc *nv = wk_nvrtc(w, e);
+    if (nv == NULL)
+        return -1;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(req, "names"))
     {
         if (!cJSON_IsString(it) || nnames == 16) {
@@ -412,6 +421,7 @@ static const struct {
 /* Write one response line; stdout is the protocol channel. */
 static void respond(cJSON *resp)
 {
+    dt_json_utf8_fix(resp); /* requests may carry any bytes; replies are valid UTF-8 */
     char *s = dt_json_print(resp, 0);
     fputs(s, stdout);
     fputc('\n', stdout);
