@@ -442,7 +442,7 @@ int cli_check(int argc, char **argv)
     if (kfile == NULL || matrix == NULL)
         return cli_usage_error("check", "give a kernel file and a matrix");
     dt_err e = {0};
-    char *source = dt_read_file(kfile, NULL, &e);
+    char *source = dt_read_file_max(kfile, GPU_MAX_SOURCE_BYTES, NULL, &e);
     if (source == NULL) {
         fprintf(stderr, "ditto check: %s\n", e.msg);
         return CLI_FAIL;

@@ -148,8 +148,14 @@ uint64_t dt_rng_below(dt_rng *r, uint64_t n);
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Read a whole file into memory (NUL-terminated). On error returns NULL and
- * sets e with the path and errno's text. */
+/* Read a whole file into memory (NUL-terminated). Only regular files are
+ * read (a folder, device such as /dev/zero, pipe or socket is refused at
+ * once, without blocking), and only up to max bytes (larger is an error
+ * that gives both sizes). On error returns NULL and sets e with the path
+ * and what went wrong. dt_read_file's limit is DT_READ_MAX; readers of
+ * small user-named files (hooks, specs, config) pass their own. */
+#define DT_READ_MAX ((size_t)1 << 30)
+char *dt_read_file_max(const char *path, size_t max, size_t *len, dt_err *e);
 char *dt_read_file(const char *path, size_t *len, dt_err *e);
 /* Write data to path atomically: a temporary file in the same directory,
  * fsync, rename. On error nothing at path is modified. */
@@ -171,6 +177,12 @@ char *dt_exe_dir(void);
  * EXEDIR/../share/ditto/REL (install), EXEDIR/REL (source checkout).
  * Returns the first that exists (caller frees) or NULL. */
 char *dt_share_path(const char *rel);
+
+/* Bytes of host memory available to a new allocation without swapping
+ * (MemAvailable of /proc/meminfo), or -1 when unknown. $DITTO_MEM_AVAILABLE
+ * (a size such as 4G) overrides it, for tests and for a share of a
+ * machine. */
+int64_t dt_mem_available(void);
 
 /* ---- logging ----------------------------------------------------------- */
 
@@ -197,8 +209,9 @@ const char *dt_iso_time(double epoch, char *out, size_t outlen);
 
 /* Parse text; on a syntax error the message names "name:line:column". */
 cJSON *dt_json_parse(const char *text, size_t len, const char *name, dt_err *e);
-/* Read and parse a file. */
+/* Read and parse a file (dt_read_file's limits; _max: at most max bytes). */
 cJSON *dt_json_read_file(const char *path, dt_err *e);
+cJSON *dt_json_read_file_max(const char *path, size_t max, dt_err *e);
 /* Print compactly (pretty when pretty != 0); caller frees. */
 char *dt_json_print(const cJSON *v, int pretty);
 /* Borrowed lookups that return a default when the key is absent or of

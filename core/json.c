@@ -36,8 +36,13 @@ cJSON *dt_json_parse(const char *text, size_t len, const char *name, dt_err *e)
 
 cJSON *dt_json_read_file(const char *path, dt_err *e)
 {
+    return dt_json_read_file_max(path, DT_READ_MAX, e);
+}
+
+cJSON *dt_json_read_file_max(const char *path, size_t max, dt_err *e)
+{
     size_t len = 0;
-    char *text = dt_read_file(path, &len, e);
+    char *text = dt_read_file_max(path, max, &len, e);
     if (text == NULL)
         return NULL;
     cJSON *v = dt_json_parse(text, len, path, e);

@@ -3,6 +3,7 @@
  * reference with per-element tolerances, the verification battery, timing
  * next to cuSPARSE, and the reference-only request. */
 #include "gpu/worker.h"
+#include "gpu/gpu.h"
 #include "gpu/sandbox.h"
 
 #include <math.h>
@@ -59,6 +60,11 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
         return dt_err_set(e, "kernel: expected {\"source\": ..., \"contract\"?: ...}");
     }
     const char *kname = dt_json_str(kj, "name", "kernel.cu");
+    if (strlen(src) > GPU_MAX_SOURCE_BYTES) {
+        e->code = WK_EBAD;
+        return dt_err_set(e, "kernel.source: %zu bytes, over the %zu a kernel source may have",
+                          strlen(src), GPU_MAX_SOURCE_BYTES);
+    }
     if (gpu_sandbox_check(src, strlen(src), kname, e) != 0) {
         e->code = WK_EBAD;
         return -1;

@@ -17,6 +17,9 @@
 #define LX_DEFAULT_BUDGET 10000000L
 #define LX_DEFAULT_MEMORY ((size_t)64 << 20)
 #define LX_DEFAULT_SECONDS 2.0
+/* A hook file is source text written by a person: larger is a mistake
+ * (--hook /dev/zero, a matrix named by accident). */
+#define LX_MAX_FILE ((size_t)4 << 20)
 /* The hook fires every this many instructions, to count the budget down
  * and to look at the clock. */
 #define LX_BUDGET_CHUNK 10000L
@@ -822,7 +825,7 @@ static int load_file(lx_state *S, const char *path, dt_buf *err)
 {
     dt_err re = {0};
     size_t len = 0;
-    char *text = dt_read_file(path, &len, &re);
+    char *text = dt_read_file_max(path, LX_MAX_FILE, &len, &re);
     if (text == NULL) {
         dt_buf_printf(err, "%s\n", re.msg);
         return -1;

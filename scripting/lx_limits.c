@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Lua's matcher backtracks: each quantified item (*, +, -) may try every
@@ -175,7 +176,7 @@ static void check_pattern(lua_State *L, const char *fname, const char *s, size_t
             if (scanned > LX_MATCH_MAX_SCAN)
                 luaL_error(L, "string.%s: pattern too complex for a subject of %I bytes (%d or more "
                               "repeated items)",
-                           fname, (LUA_INTEGER)n, quantified);
+                           fname, (LUA_INTEGER)n, quantified + 1);
             steps += log((double)longest_run(s, n, p, ep) + 1);
             quantified++;
             p = ep + 1;
@@ -185,12 +186,15 @@ static void check_pattern(lua_State *L, const char *fname, const char *s, size_t
         } else {
             p = ep;
         }
-        if (steps > log(LX_MATCH_MAX_STEPS))
-            luaL_error(L,
-                       "string.%s: this pattern could take up to %.3g steps on a subject of %I "
-                       "bytes (the limit is %.0e): its repeated items (*, +, -) can each match long "
-                       "runs of the subject; anchor it, use narrower classes or fewer repeats",
-                       fname, exp(steps), (LUA_INTEGER)n, LX_MATCH_MAX_STEPS);
+        if (steps > log(LX_MATCH_MAX_STEPS)) {
+            char msg[400]; /* lua_pushfstring has no %g */
+            snprintf(msg, sizeof msg,
+                     "string.%s: this pattern could take up to %.3g steps on a subject of %zu "
+                     "bytes (the limit is %.0e): its repeated items (*, +, -) can each match long "
+                     "runs of the subject; anchor it, use narrower classes or fewer repeats",
+                     fname, exp(steps), n, LX_MATCH_MAX_STEPS);
+            luaL_error(L, "%s", msg);
+        }
     }
 }
 
@@ -222,9 +226,14 @@ static int guarded_rep(lua_State *L)
     size_t cap = (size_t)lua_tointeger(L, lua_upvalueindex(2));
     if (n > 0) {
         double total = (double)l * (double)n + (double)lsep * (double)(n - 1);
-        if (total > (double)cap)
-            return luaL_error(L, "string.rep: a result of %.0f bytes is over the %I-byte limit",
-                              total, (LUA_INTEGER)cap);
+        if (total > (double)cap) {
+            char msg[200]; /* lua_pushfstring has no %.0f */
+            snprintf(msg, sizeof msg,
+                     "string.rep: a result of %.0f bytes is over the %zu-byte limit (a quarter of "
+                     "the hooks' memory cap)",
+                     total, cap);
+            return luaL_error(L, "%s", msg);
+        }
     }
     int nargs = lua_gettop(L);
     lua_pushvalue(L, lua_upvalueindex(1)); /* push the library's rep */
