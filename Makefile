@@ -206,11 +206,14 @@ build/fuzz/obj/%.o: %.cpp
 build/fuzz/libditto.a: $(FUZZ_LIB_OBJS)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
+# Linked by the C++ driver: the CUPTI shim needs UBSan's C++ runtime.
 build/fuzz/%: tests/fuzz/%.c build/fuzz/libditto.a
 	@mkdir -p $(@D)
 	$(qecho) "  LINK    $@"
-	$(Q)$(CLANG) $(CSTD) $(FUZZ_FLAGS) -fsanitize=fuzzer $(CPPFLAGS_ALL) -o $@ $< \
-	  build/fuzz/libditto.a $(PKG_LIBS) $(SYS_LIBS) -lstdc++
+	$(Q)$(CLANG) $(CSTD) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS_ALL) -MMD -MP \
+	  -c $< -o $@.o
+	$(Q)$(CLANGXX) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $@.o build/fuzz/libditto.a \
+	  $(PKG_LIBS) $(SYS_LIBS)
 
 # One line per target: executions, corpus size and what was found.
 fuzz_each = for t in $(FUZZ_TARGETS); do \

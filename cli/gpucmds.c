@@ -201,14 +201,15 @@ static void print_diags(const cJSON *diags)
         int line = dt_json_int(d, "line", 0);
         const char *code = dt_json_str(d, "code", "");
         if (line > 0)
-            printf("  %s:%d: %s%s%s%s: %s\n", dt_json_str(d, "file", "kernel.cu"), line,
-                   dt_json_str(d, "severity", ""), *code ? " [" : "", code, *code ? "]" : "",
-                   dt_json_str(d, "message", ""));
+            printf("  %s:%d: %s%s%s%s: %s\n", dt_tsafe(dt_json_str(d, "file", "kernel.cu")), line,
+                   dt_json_str(d, "severity", ""), *code ? " [" : "", dt_tsafe(code),
+                   *code ? "]" : "", dt_tsafe(dt_json_str(d, "message", "")));
         else
-            printf("  %s: %s\n", dt_json_str(d, "severity", ""), dt_json_str(d, "message", ""));
+            printf("  %s: %s\n", dt_json_str(d, "severity", ""),
+                   dt_tsafe(dt_json_str(d, "message", "")));
         const char *src = dt_json_str(d, "source_line", NULL);
         if (src && line > 0)
-            printf("      | %s\n", src);
+            printf("      | %s\n", dt_tsafe(src));
     }
 }
 
