@@ -30,7 +30,9 @@ cJSON *dt_json_parse(const char *text, size_t len, const char *name, dt_err *e)
     if (off >= len)
         dt_err_set(e, "%s:%d:%d: invalid JSON: unexpected end of input", name, line, col);
     else
-        dt_err_set(e, "%s:%d:%d: invalid JSON near '%.20s'", name, line, col, text + off);
+        /* text need not end in a NUL: quote at most what is left of it. */
+        dt_err_set(e, "%s:%d:%d: invalid JSON near '%.*s'", name, line, col,
+                   (int)(len - off < 20 ? len - off : 20), text + off);
     return NULL;
 }
 

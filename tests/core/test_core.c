@@ -138,3 +138,16 @@ Test(core, json_integers_should_be_checked_before_conversion)
     cr_assert_eq(dt_json_size(j, "ok", 8), 42);
     cJSON_Delete(j);
 }
+
+/* Found by fuzz_spec (issue 37): the error message quoted the text after
+ * the error with %.20s, reading past a buffer that does not end in a NUL. */
+Test(core, json_parse_error_should_not_read_past_the_buffer)
+{
+    char *text = dt_xmalloc(3);
+    memcpy(text, "{\n}", 3); /* no NUL after it */
+    text[1] = 'x';
+    dt_err e = {0};
+    cr_assert_null(dt_json_parse(text, 3, "t.json", &e));
+    cr_assert(strstr(e.msg, "t.json:1:3: invalid JSON near '}'"), "%s", e.msg);
+    free(text);
+}

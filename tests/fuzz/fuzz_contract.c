@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_Delete(d);
         gpu_manifest_clear(&m);
     }
-    gpu_sandbox_scan(src, size, NULL, NULL);
+    gpu_sandbox_scan(src, strlen(src), NULL, NULL); /* src ends at a NUL in the input */
     free(src);
     return 0;
 }
