@@ -144,3 +144,101 @@ Test(sandbox, worker_should_refuse_a_local_include_without_quoting_the_file)
     tu_rmtree(dir);
     free(dir);
 }
+
+/* Run one worker on the request lines in text; returns its stdout (caller
+ * frees) and checks it exited 0. */
+static char *worker_out(const char *text)
+{
+    char *dir = tu_tmpdir();
+    char *in = tu_write(dir, "in.jsonl", text);
+    tu_proc p = tu_run("'%s' worker < '%s'", tu_ditto_bin(), in);
+    cr_assert_eq(p.status, 0, "worker exit %d; stderr: %.2000s", p.status, p.err);
+    char *out = p.out;
+    p.out = NULL;
+    tu_proc_free(&p);
+    free(in);
+    tu_rmtree(dir);
+    free(dir);
+    return out;
+}
+
+/* issue 37: a 6 MB one-line source gave a 1.2 GB reply (every diagnostic
+ * quoted the whole line) and 12 MB aborted the worker. */
+Test(sandbox, compile_answers_should_stay_small_whatever_the_source, .timeout = 120)
+{
+    dt_buf src = DT_BUF_INIT, req = DT_BUF_INIT;
+    dt_buf_puts(&src, "extern \\\"C\\\" __global__ void k(float *y) {\\n");
+    for (int i = 0; i < 70000; i++)
+        dt_buf_puts(&src, "x = = ;");
+    dt_buf_puts(&src, "\\n}\\n");
+    dt_buf_printf(&req, "{\"id\":1,\"req\":\"compile\",\"name\":\"k.cu\",\"source\":\"%s\"}\n", src.data);
+    /* Over the 1 MiB a source may have: refused with a message. */
+    dt_buf_printf(&req, "{\"id\":2,\"req\":\"compile\",\"source\":\"");
+    for (int i = 0; i < (1 << 20) / 8 + 1; i++)
+        dt_buf_puts(&req, "int a;  ");
+    dt_buf_puts(&req, "\"}\n");
+    char *out = worker_out(req.data);
+    char *nl = strchr(out, '\n');
+    cr_assert_not_null(nl);
+    *nl = '\0';
+    cJSON *a = cJSON_Parse(out), *b = cJSON_Parse(nl + 1);
+    cr_assert_not_null(a);
+    cr_assert_not_null(b);
+    cr_assert_str_eq(dt_json_str(b, "error", ""), "bad_request");
+    cr_assert(strstr(dt_json_str(b, "message", ""), "over the 1048576 a kernel source may have"),
+              "%s", dt_json_str(b, "message", ""));
+    if (dt_streq(dt_json_str(a, "error", ""), "compile_failed")) {
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+        free(out);
+        dt_buf_free(&src);
+        dt_buf_free(&req);
+        cr_skip_test("NVRTC not available here");
+    }
+    cr_assert(!dt_json_bool(a, "compiled", 1));
+    cr_assert_lt(strlen(out), 256 * 1024, "a compile answer of %zu bytes", strlen(out));
+    const cJSON *diags = cJSON_GetObjectItem(a, "diagnostics");
+    cr_assert_leq(cJSON_GetArraySize(diags), 101);
+    const cJSON *d;
+    cJSON_ArrayForEach(d, diags)
+        cr_assert_leq(strlen(dt_json_str(d, "source_line", "")), 450);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(out);
+    dt_buf_free(&src);
+    dt_buf_free(&req);
+}
+
+Test(sandbox, replies_should_be_valid_utf8_and_long_lines_refused)
+{
+    /* An unknown request name and an id, both with bytes that are not
+     * UTF-8: the reply echoes them. */
+    dt_buf req = DT_BUF_INIT;
+    dt_buf_puts(&req, "{\"id\":\"a\xff\xfe\",\"req\":\"he\xc0\xafllo\"}\n");
+    dt_buf_puts(&req, "{\"id\":2,\"req\":\"hello\",\"pad\":\"");
+    for (size_t i = 0; i < ((size_t)16 << 20) / 16 + 16; i++)
+        dt_buf_puts(&req, "0123456789abcdef");
+    dt_buf_puts(&req, "\"}\n{\"id\":3,\"req\":\"hello\"}\n");
+    char *out = worker_out(req.data);
+    char *bad = dt_utf8_fix(out, strlen(out));
+    cr_assert_null(bad, "a reply that is not UTF-8: %.300s", out);
+    char *save = NULL;
+    int n = 0;
+    for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save), n++) {
+        cJSON *j = cJSON_Parse(l);
+        cr_assert_not_null(j, "%.300s", l);
+        if (n == 0)
+            cr_assert(strstr(dt_json_str(j, "message", ""), "unknown request"), "%s", l);
+        if (n == 1) {
+            cr_assert_str_eq(dt_json_str(j, "error", ""), "bad_request");
+            cr_assert(strstr(dt_json_str(j, "message", ""), "request line over 16777216 bytes"),
+                      "%.300s", l);
+        }
+        if (n == 2)
+            cr_assert(dt_json_bool(j, "ok", 0), "the worker did not carry on: %s", l);
+        cJSON_Delete(j);
+    }
+    cr_assert_eq(n, 3);
+    free(out);
+    dt_buf_free(&req);
+}
