@@ -141,7 +141,9 @@ static void check_pattern(lua_State *L, const char *fname, const char *s, size_t
     const char *end = p + pl;
     double steps = 0, scanned = 0; /* log of the step bound; bytes scanned */
     int quantified = 0;
-    if (p < end && *p == '^')
+    /* A leading '^' anchors find, match and gsub; gmatch takes it as a
+     * character and tries every start. */
+    if (p < end && *p == '^' && strcmp(fname, "gmatch") != 0)
         p++;
     else
         steps = log((double)n + 1);
