@@ -225,7 +225,7 @@ fuzz_each = for t in $(FUZZ_TARGETS); do \
 	    build/fuzz/corpus-$$n $$seeds > build/fuzz/$$n.log 2>&1; rc=$$?; \
 	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' build/fuzz/$$n.log); \
 	  echo "fuzz: $$n: $${execs:-0} executions in $(1) s, exit $$rc" \
-	    "$$(grep -m1 -E '^==[0-9]+==ERROR|SUMMARY|deadly signal|timeout' build/fuzz/$$n.log)"; \
+	    "$$(grep -m1 -E '^==[0-9]+== ?ERROR|^SUMMARY|deadly signal' build/fuzz/$$n.log)"; \
 	  test $$rc -eq 0 || exit 1; \
 	done
 

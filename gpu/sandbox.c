@@ -39,7 +39,7 @@ int gpu_sandbox_header_ok(const char *name)
 /* The text after translation phase 2 (line splices removed), with where
  * each splice was, so that positions map back to source lines. */
 typedef struct scan {
-    char *t;        /* spliced text, NUL-terminated */
+    char *t; /* spliced text, NUL-terminated */
     size_t n;
     size_t *splice; /* spliced offsets at which a "\\\n" was removed */
     size_t nsplice;
@@ -111,8 +111,9 @@ static size_t directive(scan *s, size_t i)
     char open = i < s->n ? s->t[i] : '\0';
     char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
     if (close == '\0') {
-        refuse(s, at, "a computed #include (the header named by a macro) is not allowed: name "
-                      "one of ditto's kernel headers in quotes");
+        refuse(s, at,
+               "a computed #include (the header named by a macro) is not allowed: name "
+               "one of ditto's kernel headers in quotes");
         return i;
     }
     size_t b = ++i;
@@ -234,10 +235,11 @@ int gpu_sandbox_scan(const char *src, size_t len, gpu_include_fn *fn, void *ud)
     size_t cap = 0;
     int line = 1;
     for (size_t i = 0; i < len; i++) {
-        /* The trigraphs ?\?= (#) and ?\?/ (a backslash, so a line splice) act where
-         * trigraphs are on; refuse both
-         * rather than guess which standard the options select. */
-        if (src[i] == '?' && i + 2 < len && src[i + 1] == '?' && (src[i + 2] == '=' || src[i + 2] == '/')) {
+        /* The trigraphs ?\?= (#) and ?\?/ (a backslash, so a line splice)
+         * act where trigraphs are on; refuse both rather than guess which
+         * standard the options select. */
+        if (src[i] == '?' && i + 2 < len && src[i + 1] == '?' &&
+            (src[i + 2] == '=' || src[i + 2] == '/')) {
             if (++s.refused <= MAX_REFUSALS && fn)
                 fn(line, "the trigraphs ?\?= and ?\?/ are not allowed", ud);
         }
@@ -293,22 +295,32 @@ int gpu_sandbox_check(const char *src, size_t len, const char *name, dt_err *e)
 
 /* Prefixes of the options a request may pass (all others are refused:
  * several NVRTC options read or write files). */
+/* clang-format off */
 static const char *option_prefixes[] = {
     "-D", "-U", "--define-macro=", "--undefine-macro=", "-std=", "--std=",
     "--use_fast_math", "-use_fast_math", "--ftz=", "-ftz=", "--prec-div=", "-prec-div=",
     "--prec-sqrt=", "-prec-sqrt=", "--fmad=", "-fmad=", "--maxrregcount=", "-maxrregcount=",
-    "-lineinfo", "--generate-line-info", "--extra-device-vectorization", "-extra-device-vectorization",
-    "--restrict", "-restrict", "--dopt=", "-dopt=", "-Xptxas", "--ptxas-options=",
-    "--device-int128", "-device-int128", "-w", "--disable-warnings", "--Wreorder", "-Wreorder",
-    "--diag-suppress=", "-diag-suppress=", "--diag-error=", "-diag-error=", "--diag-warn=",
-    "-diag-warn=", "--display-error-number", "-err-no",
+    "-lineinfo", "--generate-line-info", "--extra-device-vectorization",
+    "-extra-device-vectorization", "--restrict", "-restrict", "--dopt=", "-dopt=", "-Xptxas",
+    "--ptxas-options=", "--device-int128", "-device-int128", "-w", "--disable-warnings",
+    "--Wreorder", "-Wreorder", "--diag-suppress=", "-diag-suppress=", "--diag-error=",
+    "-diag-error=", "--diag-warn=", "-diag-warn=", "--display-error-number", "-err-no",
 };
+/* clang-format on */
 
 /* ptxas options allowed after -Xptxas (or in --ptxas-options=). */
 static int ptxas_ok(const char *o)
 {
-    static const char *ok[] = {"-O0", "-O1", "-O2", "-O3", "-v", "--verbose", "--warn-on-spills",
-                               "-warn-spills", "--warn-on-local-memory-usage", "-warn-lmem-usage",
+    static const char *ok[] = {"-O0",
+                               "-O1",
+                               "-O2",
+                               "-O3",
+                               "-v",
+                               "--verbose",
+                               "--warn-on-spills",
+                               "-warn-spills",
+                               "--warn-on-local-memory-usage",
+                               "-warn-lmem-usage",
                                "--allow-expensive-optimizations=true",
                                "--allow-expensive-optimizations=false"};
     for (size_t i = 0; i < DT_ARRAY_LEN(ok); i++)
@@ -322,9 +334,10 @@ int gpu_sandbox_option(const char *opt, const char *prev, dt_err *e)
     if (prev != NULL && strcmp(prev, "-Xptxas") == 0) {
         if (ptxas_ok(opt))
             return 0;
-        return dt_err_set(e, "option '-Xptxas %.100s' is not allowed (ptxas options allowed: "
-                             "-O0..-O3, -v, --warn-on-spills, --warn-on-local-memory-usage, "
-                             "--maxrregcount=N)",
+        return dt_err_set(e,
+                          "option '-Xptxas %.100s' is not allowed (ptxas options allowed: "
+                          "-O0..-O3, -v, --warn-on-spills, --warn-on-local-memory-usage, "
+                          "--maxrregcount=N)",
                           opt);
     }
     if (dt_startswith(opt, "--ptxas-options=")) {
@@ -341,9 +354,10 @@ int gpu_sandbox_option(const char *opt, const char *prev, dt_err *e)
                 return 0;
         }
     }
-    return dt_err_set(e, "option '%.100s' is not allowed: a request may pass macros (-D, -U), "
-                         "-std=, math and optimisation switches, --maxrregcount=N, -lineinfo, "
-                         "diagnostic switches and ptxas -O/-v/warnings; options that read or write "
-                         "files (--include-path, -I, --pre-include, --time, ...) are refused",
+    return dt_err_set(e,
+                      "option '%.100s' is not allowed: a request may pass macros (-D, -U), "
+                      "-std=, math and optimisation switches, --maxrregcount=N, -lineinfo, "
+                      "diagnostic switches and ptxas -O/-v/warnings; options that read or write "
+                      "files (--include-path, -I, --pre-include, --time, ...) are refused",
                       opt);
 }

@@ -176,8 +176,9 @@ static void check_pattern(lua_State *L, const char *fname, const char *s, size_t
         if (ep < end && (*ep == '*' || *ep == '+' || *ep == '-')) {
             scanned += (double)n;
             if (scanned > LX_MATCH_MAX_SCAN)
-                luaL_error(L, "string.%s: pattern too complex for a subject of %I bytes (%d or more "
-                              "repeated items)",
+                luaL_error(L,
+                           "string.%s: pattern too complex for a subject of %I bytes (%d or more "
+                           "repeated items)",
                            fname, (LUA_INTEGER)n, quantified + 1);
             steps += log((double)longest_run(s, n, p, ep) + 1);
             quantified++;
@@ -249,14 +250,14 @@ void lx_limits_open(lua_State *L, size_t rep_cap)
     static const char *const matchers[] = {"find", "match", "gmatch", "gsub"};
     lua_getglobal(L, "string"); /* push the string library */
     for (size_t i = 0; i < DT_ARRAY_LEN(matchers); i++) {
-        lua_getfield(L, -1, matchers[i]);             /* push string[name] */
-        lua_pushstring(L, matchers[i]);               /* push its name */
-        lua_pushcclosure(L, guarded_match, 2);        /* wrap both; pops them */
-        lua_setfield(L, -2, matchers[i]);             /* string[name] = wrapper; pops it */
+        lua_getfield(L, -1, matchers[i]);      /* push string[name] */
+        lua_pushstring(L, matchers[i]);        /* push its name */
+        lua_pushcclosure(L, guarded_match, 2); /* wrap both; pops them */
+        lua_setfield(L, -2, matchers[i]);      /* string[name] = wrapper; pops it */
     }
-    lua_getfield(L, -1, "rep");                       /* push string.rep */
-    lua_pushinteger(L, (lua_Integer)rep_cap);         /* push the cap */
-    lua_pushcclosure(L, guarded_rep, 2);              /* wrap both; pops them */
-    lua_setfield(L, -2, "rep");                       /* string.rep = wrapper; pops it */
-    lua_pop(L, 1);                                    /* remove the string library */
+    lua_getfield(L, -1, "rep");               /* push string.rep */
+    lua_pushinteger(L, (lua_Integer)rep_cap); /* push the cap */
+    lua_pushcclosure(L, guarded_rep, 2);      /* wrap both; pops them */
+    lua_setfield(L, -2, "rep");               /* string.rep = wrapper; pops it */
+    lua_pop(L, 1);                            /* remove the string library */
 }

@@ -13,15 +13,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char hook_path[64];
 
-static const char hook[] =
-    "ditto.on('plan', 'before', function(d)\n"
-    "  local s, p = d.s, d.p\n"
-    "  pcall(string.find, s, p)\n"
-    "  pcall(string.match, s, p)\n"
-    "  pcall(string.gsub, s, p, '%0%0')\n"
-    "  pcall(function() local n = 0; for w in s:gmatch(p) do n = n + 1; if n > 1000 then break end end end)\n"
-    "  pcall(string.rep, s, #p, p)\n"
-    "end)\n";
+static const char hook[] = "ditto.on('plan', 'before', function(d)\n"
+                           "  local s, p = d.s, d.p\n"
+                           "  pcall(string.find, s, p)\n"
+                           "  pcall(string.match, s, p)\n"
+                           "  pcall(string.gsub, s, p, '%0%0')\n"
+                           "  pcall(function() local n = 0; for w in s:gmatch(p) do n = n + 1; if "
+                           "n > 1000 then break end end end)\n"
+                           "  pcall(string.rep, s, #p, p)\n"
+                           "end)\n";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -23,8 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((rc != 0) != (p.len > 0))
         abort(); /* a refusal always says why, and only a refusal does */
     if (rc == 0) {
-        if (s.n < 1 || s.n > 65536 ||
-            (s.op == SP_SDDMM && s.n > SP_SDDMM_MAX_K))
+        if (s.n < 1 || s.n > 65536 || (s.op == SP_SDDMM && s.n > SP_SDDMM_MAX_K))
             abort();
         cJSON *back = sp_spec_json(&s);
         cJSON_Delete(back);

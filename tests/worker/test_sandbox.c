@@ -30,7 +30,8 @@ static void first(int line, const char *why, void *ud)
 
 Test(sandbox, ditto_headers_by_bare_name_should_be_allowed)
 {
-    cr_assert_eq(refused("#include \"ditto.cuh\"\n#include <cuda_fp16.h>\n#include \"lanes.cuh\"\n"), 0);
+    cr_assert_eq(
+        refused("#include \"ditto.cuh\"\n#include <cuda_fp16.h>\n#include \"lanes.cuh\"\n"), 0);
     cr_assert_eq(refused("  #  include   \"ditto.cuh\" // a comment\n"), 0);
     /* Not directives: inside comments, strings and raw strings. */
     cr_assert_eq(refused("// #include \"/etc/passwd\"\n"), 0);
@@ -91,7 +92,7 @@ Test(sandbox, options_that_touch_files_should_be_refused)
     cr_assert_eq(gpu_sandbox_option("-Xptxas", NULL, &e), 0);
     cr_assert_eq(gpu_sandbox_option("-O3", "-Xptxas", &e), 0);
     cr_assert_eq(gpu_sandbox_option("--use_fast_math", NULL, &e), 0);
-    const char *bad[] = {"--include-path=/etc", "-I/etc",         "-include",
+    const char *bad[] = {"--include-path=/etc",       "-I/etc",        "-include",
                          "--pre-include=/etc/passwd", "--time=/tmp/x", "--use_fast_mathX",
                          "-fdevice-time-trace=/tmp/t"};
     for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
@@ -108,7 +109,8 @@ Test(sandbox, worker_should_refuse_a_local_include_without_quoting_the_file)
     char *dir = tu_tmpdir();
     char *secret = tu_write(dir, "secret.h", "the_secret_token_4242 is here;\n");
     char *req = dt_xasprintf(
-        "{\"id\":0,\"req\":\"load_matrix\",\"matrix\":\"gen:banded:rows=77,bw=2\",\"handle\":\"m\"}\n"
+        "{\"id\":0,\"req\":\"load_matrix\",\"matrix\":\"gen:banded:rows=77,bw=2\",\"handle\":\"m\"}"
+        "\n"
         "{\"id\":1,\"req\":\"compile\",\"name\":\"k.cu\",\"source\":\"#include \\\"%s\\\"\\n"
         "extern \\\"C\\\" __global__ void k(float *y) { y[0] = 1.0f; }\\n\"}\n"
         "{\"id\":2,\"req\":\"compile\",\"name\":\"k.cu\",\"options\":[\"-include\",\"%s\"],"
@@ -171,7 +173,8 @@ Test(sandbox, compile_answers_should_stay_small_whatever_the_source, .timeout = 
     for (int i = 0; i < 70000; i++)
         dt_buf_puts(&src, "x = = ;");
     dt_buf_puts(&src, "\\n}\\n");
-    dt_buf_printf(&req, "{\"id\":1,\"req\":\"compile\",\"name\":\"k.cu\",\"source\":\"%s\"}\n", src.data);
+    dt_buf_printf(&req, "{\"id\":1,\"req\":\"compile\",\"name\":\"k.cu\",\"source\":\"%s\"}\n",
+                  src.data);
     /* Over the 1 MiB a source may have: refused with a message. */
     dt_buf_printf(&req, "{\"id\":2,\"req\":\"compile\",\"source\":\"");
     for (int i = 0; i < (1 << 20) / 8 + 1; i++)
@@ -200,8 +203,7 @@ Test(sandbox, compile_answers_should_stay_small_whatever_the_source, .timeout = 
     const cJSON *diags = cJSON_GetObjectItem(a, "diagnostics");
     cr_assert_leq(cJSON_GetArraySize(diags), 101);
     const cJSON *d;
-    cJSON_ArrayForEach(d, diags)
-        cr_assert_leq(strlen(dt_json_str(d, "source_line", "")), 450);
+    cJSON_ArrayForEach(d, diags) cr_assert_leq(strlen(dt_json_str(d, "source_line", "")), 450);
     cJSON_Delete(a);
     cJSON_Delete(b);
     free(out);
