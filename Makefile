@@ -8,7 +8,8 @@
 #                   slurm and openssh packages when missing; about 20 s after that)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make tui-latency  workbench key latency in tmux; make screens: docs/screens/
-#   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
+#   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N;
+#                   make fuzz-smoke (a few seconds per target, for CI)
 #   make bundle     dist/: the binary, data and the non-base libraries
 #   make format     clang-format every C source
 #   make install PREFIX=/usr/local  (binary, data, man page, bash/zsh completions)
@@ -77,7 +78,7 @@ REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/obj/%.o,$(C
 DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(CXX_SRCS))
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
-.PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
+.PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run fuzz-smoke \
         bundle format install clean deps man
 
 all: ditto
@@ -202,29 +203,61 @@ screens: $(DBG)/tests/test_tui $(DBG)/ditto
 $(REL)/bench_cpu: $(call rel_objs,$(wildcard tests/bench/*.c)) $(REL)/libditto.a
 	$(LINKER) -o $@ $(filter %.o,$^) $(REL)/libditto.a $(PKG_LIBS) $(SYS_LIBS)
 
-# libFuzzer targets, one per reader. Corpus seeds live in tests/fuzz/corpus/,
-# an optional dictionary in tests/fuzz/TARGET.dict. The readers' chunk and
-# line sizes shrink so that inputs of a few hundred bytes cross chunk
-# boundaries and reach the line limit.
+# libFuzzer targets, one per reader of outside input (tests/fuzz/fuzz_*.c).
+# Corpus seeds live in tests/fuzz/corpus/NAME/, an optional dictionary in
+# tests/fuzz/fuzz_NAME.dict. The library is built once with clang under
+# ASan+UBSan and fuzzer coverage (build/fuzz/libditto.a) and each target
+# links what it needs from it. The readers' chunk and line sizes shrink so
+# that inputs of a few hundred bytes cross chunk boundaries and reach the
+# line limit. make fuzz-smoke runs each target FUZZ_SMOKE_SECONDS (CI);
+# make fuzz-run FUZZ_SECONDS=N for long runs; both stop at the first crash.
+CLANGXX ?= clang++
+FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-              -DSP_IO_CHUNK=61 -DSP_IO_MAX_LINE=200
-FUZZ_LIB_SRCS := $(wildcard core/*.c sparse/*.c)
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined -DSP_IO_CHUNK=61 -DSP_IO_MAX_LINE=200
+FUZZ_LIB_OBJS := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRCS)) \
+                 $(patsubst %.cpp,build/fuzz/obj/%.o,$(CXX_SRCS))
 fuzz: $(FUZZ_TARGETS)
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h sparse/*.h)
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CLANG) $(CSTD) $(FUZZ_FLAGS) -pthread -I. -D_GNU_SOURCE $$(pkg-config --cflags libcjson zlib) \
-	  -o $@ $< $(FUZZ_LIB_SRCS) $$(pkg-config --libs libcjson zlib) -lm
+	$(qecho) "  CC      $< (fuzz)"
+	$(Q)$(CLANG) $(CSTD) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+build/fuzz/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(qecho) "  CXX     $< (fuzz)"
+	$(Q)$(CLANGXX) -std=c++17 $(FUZZ_FLAGS) $(CPPFLAGS_ALL) -MMD -MP -c $< -o $@
+build/fuzz/libditto.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	$(Q)ar rcs $@ $^
+# Linked by the C++ driver: the CUPTI shim needs UBSan's C++ runtime.
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libditto.a
+	@mkdir -p $(@D)
+	$(qecho) "  LINK    $@"
+	$(Q)$(CLANG) $(CSTD) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS_ALL) -MMD -MP \
+	  -c $< -o $@.o
+	$(Q)$(CLANGXX) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $@.o build/fuzz/libditto.a \
+	  $(PKG_LIBS) $(SYS_LIBS)
+
+# One line per target: executions, corpus size and what was found.
+fuzz_each = for t in $(FUZZ_TARGETS); do \
+	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n build/fuzz/crash-$$n; \
+	  seeds=tests/fuzz/corpus/$${n\#fuzz_}; [ -d $$seeds ] || seeds=; \
+	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
+	  DITTO_SHARE=$(CURDIR) $$t -max_total_time=$(1) -max_len=4096 -timeout=20 -rss_limit_mb=4096 \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-$$n/ $$dict \
+	    build/fuzz/corpus-$$n $$seeds > build/fuzz/$$n.log 2>&1; rc=$$?; \
+	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' build/fuzz/$$n.log); \
+	  echo "fuzz: $$n: $${execs:-0} executions in $(1) s, exit $$rc" \
+	    "$$(grep -m1 -E '^==[0-9]+== ?ERROR|^SUMMARY|deadly signal' build/fuzz/$$n.log)"; \
+	  test $$rc -eq 0 || exit 1; \
+	done
 
 fuzz-run: fuzz
-	@for t in $(FUZZ_TARGETS); do \
-	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n; \
-	  echo "fuzz: $$n for $(FUZZ_SECONDS) s"; \
-	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
-	  $$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 $$dict \
-	    build/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} 2>&1 | grep -E 'stat::|ERROR|SUMMARY|Done' ; \
-	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
-	done
+	@$(call fuzz_each,$(FUZZ_SECONDS))
+
+fuzz-smoke: fuzz
+	@$(call fuzz_each,$(FUZZ_SMOKE_SECONDS))
 
 DATA_DIRS := hardware kernels prompts knowledge scripting/examples
 bundle: all

@@ -33,6 +33,7 @@ struct llm_req {
     int start_pending;       /* submitted inside a curl callback; service starts it */
     long long backoff_timer; /* waiting to retry, 0 when not */
     long long stall_timer;   /* 0 when no attempt runs */
+    long long request_timer; /* the whole request's deadline; 0 when none */
     double last_byte;        /* dt_now() of the last byte (or the attempt's start) */
     int attempts;
     /* this attempt */
@@ -183,8 +184,8 @@ static int cache_load(const llm_client *cl, const char *key, char **text, long *
     int hit = cJSON_IsObject(j) && dt_json_num(j, "version", 0) == 1 && cJSON_IsString(t);
     if (hit) {
         *text = dt_xstrdup(t->valuestring);
-        *in = (long)dt_json_num(j, "tokens_in", 0);
-        *out = (long)dt_json_num(j, "tokens_out", 0);
+        *in = dt_json_i64(j, "tokens_in", 0);
+        *out = dt_json_i64(j, "tokens_out", 0);
         const char *f = dt_json_str(j, "finish_reason", NULL);
         *finish = f ? dt_xstrdup(f) : NULL;
     } else if (j != NULL || data != NULL) {
@@ -352,6 +353,10 @@ static void finish(llm_req *req, const char *error, const char *message, int cac
         dt_loop_del_timer(cl->loop, req->backoff_timer);
         req->backoff_timer = 0;
     }
+    if (req->request_timer) {
+        dt_loop_del_timer(cl->loop, req->request_timer);
+        req->request_timer = 0;
+    }
     char *msg = clean_message(message ? message : "", req->secret);
     llm_result r = {0};
     r.ok = error == NULL;
@@ -384,10 +389,20 @@ static void finish_cancelled(llm_req *req)
     finish(req, "cancelled", req->delivered ? "cancelled (partial output)" : "cancelled", 0);
 }
 
+static void set_fail(llm_req *req, const char *error, int retry, const char *fmt, ...)
+    DT_PRINTF(4, 5);
+
 static void deliver(llm_req *req, const char *s, size_t n)
 {
-    if (n == 0 || req->cancel_pending)
+    if (n == 0 || req->cancel_pending || req->fail)
         return;
+    if (req->text.len + n > req->cl->c.max_answer_bytes) {
+        /* A runaway answer would be sent back to the endpoint and kept in
+         * the session: stop reading it (the transfer aborts). */
+        set_fail(req, "too_large", 0, "the answer passed %zu bytes (llm.max_answer_bytes)",
+                 req->cl->c.max_answer_bytes);
+        return;
+    }
     dt_buf_append(&req->text, s, n);
     req->delivered = 1;
     if (req->delta)
@@ -396,9 +411,6 @@ static void deliver(llm_req *req, const char *s, size_t n)
 
 /* Record an error found inside a curl callback; the transfer is aborted by
  * the write callback and the error used when curl reports it done. */
-static void set_fail(llm_req *req, const char *error, int retry, const char *fmt, ...)
-    DT_PRINTF(4, 5);
-
 static void set_fail(llm_req *req, const char *error, int retry, const char *fmt, ...)
 {
     if (req->fail)
@@ -573,8 +585,8 @@ static void plain_answer(llm_req *req)
         found = s != NULL;
         dt_buf_puts(&t, s ? s : "");
         set_str(&req->finish_reason, dt_json_str(c0, "finish_reason", NULL));
-        req->att_in = (long)dt_json_num(usage, "prompt_tokens", 0);
-        req->att_out = (long)dt_json_num(usage, "completion_tokens", 0);
+        req->att_in = dt_json_i64(usage, "prompt_tokens", 0);
+        req->att_out = dt_json_i64(usage, "completion_tokens", 0);
     } else {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
         const cJSON *blk;
@@ -586,8 +598,8 @@ static void plain_answer(llm_req *req)
             }
         }
         set_str(&req->finish_reason, dt_json_str(j, "stop_reason", NULL));
-        req->att_in = (long)dt_json_num(usage, "input_tokens", 0);
-        req->att_out = (long)dt_json_num(usage, "output_tokens", 0);
+        req->att_in = dt_json_i64(usage, "input_tokens", 0);
+        req->att_out = dt_json_i64(usage, "output_tokens", 0);
     }
     cJSON_Delete(j);
     if (!found) {
@@ -602,6 +614,13 @@ static void plain_answer(llm_req *req)
     dt_buf_free(&t);
     if (req->cancel_pending)
         return; /* service finishes it as cancelled */
+    if (req->fail) { /* too large */
+        char *m = req->fail_msg;
+        req->fail_msg = NULL;
+        attempt_over(req, req->fail, m, 0);
+        free(m);
+        return;
+    }
     attempt_over(req, NULL, NULL, 0);
 }
 
@@ -640,8 +659,8 @@ static void openai_event(llm_req *req, const cJSON *j)
     }
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     if (cJSON_IsObject(usage)) {
-        req->att_in = (long)dt_json_num(usage, "prompt_tokens", (double)req->att_in);
-        req->att_out = (long)dt_json_num(usage, "completion_tokens", (double)req->att_out);
+        req->att_in = dt_json_i64(usage, "prompt_tokens", req->att_in);
+        req->att_out = dt_json_i64(usage, "completion_tokens", req->att_out);
     }
 }
 
@@ -651,8 +670,8 @@ static void anthropic_event(llm_req *req, const char *event, const cJSON *j)
     if (strcmp(type, "message_start") == 0) {
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(msg, "usage");
-        req->att_in = (long)dt_json_num(u, "input_tokens", 0);
-        req->att_out = (long)dt_json_num(u, "output_tokens", 0);
+        req->att_in = dt_json_i64(u, "input_tokens", 0);
+        req->att_out = dt_json_i64(u, "output_tokens", 0);
     } else if (strcmp(type, "content_block_delta") == 0) {
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "delta");
         /* thinking and tool-input deltas are not the answer's text */
@@ -667,8 +686,8 @@ static void anthropic_event(llm_req *req, const char *event, const cJSON *j)
             set_str(&req->finish_reason, sr);
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
         /* output_tokens is cumulative: the last one is the total */
-        req->att_out = (long)dt_json_num(u, "output_tokens", (double)req->att_out);
-        req->att_in = (long)dt_json_num(u, "input_tokens", (double)req->att_in);
+        req->att_out = dt_json_i64(u, "output_tokens", req->att_out);
+        req->att_in = dt_json_i64(u, "input_tokens", req->att_in);
     } else if (strcmp(type, "message_stop") == 0) {
         req->stream_done = 1;
     } else if (strcmp(type, "error") == 0) {
@@ -847,6 +866,24 @@ static long stall_cb(dt_loop *l, long long id, void *ud)
     return DT_LOOP_NOMORE;
 }
 
+/* The whole request ran past request_timeout_s: end it, whatever it is
+ * doing (streaming a drip, waiting to retry). */
+static long request_cb(dt_loop *l, long long id, void *ud)
+{
+    (void)l;
+    (void)id;
+    llm_req *req = ud;
+    llm_client *cl = req->cl;
+    req->request_timer = 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "no whole answer within %g s (llm.request_timeout_s)",
+             cl->c.request_timeout_s);
+    enter(cl);
+    attempt_over(req, "timeout", msg, 0);
+    leave(cl);
+    return DT_LOOP_NOMORE;
+}
+
 static void start_attempt(llm_req *req)
 {
     llm_client *cl = req->cl;
@@ -995,7 +1032,8 @@ llm_client *llm_new(dt_loop *loop, const llm_config *c, dt_err *e)
         dt_err_set(e, "llm: no model");
         return NULL;
     }
-    if (!(c->connect_timeout_s > 0) || !(c->stall_timeout_s > 0) || c->max_retries < 0 ||
+    if (!(c->connect_timeout_s > 0) || !(c->stall_timeout_s > 0) || !(c->request_timeout_s > 0) ||
+        c->max_answer_bytes == 0 || c->max_retries < 0 ||
         !(c->backoff_base_s >= 0) || !(c->backoff_max_s >= 0) || c->max_tokens < 1) {
         dt_err_set(e, "llm: timeouts must be positive, retries, backoff and max_tokens in range");
         return NULL;
@@ -1251,6 +1289,8 @@ long llm_submit(llm_client *cl, const cJSON *messages, llm_delta_fn *delta, llm_
     }
     req->secret = secret ? dt_xstrdup(secret) : NULL;
     setup_easy(req, messages, secret);
+    req->request_timer =
+        dt_loop_add_timer(cl->loop, (long)(cl->c.request_timeout_s * 1000), request_cb, req);
     llm_req **pp = &cl->reqs;
     while (*pp)
         pp = &(*pp)->next;

@@ -58,6 +58,10 @@ typedef struct llm_config {
     int max_tokens;           /* default 4096 */
     double temperature;       /* default 0.2 */
     char *cache_dir;          /* NULL: $XDG_CACHE_HOME/ditto/llm; "" disables */
+    size_t max_answer_bytes;  /* an answer growing past this ends the request ("too_large");
+                                 default 1 MiB */
+    double request_timeout_s; /* the whole request, retries and waits included, ends
+                                 ("timeout") after this; default 600 */
 } llm_config;
 
 /* Defaults for everything (api openai, endpoint/model/api_key_env/cache_dir
@@ -69,7 +73,8 @@ void llm_config_clear(llm_config *c);
  *   {"api": "openai"|"anthropic", "endpoint": URL, "model": name,
  *    "api_key_env": NAME|""|null, "price": {"input": x, "output": y},
  *    "timeouts": {"connect": s, "stall": s}, "backoff": {"base": s, "max": s},
- *    "max_retries": n, "max_tokens": n, "temperature": t, "cache_dir": path|""}
+ *    "max_retries": n, "max_tokens": n, "temperature": t, "cache_dir": path|"",
+ *    "max_answer_bytes": n, "request_timeout_s": s}
  * "model" is required. Without "endpoint" the vendor's URL is used and,
  * only then, "api_key_env" defaults to OPENAI_API_KEY / ANTHROPIC_API_KEY:
  * a key is never sent to an endpoint the user named unless the user also
@@ -99,6 +104,8 @@ typedef struct llm_result {
                                    "spend_limit"  quota or billing limit reached,
                                    "server"       5xx / 529 / an error event,
                                    "timeout"      no connection within connect_timeout_s,
+                                                  or no whole answer within request_timeout_s,
+                                   "too_large"    the answer passed max_answer_bytes,
                                    "stalled"      no byte for stall_timeout_s,
                                    "connect"      refused, unresolvable, reset,
                                    "protocol"     not JSON, not SSE, ended early,

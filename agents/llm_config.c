@@ -17,6 +17,8 @@ void llm_config_init(llm_config *c)
     c->backoff_max_s = 30;
     c->max_tokens = 4096;
     c->temperature = 0.2;
+    c->max_answer_bytes = (size_t)1 << 20;
+    c->request_timeout_s = 600;
 }
 
 void llm_config_clear(llm_config *c)
@@ -143,14 +145,16 @@ int llm_config_from_json(llm_config *c, const cJSON *j, dt_buf *problems)
 {
     static const char *const keys[] = {"api",        "endpoint",    "model",    "api_key_env",
                                        "price",      "timeouts",    "backoff",  "max_retries",
-                                       "max_tokens", "temperature", "cache_dir"};
+                                       "max_tokens", "temperature", "cache_dir",
+                                       "max_answer_bytes", "request_timeout_s"};
     if (!cJSON_IsObject(j)) {
         problem(problems, "$: expected an object, got %s", type_name(j));
         return -1;
     }
     int bad = unknown_keys(j, "$", keys, DT_ARRAY_LEN(keys),
                            "api, endpoint, model, api_key_env, price, timeouts, backoff, "
-                           "max_retries, max_tokens, temperature, cache_dir",
+                           "max_retries, max_tokens, temperature, cache_dir, max_answer_bytes, "
+                           "request_timeout_s",
                            problems);
     const cJSON *api = cJSON_GetObjectItemCaseSensitive(j, "api");
     if (api != NULL) {
@@ -216,6 +220,10 @@ int llm_config_from_json(llm_config *c, const cJSON *j, dt_buf *problems)
     bad |= num_field(j, "max_tokens", "$", 1, 10000000, 1, &x, problems);
     c->max_tokens = (int)x;
     bad |= num_field(j, "temperature", "$", 0, 2, 0, &c->temperature, problems);
+    x = (double)c->max_answer_bytes;
+    bad |= num_field(j, "max_answer_bytes", "$", 1024, 256.0 * 1024 * 1024, 1, &x, problems);
+    c->max_answer_bytes = (size_t)x;
+    bad |= num_field(j, "request_timeout_s", "$", 1, 86400, 0, &c->request_timeout_s, problems);
     if (c->backoff_max_s < c->backoff_base_s) {
         problem(problems, "$.backoff.max: %g is less than $.backoff.base %g", c->backoff_max_s,
                 c->backoff_base_s);

@@ -226,7 +226,16 @@ static void account(ag_step *s, const llm_result *res)
 static void send_back(llm_job *j, ag_step *s, const char *problem, llm_done_fn *done)
 {
     if (j->attempt >= 2) {
-        ag_complete(j->r, s, NULL, 0, problem);
+        /* Two unusable answers (a refusal, most often): the expert backend
+         * does this step, the LLM stays on for the next ones. */
+        ag_text(j->r, s, "\n[ditto] The answer was refused again (%s): the expert backend does "
+                         "this step.\n",
+                problem);
+        ag_log(j->r, "warning", "the LLM gave no usable answer for this step: expert fallback");
+        if (s->kind == AG_PLAN)
+            ag_expert_plan(j->r, s);
+        else
+            ag_expert_generate(j->r, s);
         job_free(j);
         return;
     }
@@ -457,7 +466,7 @@ static void check_code(llm_job *j, ag_step *s, const char *answer)
         if (dt_streq(dt_json_str(f, "id", ""), "contract-changed")) {
             snprintf(why, sizeof why, "line %d: %s (keep the skeleton's /*@contract*/ block "
                                       "exactly)",
-                     (int)dt_json_num(f, "line", 0), dt_json_str(f, "message", ""));
+                     dt_json_int(f, "line", 0), dt_json_str(f, "message", ""));
             cJSON_Delete(rules);
             free(src);
             send_back(j, s, why, gen_done);

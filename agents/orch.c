@@ -481,11 +481,11 @@ static hw_spec *run_hw(ag_run *r, int say)
 static void report_vars(ag_run *r, gpu_vars *v)
 {
     v->n = 0;
-    gpu_vars_set(v, "rows", (int64_t)dt_json_num(r->report, "rows", 0));
-    gpu_vars_set(v, "cols", (int64_t)dt_json_num(r->report, "cols", 0));
-    gpu_vars_set(v, "nnz", (int64_t)dt_json_num(r->report, "nnz", 0));
+    gpu_vars_set(v, "rows", dt_json_i64(r->report, "rows", 0));
+    gpu_vars_set(v, "cols", dt_json_i64(r->report, "cols", 0));
+    gpu_vars_set(v, "nnz", dt_json_i64(r->report, "nnz", 0));
     gpu_vars_set(v, "max_row",
-                 (int64_t)dt_json_num(cJSON_GetObjectItem(r->report, "row_length"), "max", 0));
+                 dt_json_i64(cJSON_GetObjectItem(r->report, "row_length"), "max", 0));
     gpu_vars_set(v, "n", r->spec.op == SP_SPMM ? r->spec.n : 0);
     gpu_vars_set(v, "k", r->spec.op == SP_SDDMM ? r->spec.n : 0);
     gpu_vars_set(v, "sms", 132);
@@ -507,7 +507,7 @@ static void run_check(ag_run *r, ag_step *s)
     const cJSON *params = cJSON_GetObjectItem(plan, "params");
     const cJSON *p;
     cJSON_ArrayForEach(p, params)
-        gpu_vars_set(&v, p->string, (int64_t)p->valuedouble);
+        gpu_vars_set(&v, p->string, dt_json_as_i64(p, 0));
     /* The manifest: legal values and constraints. */
     const char *tpl = dt_json_str(plan, "template", NULL);
     char *path = tpl ? dt_share_path(tpl) : NULL;
@@ -599,14 +599,14 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
     }
     cJSON *art = s->artifact ? s->artifact : dt_json_obj();
     s->artifact = NULL;
-    int errors = (int)dt_json_num(art, "rule_errors", 0);
+    int errors = dt_json_int(art, "rule_errors", 0);
     dt_json_set_take(art, "nvrtc", cJSON_Duplicate(reply, 1));
     const cJSON *d;
     cJSON_ArrayForEach(d, cJSON_GetObjectItem(reply, "diagnostics"))
     {
         const char *msg = dt_json_str(d, "message", "");
         ag_diagnostic(r, s, dt_json_str(d, "severity", "error"), "nvrtc", dt_json_str(d, "code", ""),
-                      (int)dt_json_num(d, "line", 0), msg, ag_explain_diagnostic(r->o.kb, msg));
+                      dt_json_int(d, "line", 0), msg, ag_explain_diagnostic(r->o.kb, msg));
     }
     int compiled = dt_json_bool(reply, "compiled", 0);
     const cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "kernels"), 0);
@@ -625,13 +625,13 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
             report_vars(r, &v);
             const cJSON *p;
             cJSON_ArrayForEach(p, cJSON_GetObjectItem(r->plan, "params"))
-                gpu_vars_set(&v, p->string, (int64_t)p->valuedouble);
+                gpu_vars_set(&v, p->string, dt_json_as_i64(p, 0));
             int64_t bx = 1, by = 1, bz = 1, smem = 0;
             if (gpu_eval(c.block[0], &v, &bx, &e) == 0 && gpu_eval(c.block[1], &v, &by, &e) == 0 &&
                 gpu_eval(c.block[2], &v, &bz, &e) == 0 && gpu_eval(c.smem, &v, &smem, &e) == 0) {
                 hw_occ occ;
-                if (hw_occupancy(g, (int)(bx * by * bz), (int)dt_json_num(k, "registers", 32),
-                                 (size_t)dt_json_num(k, "smem", 0), (size_t)smem,
+                if (hw_occupancy(g, (int)(bx * by * bz), dt_json_int(k, "registers", 32),
+                                 dt_json_size(k, "smem", 0), (size_t)smem,
                                  HW_CARVEOUT_DEFAULT, 1, &occ, &e) == 0) {
                     dt_json_set_take(art, "occupancy", hw_occ_json(g, &occ));
                     ag_text(r, s, "Theoretical occupancy: %d blocks per SM, %.0f%% (limiter: %s).\n",
@@ -646,7 +646,7 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
     if (!compiled) {
         const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "diagnostics"), 0);
         snprintf(buf, sizeof buf, "does not compile: line %d: %s",
-                 (int)dt_json_num(first, "line", 0), dt_json_str(first, "message", "?"));
+                 dt_json_int(first, "line", 0), dt_json_str(first, "message", "?"));
     } else if (errors) {
         snprintf(buf, sizeof buf, "%d static rule error(s)", errors);
     }
@@ -664,7 +664,7 @@ static void run_compile(ag_run *r, ag_step *s)
         int is_err = dt_streq(dt_json_str(f, "severity", ""), "error");
         errors += is_err;
         ag_diagnostic(r, s, dt_json_str(f, "severity", "warning"), "rule", dt_json_str(f, "id", ""),
-                      (int)dt_json_num(f, "line", 0), dt_json_str(f, "message", ""),
+                      dt_json_int(f, "line", 0), dt_json_str(f, "message", ""),
                       dt_json_str(f, "explanation", NULL));
     }
     ag_text(r, s, "Static rules: %d finding(s), %d error(s).\n", cJSON_GetArraySize(rules), errors);
@@ -1084,12 +1084,12 @@ static void advance(ag_run *r, ag_step *s)
             const cJSON *d;
             cJSON_ArrayForEach(d, cJSON_GetObjectItem(cJSON_GetObjectItem(s->artifact, "nvrtc"), "diagnostics"))
                 dt_buf_printf(&r->feedback[AG_GENERATE], "line %d: %s: %s\n",
-                              (int)dt_json_num(d, "line", 0), dt_json_str(d, "severity", ""),
+                              dt_json_int(d, "line", 0), dt_json_str(d, "severity", ""),
                               dt_json_str(d, "message", ""));
             cJSON_ArrayForEach(d, cJSON_GetObjectItem(s->artifact, "rules"))
                 if (dt_streq(dt_json_str(d, "severity", ""), "error"))
                     dt_buf_printf(&r->feedback[AG_GENERATE], "line %d: rule %s: %s\n",
-                                  (int)dt_json_num(d, "line", 0), dt_json_str(d, "id", ""),
+                                  dt_json_int(d, "line", 0), dt_json_str(d, "id", ""),
                                   dt_json_str(d, "message", ""));
             if (take_edge(r, EDGE_COMPILE_GENERATE, AG_COMPILE, AG_GENERATE, why) != 0)
                 next_candidate(r, AG_COMPILE, why);
@@ -1160,7 +1160,7 @@ static void advance(ag_run *r, ag_step *s)
             finish(r, r->verified_any ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED, "finished");
         else
             finish(r, AG_EXIT_OK, "a verified kernel: v%d, %.2f us, %.2fx the best cuSPARSE%s%s",
-                   (int)dt_json_num(r->best, "version", 0), dt_json_num(r->best, "us", 0),
+                   dt_json_int(r->best, "version", 0), dt_json_num(r->best, "us", 0),
                    dt_json_num(r->best, "speedup", 0), slower ? "; cuSPARSE is faster: call " : "",
                    slower ? dt_json_str(r->best, "baseline", "?") : "");
         return;
@@ -1453,10 +1453,10 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
     cJSON_ArrayForEach(ev, events)
     {
         const char *type = dt_json_str(ev, "type", "");
-        long seq = (long)dt_json_num(ev, "seq", 0);
+        long seq = dt_json_i64(ev, "seq", 0);
         if (seq > r->seq)
             r->seq = seq;
-        int sid = (int)dt_json_num(ev, "step", 0);
+        int sid = dt_json_int(ev, "step", 0);
         if (strcmp(type, "step_started") == 0) {
             ag_kind k;
             if (ag_kind_parse(dt_json_str(ev, "kind", ""), &k) != 0)
@@ -1464,7 +1464,7 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             ag_step *s = new_step(r, k);
             r->resume_failed = 0; /* a later resume went on past the failure */
             s->id = sid;
-            s->version = (int)dt_json_num(ev, "version", s->version);
+            s->version = dt_json_int(ev, "version", s->version);
             s->inputs = cJSON_Duplicate(cJSON_GetObjectItem(ev, "inputs"), 1);
             if (k == AG_GENERATE) {
                 r->generate_count++;
@@ -1516,7 +1516,7 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             const char *edge = dt_json_str(ev, "edge", NULL);
             for (int i = 0; edge && i < EDGE_NEDGES; i++)
                 if (strcmp(edge, edge_names[i]) == 0)
-                    r->edge_count[i] = (int)dt_json_num(ev, "iteration", r->edge_count[i]);
+                    r->edge_count[i] = dt_json_int(ev, "iteration", r->edge_count[i]);
         } else if (strcmp(type, "session_finished") == 0) {
             /* A run that ended on a failure (a crashed worker, no GPU, an
              * unanswerable review) goes on; one without the field is from

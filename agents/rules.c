@@ -10,6 +10,7 @@
  * entries of the knowledge base, which carry the longer explanations. */
 #include "agents/agents.h"
 #include "gpu/contract.h"
+#include "gpu/sandbox.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -45,6 +46,11 @@ static const rule_info rule_table[] = {
     {"host-api-in-device", "error", "host API call in device code",
      "cudaMalloc, cudaMemcpy, cudaFree, file and C++ library calls cannot run in a kernel; the "
      "worker allocates and copies every buffer the launch contract names."},
+    {"include-outside-sandbox", "error", "#include of a file outside ditto's kernel headers",
+     "Generated code may include only ditto's own kernel headers (kernels/*.cuh, by bare name) "
+     "and cuda_fp16.h / cuda_bf16.h. Absolute paths, '..', other headers and macros as header "
+     "names are refused before the compiler sees them: the worker would otherwise read any file "
+     "and quote it in compiler messages. Use the helpers of ditto.cuh or write the code inline."},
     {"contract-changed", "error", "the launch contract differs from the plan's",
      "The kernel's /*@contract*/ block (entry, parameters, format) is how the worker binds buffers; "
      "the generated source must keep the contract of the template the plan chose."},
@@ -440,6 +446,11 @@ static void check_shared_raw(const char *code, cJSON *out)
     }
 }
 
+static void include_refused(int line, const char *why, void *ud)
+{
+    add(ud, "include-outside-sandbox", line, why);
+}
+
 static void check_contract(const char *src, const cJSON *contract, cJSON *out)
 {
     if (contract == NULL)
@@ -508,6 +519,7 @@ cJSON *ag_static_rules(const char *source, const cJSON *contract)
             add(out, "device-state", line, d);
         }
     }
+    gpu_sandbox_scan(source, strlen(source), include_refused, out);
     free(code);
     return out;
 }

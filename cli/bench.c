@@ -315,9 +315,9 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
                   mbegin, title, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
-                  (int)dt_json_num(dev, "sms", 0),
-                  (int)dt_json_num(hello, "driver_version", 0) / 1000,
-                  (int)dt_json_num(hello, "driver_version", 0) % 1000 / 10,
+                  dt_json_int(dev, "sms", 0),
+                  dt_json_int(hello, "driver_version", 0) / 1000,
+                  dt_json_int(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline, copy_note);
     if (n < planned)
         dt_buf_printf(&m,

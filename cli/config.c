@@ -39,7 +39,7 @@ cJSON *cli_config_load(dt_buf *problems)
         return dt_json_obj();
     }
     dt_err e = {0};
-    cJSON *c = dt_json_read_file(path, &e);
+    cJSON *c = dt_json_read_file_max(path, (size_t)1 << 20, &e); /* a config is a few KB */
     if (c == NULL) {
         dt_buf_printf(problems, "%s\n", e.msg);
         free(path);

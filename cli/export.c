@@ -107,7 +107,7 @@ static void scan_events(const sess_log *log, ex_scan *s)
         if (strcmp(type, "artifact") != 0)
             continue;
         const char *name = dt_json_str(ev, "name", "");
-        int v = (int)dt_json_num(ev, "version", 0);
+        int v = dt_json_int(ev, "version", 0);
         const cJSON *j = cJSON_GetObjectItem(ev, "json");
         int ok = dt_json_bool(j, "ok", 0);
         if (strcmp(name, "report") == 0) {
@@ -290,7 +290,7 @@ static int choose_best(const sess_log *log, const ex_scan *s, ex_best *b, dt_err
     const cJSON *tb = cJSON_GetObjectItem(s->tune, "best");
     if (s->finished != NULL) {
         const cJSON *f = s->finished;
-        b->version = (int)dt_json_num(f, "version", 0);
+        b->version = dt_json_int(f, "version", 0);
         b->measured = 1;
         b->us = dt_json_num(f, "us", 0);
         b->speedup = dt_json_num(f, "speedup", 0);
@@ -598,10 +598,10 @@ static void session_matrix(ex_ctx *x, const ex_scan *s)
     const cJSON *rep = cJSON_GetObjectItem(file, "report");
     if (rep == NULL)
         rep = s->report;
-    x->rows = (int64_t)dt_json_num(rep, "rows", -1);
-    x->cols = (int64_t)dt_json_num(rep, "cols", -1);
-    x->nnz = (int64_t)dt_json_num(rep, "nnz", -1);
-    x->max_row = (int64_t)dt_json_num(cJSON_GetObjectItem(rep, "row_length"), "max", -1);
+    x->rows = dt_json_i64(rep, "rows", -1);
+    x->cols = dt_json_i64(rep, "cols", -1);
+    x->nnz = dt_json_i64(rep, "nnz", -1);
+    x->max_row = dt_json_i64(cJSON_GetObjectItem(rep, "row_length"), "max", -1);
     if (x->rows < 0 || x->cols < 0 || x->nnz < 0 || x->max_row < 0)
         x->rows = x->cols = x->nnz = x->max_row = -1;
     cJSON_Delete(file);
@@ -806,7 +806,7 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
     gpu_vars_set(v, "sms", x->sms);
     cJSON_ArrayForEach(p, b->params)
     {
-        gpu_vars_set(v, p->string, (int64_t)p->valuedouble);
+        gpu_vars_set(v, p->string, dt_json_as_i64(p, 0));
     }
     int known = x->rows >= 0;
     const cJSON *d;
@@ -815,7 +815,7 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
         int64_t val = 0;
         dt_err de = {0};
         if (cJSON_IsNumber(d)) {
-            val = (int64_t)d->valuedouble;
+            val = dt_json_as_i64(d, 0);
         } else if (!known) {
             return dt_err_set(e,
                               "kernel %s bakes matrix constants (defines.%s), but the session "
@@ -1016,7 +1016,7 @@ static char *kernel_file(ex_ctx *x, dt_err *e)
         dt_buf_puts(&o, "/* the kernel's parameters */\n");
     cJSON_ArrayForEach(p, b->params)
     {
-        dt_buf_printf(&o, "#define %s %lld\n", p->string, (long long)p->valuedouble);
+        dt_buf_printf(&o, "#define %s %lld\n", p->string, (long long)dt_json_as_i64(p, 0));
     }
     if (x->ndefines) {
         dt_buf_puts(&o, "/* the contract's defines on the session's matrix */\n");
@@ -1099,7 +1099,7 @@ static char *harness_file(ex_ctx *x)
                   dt_json_bool(rq, "uniform_rows", 0));
     dt_buf_printf(&o, "#define DX_REQ_MAX_ROW %lldLL\n#define DX_REQ_MIN_ROWS %lldLL\n",
                   (long long)wk_requires_num(&x->c, b->params, "max_row", -1),
-                  (long long)dt_json_num(rq, "min_rows", -1));
+                  (long long)dt_json_i64(rq, "min_rows", -1));
     dt_buf_printf(&o, "#define DX_REQ_SQUARE %d\n", dt_json_bool(rq, "square", 0));
     dt_buf_puts(&o, "#define DX_S_US ");
     c_double(&o, b->measured ? b->us : 0);
@@ -1317,8 +1317,8 @@ static char *readme_file(const ex_ctx *x)
     const cJSON *drv = cJSON_GetObjectItem(fp, "driver");
     char dtext[64];
     if (cJSON_IsNumber(drv) && drv->valuedouble > 0)
-        snprintf(dtext, sizeof dtext, "%d.%d", (int)drv->valuedouble / 1000,
-                 (int)drv->valuedouble % 1000 / 10);
+        snprintf(dtext, sizeof dtext, "%d.%d", (int)(dt_json_as_i64(drv, 0) / 1000),
+                 (int)(dt_json_as_i64(drv, 0) % 1000 / 10));
     else
         snprintf(dtext, sizeof dtext, "%s", cJSON_IsString(drv) ? drv->valuestring : "?");
     if (!b->measured) {

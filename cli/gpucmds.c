@@ -50,7 +50,7 @@ static int session_open(gpu_session *s, const char *cmd, const char *launcher, i
     if (!quiet) {
         if (s->has_gpu)
             fprintf(stderr, "device: %s (cc %s, %d SMs)\n", dt_json_str(dev, "name", "?"),
-                    dt_json_str(dev, "cc", "?"), (int)dt_json_num(dev, "sms", 0));
+                    dt_json_str(dev, "cc", "?"), dt_json_int(dev, "sms", 0));
         else
             fprintf(stderr, "no GPU: %s\n", dt_json_str(dev, "reason", "unknown reason"));
     }
@@ -200,17 +200,18 @@ static void print_diags(const cJSON *diags)
     const cJSON *d;
     cJSON_ArrayForEach(d, diags)
     {
-        int line = (int)dt_json_num(d, "line", 0);
+        int line = dt_json_int(d, "line", 0);
         const char *code = dt_json_str(d, "code", "");
         if (line > 0)
-            printf("  %s:%d: %s%s%s%s: %s\n", dt_json_str(d, "file", "kernel.cu"), line,
-                   dt_json_str(d, "severity", ""), *code ? " [" : "", code, *code ? "]" : "",
-                   dt_json_str(d, "message", ""));
+            printf("  %s:%d: %s%s%s%s: %s\n", dt_tsafe(dt_json_str(d, "file", "kernel.cu")), line,
+                   dt_json_str(d, "severity", ""), *code ? " [" : "", dt_tsafe(code),
+                   *code ? "]" : "", dt_tsafe(dt_json_str(d, "message", "")));
         else
-            printf("  %s: %s\n", dt_json_str(d, "severity", ""), dt_json_str(d, "message", ""));
+            printf("  %s: %s\n", dt_json_str(d, "severity", ""),
+                   dt_tsafe(dt_json_str(d, "message", "")));
         const char *src = dt_json_str(d, "source_line", NULL);
         if (src && line > 0)
-            printf("      | %s\n", src);
+            printf("      | %s\n", dt_tsafe(src));
     }
 }
 
@@ -293,7 +294,7 @@ static void print_measure(const cJSON *m)
                "             (per placement %s; per round p10-p90 %.3f-%.3fx; %.2f us against "
                "%.2f us; timed apart %.3fx)\n",
                dt_json_num(m, "speedup", 0), dt_json_str(base, "best", "?"),
-               (int)dt_json_num(pr, "rounds", 0), (int)dt_json_num(pr, "placements", 0),
+               dt_json_int(pr, "rounds", 0), dt_json_int(pr, "placements", 0),
                dt_json_num(pr, "placements", 0) == 1 ? "" : "s", pl.len ? pl.data : "-",
                dt_json_num(pr, "speedup_p10", 0), dt_json_num(pr, "speedup_p90", 0),
                dt_json_num(pr, "candidate_us", 0), dt_json_num(pr, "baseline_us", 0),
@@ -535,7 +536,7 @@ static int check_cmd(int argc, char **argv)
     if (cli_file_missing("check", kfile) || cli_matrix_missing("check", matrix))
         return CLI_NOT_FOUND;
     dt_err e = {0};
-    char *source = dt_read_file(kfile, NULL, &e);
+    char *source = dt_read_file_max(kfile, GPU_MAX_SOURCE_BYTES, NULL, &e);
     if (source == NULL) {
         fprintf(stderr, "ditto check: %s\n", e.msg);
         return CLI_FAIL;

@@ -185,8 +185,9 @@ static int kb_cmd_list(int argc, char **argv)
         printf("%-50s %-17s %-9s %-8s %s\n", "ID", "KIND", "STATUS", "SOURCE", "TITLE");
         for (const cJSON *e = l->child; e != NULL; e = e->next) {
             const char *id = dt_json_str(e, "id", "");
-            printf("%-50s %-17s %-9s %-8s %s\n", id, dt_json_str(e, "kind", ""),
-                   dt_json_str(e, "status", ""), short_origin(k, id), dt_json_str(e, "title", ""));
+            printf("%-50s %-17s %-9s %-8s %s\n", dt_tsafe(id), dt_tsafe(dt_json_str(e, "kind", "")),
+                   dt_tsafe(dt_json_str(e, "status", "")), short_origin(k, id),
+                   dt_tsafe(dt_json_str(e, "title", "")));
         }
         printf("%d entr%s\n", cJSON_GetArraySize(l), cJSON_GetArraySize(l) == 1 ? "y" : "ies");
     }
@@ -211,7 +212,10 @@ static void print_wrapped(const char *text, int indent)
                 if (cut == p)
                     cut = p + (76 - indent);
             }
-            printf("%*s%.*s\n", indent, "", (int)(cut - p), p);
+            dt_buf line = DT_BUF_INIT; /* entries are imported data */
+            dt_buf_put_term(&line, p, (size_t)(cut - p), 0);
+            printf("%*s%s\n", indent, "", dt_buf_str(&line));
+            dt_buf_free(&line);
             p = cut;
             while (p < end && *p == ' ')
                 p++;
@@ -227,7 +231,7 @@ static void print_value_line(const char *key, const cJSON *v)
     if (cJSON_IsString(v)) {
         printf("  %-12s", key);
         if (strlen(v->valuestring) <= 62 && strchr(v->valuestring, '\n') == NULL) {
-            printf("%s\n", v->valuestring);
+            printf("%s\n", dt_tsafe(v->valuestring));
         } else {
             printf("\n");
             print_wrapped(v->valuestring, 4);
@@ -235,7 +239,7 @@ static void print_value_line(const char *key, const cJSON *v)
         return;
     }
     char *s = dt_json_print(v, 0);
-    printf("  %-12s%s\n", key, s);
+    printf("  %-12s%s\n", dt_tsafe(key), dt_tsafe(s));
     free(s);
 }
 
@@ -271,21 +275,22 @@ static int kb_cmd_show(int argc, char **argv)
     }
     const char *file = NULL;
     const char *origin = kb_origin(k, id, &file);
-    printf("%s\n", dt_json_str(e, "title", ""));
-    printf("  id          %s\n", id);
-    printf("  kind        %s\n", dt_json_str(e, "kind", ""));
+    printf("%s\n", dt_tsafe(dt_json_str(e, "title", "")));
+    printf("  id          %s\n", dt_tsafe(id));
+    printf("  kind        %s\n", dt_tsafe(dt_json_str(e, "kind", "")));
     const cJSON *rv = cJSON_GetObjectItemCaseSensitive(e, "review");
-    printf("  status      %s", dt_json_str(e, "status", ""));
+    printf("  status      %s", dt_tsafe(dt_json_str(e, "status", "")));
     if (cJSON_IsObject(rv)) {
-        printf(" by %s at %s", dt_json_str(rv, "reviewer", "?"), dt_json_str(rv, "at", "?"));
+        printf(" by %s at %s", dt_tsafe(dt_json_str(rv, "reviewer", "?")),
+               dt_tsafe(dt_json_str(rv, "at", "?")));
         const char *note = dt_json_str(rv, "note", NULL);
         if (note != NULL)
-            printf(": %s", note);
+            printf(": %s", dt_tsafe(note));
     }
     printf("\n");
     printf("  source      %s (%s)\n", origin, file ? file : "?");
-    printf("  created     %s, updated %s\n", dt_json_str(e, "created", "?"),
-           dt_json_str(e, "updated", "?"));
+    printf("  created     %s, updated %s\n", dt_tsafe(dt_json_str(e, "created", "?")),
+           dt_tsafe(dt_json_str(e, "updated", "?")));
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "applies_to");
     if (a != NULL) {
         printf("applies to\n");
@@ -310,7 +315,7 @@ static int kb_cmd_show(int argc, char **argv)
     printf("evidence    %s\n", nev == 0 ? "none" : "");
     for (const cJSON *it = ev ? ev->child : NULL; it != NULL; it = it->next) {
         char *s = dt_json_print(it, 0);
-        printf("  %s\n", s);
+        printf("  %s\n", dt_tsafe(s));
         free(s);
     }
     kb_close(k);

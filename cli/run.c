@@ -140,7 +140,7 @@ static int drain(printer *p)
         const ag_step *s = ag_awaiting(p->run);
         if (!p->tty_in)
             fprintf(human(p), "review %s v%d: %s\n", ag_kind_name(ag_step_kind(s)),
-                    ag_step_version(s), line);
+                    ag_step_version(s), dt_tsafe(line));
         if (p->waiting == 2) {
             dt_err e = {0};
             p->waiting = 0;
@@ -200,10 +200,14 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         return;
     }
     const char *type = dt_json_str(ev, "type", "");
-    int sid = (int)dt_json_num(ev, "step", 0);
+    int sid = dt_json_int(ev, "step", 0);
     if (strcmp(type, "text") == 0) {
         if (p->verbose) {
-            fputs(dt_json_str(ev, "text", ""), stdout);
+            const char *t = dt_json_str(ev, "text", "");
+            dt_buf safe = DT_BUF_INIT; /* model text: no escapes from data */
+            dt_buf_put_term(&safe, t, strlen(t), 1);
+            fputs(dt_buf_str(&safe), stdout);
+            dt_buf_free(&safe);
             fflush(stdout);
         }
     } else if (strcmp(type, "diagnostic") == 0) {
@@ -211,11 +215,11 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
             const cJSON *ln = cJSON_GetObjectItem(ev, "line");
             if (cJSON_IsNumber(ln))
                 printf("      %s %s line %d: %s\n", dt_json_str(ev, "source", ""),
-                       dt_json_str(ev, "severity", ""), (int)ln->valuedouble,
-                       dt_json_str(ev, "message", ""));
+                       dt_json_str(ev, "severity", ""), dt_json_int(ev, "line", 0),
+                       dt_tsafe(dt_json_str(ev, "message", "")));
             else
                 printf("      %s %s: %s\n", dt_json_str(ev, "source", ""),
-                       dt_json_str(ev, "severity", ""), dt_json_str(ev, "message", ""));
+                       dt_json_str(ev, "severity", ""), dt_tsafe(dt_json_str(ev, "message", "")));
         }
     } else if (strcmp(type, "step_finished") == 0) {
         const ag_step *s = NULL;
@@ -231,7 +235,7 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
         if (!dt_json_bool(ev, "ok", 1) && dt_streq(st, "approved"))
             st = "failed";
         printf("[%2d] %-4s %-8s v%-2d %-22s %6.2fs  %s\n", sid, glyph(st), kind, ag_step_version(s),
-               ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0), sum);
+               ag_agent_name(ag_step_kind(s)), dt_json_num(ev, "seconds", 0), dt_tsafe(sum));
         fflush(stdout);
         p->steps++;
     } else if (strcmp(type, "transition") == 0) {
@@ -239,16 +243,16 @@ static void print_event(ag_run *r, const cJSON *ev, void *ud)
             printf("     -> %s again (%s, %s): %s\n", dt_json_str(ev, "to", ""),
                    dt_json_str(ev, "edge", ""),
                    dt_json_num(ev, "iteration", 0) > 0 ? "feedback" : "",
-                   dt_json_str(ev, "reason", ""));
+                   dt_tsafe(dt_json_str(ev, "reason", "")));
     } else if (strcmp(type, "log") == 0) {
-        printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_json_str(ev, "message", ""));
+        printf("     %s: %s\n", dt_json_str(ev, "level", ""), dt_tsafe(dt_json_str(ev, "message", "")));
     } else if (strcmp(type, "awaiting_review") == 0) {
         /* Answer from the loop, not from inside the event's delivery. */
         dt_loop_add_timer(p->loop, 0, prompt_later, p);
     } else if (strcmp(type, "session_finished") == 0) {
         const cJSON *res = cJSON_GetObjectItem(ev, "result");
         const cJSON *b = cJSON_GetObjectItem(res, "best");
-        printf("\n%s\n", dt_json_str(res, "reason", ""));
+        printf("\n%s\n", dt_tsafe(dt_json_str(res, "reason", "")));
         if (b)
             printf("best kernel: v%.0f %s, %.2f us (%s timing), %.2fx the best cuSPARSE algorithm "
                    "(%s)\nwritten to: %s\n",
@@ -435,7 +439,7 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 {
     (void)ud;
     /* Workers log to stderr; keep it visible but marked. */
-    fprintf(stderr, "worker %d: %s\n", w, line);
+    fprintf(stderr, "worker %d: %s\n", w, dt_tsafe(line));
 }
 
 /* ---- flags recorded with the session ---------------------------------------------------- */
@@ -588,7 +592,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     }
     dt_loop *loop = dt_loop_new();
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
-    gpu_pool_opts po = {.workers = a.workers ? a.workers : (int)dt_json_num(wj, "count", 1),
+    gpu_pool_opts po = {.workers = a.workers ? a.workers : dt_json_int(wj, "count", 1),
                         .launcher = a.launcher ? a.launcher : dt_json_str(wj, "launcher", NULL),
                         .ship = cli_ship_mode(wj),
                         .deadline_s =
@@ -615,11 +619,11 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                  .kb = k,
                  .verbose = a.verbose,
                  .goal_speedup = a.goal > 0 ? a.goal : dt_json_num(cfg, "goal_speedup", 1.0),
-                 .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
+                 .max_iterations = dt_json_int(cfg, "max_iterations", 8),
                  .tune_budget_variants =
                      a.tune_variants
                          ? a.tune_variants
-                         : (int)dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
+                         : dt_json_int(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
                  .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
     cli_review_policy(&o, &spec, a.review);
     cli_lua_attach(&o, &lua);

@@ -36,7 +36,10 @@ const char cli_sessions_usage[] =
 static void print_json(cJSON *j)
 {
     char *s = dt_json_print(j, 1);
-    puts(s);
+    dt_buf b = DT_BUF_INIT;
+    dt_buf_put_term(&b, s, strlen(s), 1); /* cJSON escapes C0, not DEL or C1 */
+    puts(dt_buf_str(&b));
+    dt_buf_free(&b);
     free(s);
     cJSON_Delete(j);
 }
@@ -49,7 +52,11 @@ static void print_warnings(const char *text)
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p);
         if (len > 0)
-            fprintf(stderr, "ditto " CMD ": warning: %.*s\n", len, p);
+            {
+            char *w = dt_xstrndup(p, (size_t)len);
+            fprintf(stderr, "ditto " CMD ": warning: %s\n", dt_tsafe(w));
+            free(w);
+        }
         p += len + (nl ? 1 : 0);
     }
 }
@@ -85,7 +92,7 @@ static int list_sessions(const char *root, int json)
     dt_buf warn = DT_BUF_INIT;
     dt_err e = {0};
     if (sess_list(root, &rows, &n, &warn, &e) != 0) {
-        fprintf(stderr, "ditto " CMD ": %s\n", e.msg);
+        fprintf(stderr, "ditto " CMD ": %s\n", dt_tsafe(e.msg));
         dt_buf_free(&warn);
         return CLI_FAIL;
     }
@@ -121,7 +128,7 @@ static int list_sessions(const char *root, int json)
     }
     if (n == 0) {
         char *r = sess_root(root);
-        printf("no sessions under %s\n", r ? r : "(unknown)");
+        printf("no sessions under %s\n", r ? dt_tsafe(r) : "(unknown)");
         free(r);
         free(rows);
         return CLI_OK;
@@ -135,9 +142,10 @@ static int list_sessions(const char *root, int json)
             snprintf(best, sizeof best, "%.2fx", r->best_speedup);
         else
             snprintf(best, sizeof best, "-");
-        printf("%-22s %-19s %-6s %-40s %5d  %-19s %s\n", r->id,
-               local_time(r->started, when, sizeof when), r->op[0] ? r->op : "-",
-               clip(r->matrix[0] ? r->matrix : "-", mat, 40), r->steps, r->state, best);
+        printf("%-22s %-19s %-6s %-40s %5d  %-19s %s\n", dt_tsafe(r->id),
+               local_time(r->started, when, sizeof when), r->op[0] ? dt_tsafe(r->op) : "-",
+               dt_tsafe(clip(r->matrix[0] ? r->matrix : "-", mat, 40)), r->steps,
+               dt_tsafe(r->state), best);
     }
     free(rows);
     return CLI_OK;
@@ -233,7 +241,7 @@ static cJSON *build_steps(const sess_log *l, const cJSON *files)
             dt_json_set_num(st, "seconds", dt_json_num(ev, "seconds", 0));
         } else if (strcmp(type, "artifact") == 0) {
             const char *name = dt_json_str(ev, "name", "?");
-            int version = (int)dt_json_num(ev, "version", 0);
+            int version = dt_json_int(ev, "version", 0);
             cJSON *arts = cJSON_GetObjectItem(st, "artifacts");
             cJSON *a = NULL;
             cJSON *it;
@@ -299,10 +307,10 @@ static void print_object(const char *title, const cJSON *o)
     cJSON_ArrayForEach(it, o)
     {
         if (cJSON_IsString(it)) {
-            printf("  %-14s %s\n", it->string, it->valuestring);
+            printf("  %-14s %s\n", dt_tsafe(it->string), dt_tsafe(it->valuestring));
         } else {
             char *s = dt_json_print(it, 0);
-            printf("  %-14s %s\n", it->string, s);
+            printf("  %-14s %s\n", dt_tsafe(it->string), dt_tsafe(s));
             free(s);
         }
     }
@@ -314,8 +322,8 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
     const cJSON *first = cJSON_GetArrayItem(l->events, 0);
     int nev = cJSON_GetArraySize(l->events);
     const cJSON *last = cJSON_GetArrayItem(l->events, nev - 1);
-    printf("session        %s\n", l->id);
-    printf("folder         %s\n", l->dir);
+    printf("session        %s\n", dt_tsafe(l->id));
+    printf("folder         %s\n", dt_tsafe(l->dir));
     printf("state          %s%s\n", log_state(l),
            l->truncated ? " (the last line was cut off mid-write)" : "");
     printf("started        %s\n", local_time(dt_json_num(first, "t", 0), when, sizeof when));
@@ -348,8 +356,8 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
         else
             snprintf(secs, sizeof secs, "-");
         printf("  %4.0f  %-10s %4.0f  %-16s %9s  %s\n", dt_json_num(st, "step", 0),
-               dt_json_str(st, "kind", "?"), dt_json_num(st, "version", 0),
-               dt_json_str(st, "status", "?"), secs, arts.len ? arts.data : "-");
+               dt_tsafe(dt_json_str(st, "kind", "?")), dt_json_num(st, "version", 0),
+               dt_tsafe(dt_json_str(st, "status", "?")), secs, arts.len ? dt_tsafe(arts.data) : "-");
         dt_buf_free(&arts);
     }
     const cJSON *res = result_of(l);
@@ -361,7 +369,7 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
                    dt_json_num(best, "version", 0), dt_json_num(best, "us", 0),
                    dt_json_num(best, "speedup", 0), dt_json_num(best, "gbps", 0));
         printf(" (exit %.0f%s%s)\n", dt_json_num(res, "exit", 0),
-               dt_json_str(res, "reason", NULL) ? ": " : "", dt_json_str(res, "reason", ""));
+               dt_json_str(res, "reason", NULL) ? ": " : "", dt_tsafe(dt_json_str(res, "reason", "")));
     }
     printf("files\n");
     if (cJSON_GetArraySize(files) == 0)
@@ -370,7 +378,7 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
     cJSON_ArrayForEach(f, files)
     {
         char sz[32];
-        printf("  %-30s %s\n", dt_json_str(f, "name", ""),
+        printf("  %-30s %s\n", dt_tsafe(dt_json_str(f, "name", "")),
                dt_fmt_bytes(dt_json_num(f, "bytes", 0), sz, sizeof sz));
     }
     if (events) {
@@ -379,7 +387,7 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
         cJSON_ArrayForEach(ev, l->events)
         {
             char *s = dt_json_print(ev, 0);
-            printf("%s\n", s);
+            printf("%s\n", dt_tsafe(s));
             free(s);
         }
     }
@@ -392,9 +400,9 @@ static int show_session(const char *root, const char *id, int json, int events)
     if (l == NULL) {
         /* an unknown id: point at the listing */
         if (e.code == SESS_ENOTFOUND && dt_startswith(e.msg, "no session '"))
-            fprintf(stderr, "ditto " CMD ": %s (ditto sessions lists them)\n", e.msg);
+            fprintf(stderr, "ditto " CMD ": %s (ditto sessions lists them)\n", dt_tsafe(e.msg));
         else
-            fprintf(stderr, "ditto " CMD ": %s\n", e.msg);
+            fprintf(stderr, "ditto " CMD ": %s\n", dt_tsafe(e.msg));
         return cli_session_status(&e);
     }
     print_warnings(dt_buf_str(&l->warnings));

@@ -112,7 +112,7 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     char *root = sess_root(a->session_dir);
     dt_loop *loop = dt_loop_new();
     const cJSON *wj = cJSON_GetObjectItem(cfg, "workers");
-    gpu_pool_opts po = {.workers = a->workers ? a->workers : (int)dt_json_num(wj, "count", 1),
+    gpu_pool_opts po = {.workers = a->workers ? a->workers : dt_json_int(wj, "count", 1),
                         .launcher = a->launcher ? a->launcher : dt_json_str(wj, "launcher", NULL),
                         .ship = cli_ship_mode(wj),
                         .deadline_s =
@@ -136,9 +136,9 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
                  .llm_config = have_llm ? &lc : NULL,
                  .kb = k,
                  .goal_speedup = a->goal > 0 ? a->goal : dt_json_num(cfg, "goal_speedup", 1.0),
-                 .max_iterations = (int)dt_json_num(cfg, "max_iterations", 8),
+                 .max_iterations = dt_json_int(cfg, "max_iterations", 8),
                  .tune_budget_variants =
-                     a->tune_variants ? a->tune_variants : (int)dt_json_num(tj, "variants", 24),
+                     a->tune_variants ? a->tune_variants : dt_json_int(tj, "variants", 24),
                  .tune_budget_s = dt_json_num(tj, "seconds", 120)};
     cli_review_policy(&o, spec, a->review);
     cli_lua_attach(&o, &lua);

@@ -29,7 +29,7 @@ static void sink_problem(cli_session_sink *ss, int replace, const char *what, co
 static void artifact_files(cli_session_sink *ss, const cJSON *ev)
 {
     const char *name = dt_json_str(ev, "name", "");
-    int v = (int)dt_json_num(ev, "version", 0);
+    int v = dt_json_int(ev, "version", 0);
     const cJSON *j = cJSON_GetObjectItem(ev, "json");
     char file[128];
     dt_err e = {0};

@@ -103,6 +103,26 @@ double dt_strtod(const char *s, char **end);
 /* Human-readable byte count: "1.5 MB" (decimal units). Writes into out. */
 const char *dt_fmt_bytes(double bytes, char *out, size_t outlen);
 
+/* ---- text from data, made safe ------------------------------------------
+ *
+ * Names, spec fields, folder names and model text reach the terminal; only
+ * what ditto itself draws may carry control characters. */
+
+/* Append s (n bytes) for a terminal: C0 controls shown as ^X (ESC as ^[),
+ * DEL and the C1 controls (CSI, OSC as U+009B, U+009D) and bytes that are
+ * not UTF-8 as '?'; tabs kept, newlines kept when keep_newlines. */
+void dt_buf_put_term(dt_buf *b, const char *s, size_t n, int keep_newlines);
+/* The same for a C string, into one of eight per-thread buffers reused in
+ * turn: for printf arguments ("%s", dt_tsafe(name)); valid until eight more
+ * calls. NULL gives "". Newlines show as ^J: one field, one line. */
+const char *dt_tsafe(const char *s);
+/* NULL when s (n bytes) is valid UTF-8, else a copy (caller frees) with
+ * each invalid byte replaced by U+FFFD. */
+char *dt_utf8_fix(const char *s, size_t n);
+/* Replace invalid UTF-8 in every string and key of a JSON tree, so that
+ * what is printed is valid UTF-8 JSON whatever the input. */
+void dt_json_utf8_fix(cJSON *v);
+
 /* ---- hashing ----------------------------------------------------------- */
 
 /* 64-bit FNV-1a, chainable: pass the previous hash as seed (DT_HASH_SEED to
@@ -128,8 +148,14 @@ uint64_t dt_rng_below(dt_rng *r, uint64_t n);
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Read a whole file into memory (NUL-terminated). On error returns NULL and
- * sets e with the path and errno's text. */
+/* Read a whole file into memory (NUL-terminated). Only regular files are
+ * read (a folder, device such as /dev/zero, pipe or socket is refused at
+ * once, without blocking), and only up to max bytes (larger is an error
+ * that gives both sizes). On error returns NULL and sets e with the path
+ * and what went wrong. dt_read_file's limit is DT_READ_MAX; readers of
+ * small user-named files (hooks, specs, config) pass their own. */
+#define DT_READ_MAX ((size_t)1 << 30)
+char *dt_read_file_max(const char *path, size_t max, size_t *len, dt_err *e);
 char *dt_read_file(const char *path, size_t *len, dt_err *e);
 /* Write data to path atomically: a temporary file in the same directory,
  * fsync, rename. On error nothing at path is modified. */
@@ -151,6 +177,12 @@ char *dt_exe_dir(void);
  * EXEDIR/../share/ditto/REL (install), EXEDIR/REL (source checkout).
  * Returns the first that exists (caller frees) or NULL. */
 char *dt_share_path(const char *rel);
+
+/* Bytes of host memory available to a new allocation without swapping
+ * (MemAvailable of /proc/meminfo), or -1 when unknown. $DITTO_MEM_AVAILABLE
+ * (a size such as 4G) overrides it, for tests and for a share of a
+ * machine. */
+int64_t dt_mem_available(void);
 
 /* ---- logging ----------------------------------------------------------- */
 
@@ -177,8 +209,9 @@ const char *dt_iso_time(double epoch, char *out, size_t outlen);
 
 /* Parse text; on a syntax error the message names "name:line:column". */
 cJSON *dt_json_parse(const char *text, size_t len, const char *name, dt_err *e);
-/* Read and parse a file. */
+/* Read and parse a file (dt_read_file's limits; _max: at most max bytes). */
 cJSON *dt_json_read_file(const char *path, dt_err *e);
+cJSON *dt_json_read_file_max(const char *path, size_t max, dt_err *e);
 /* Print compactly (pretty when pretty != 0); caller frees. */
 char *dt_json_print(const cJSON *v, int pretty);
 /* Borrowed lookups that return a default when the key is absent or of
@@ -186,6 +219,21 @@ char *dt_json_print(const cJSON *v, int pretty);
 double dt_json_num(const cJSON *obj, const char *key, double dflt);
 const char *dt_json_str(const cJSON *obj, const char *key, const char *dflt);
 int dt_json_bool(const cJSON *obj, const char *key, int dflt);
+/* Integers from JSON numbers. Every float-to-integer conversion of outside
+ * JSON goes through these: a cast of a value out of the target's range
+ * (2.2e21 into int64_t, NaN) is undefined behaviour in C.
+ * dt_json_to_int checks v strictly: a number, finite, integral and within
+ * [lo, hi]; on success *out is set and 0 returned, else -1 with a message
+ * in e that says which of these failed (e may be NULL). */
+int dt_json_to_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out, dt_err *e);
+/* The lenient lookups: the value truncated toward zero when v (or obj[key])
+ * is a finite number within the target type's range, dflt otherwise
+ * (absent, another type, NaN, infinite or out of range). Never undefined. */
+int64_t dt_json_as_i64(const cJSON *v, int64_t dflt);
+int64_t dt_json_i64(const cJSON *obj, const char *key, int64_t dflt);
+int dt_json_int(const cJSON *obj, const char *key, int dflt);
+/* As dt_json_i64, but negative values give dflt too. */
+size_t dt_json_size(const cJSON *obj, const char *key, size_t dflt);
 /* Builders that never fail (they abort on out-of-memory). */
 cJSON *dt_json_obj(void);
 cJSON *dt_json_arr(void);

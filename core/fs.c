@@ -10,28 +10,72 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *dt_read_file(const char *path, size_t *len, dt_err *e)
+char *dt_read_file_max(const char *path, size_t max, size_t *len, dt_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
         dt_err_set(e, "%s: %s", path, strerror(errno));
         return NULL;
     }
-    dt_buf b = DT_BUF_INIT;
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        dt_buf_append(&b, chunk, n);
-    if (ferror(f)) {
-        dt_err_set(e, "%s: read error: %s", path, strerror(errno));
-        fclose(f);
-        dt_buf_free(&b);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        dt_err_set(e, "%s: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
-    fclose(f);
+    if (!S_ISREG(st.st_mode)) {
+        dt_err_set(e, "%s: not a regular file (%s); give the path of a file", path,
+                   S_ISDIR(st.st_mode)    ? "a folder"
+                   : S_ISCHR(st.st_mode)  ? "a character device"
+                   : S_ISBLK(st.st_mode)  ? "a block device"
+                   : S_ISFIFO(st.st_mode) ? "a pipe"
+                                          : "a socket or other special file");
+        close(fd);
+        return NULL;
+    }
+    char have[32], lim[32];
+    if ((uint64_t)st.st_size > max) {
+        dt_err_set(e, "%s: %s, over the %s this kind of file may have", path,
+                   dt_fmt_bytes((double)st.st_size, have, sizeof have),
+                   dt_fmt_bytes((double)max, lim, sizeof lim));
+        close(fd);
+        return NULL;
+    }
+    dt_buf b = DT_BUF_INIT;
+    dt_buf_reserve(&b, (size_t)st.st_size + 1);
+    b.data[0] = '\0'; /* reserve leaves the memory as it was */
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            dt_err_set(e, "%s: read error: %s", path, strerror(errno));
+            close(fd);
+            dt_buf_free(&b);
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        if (b.len + (size_t)n > max) { /* it grew while we read */
+            dt_err_set(e, "%s: grew past the %s this kind of file may have while being read", path,
+                       dt_fmt_bytes((double)max, lim, sizeof lim));
+            close(fd);
+            dt_buf_free(&b);
+            return NULL;
+        }
+        dt_buf_append(&b, chunk, (size_t)n);
+    }
+    close(fd);
     if (len)
         *len = b.len;
     return dt_buf_take(&b);
+}
+
+char *dt_read_file(const char *path, size_t *len, dt_err *e)
+{
+    return dt_read_file_max(path, DT_READ_MAX, len, e);
 }
 
 int dt_write_file_atomic(const char *path, const void *data, size_t len, dt_err *e)
@@ -184,4 +228,26 @@ char *dt_share_path(const char *rel)
     }
     free(exe);
     return NULL;
+}
+
+int64_t dt_mem_available(void)
+{
+    const char *env = getenv("DITTO_MEM_AVAILABLE");
+    int64_t v = 0;
+    if (env != NULL && *env && dt_parse_size(env, &v) == 0)
+        return v;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    int64_t kb = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        long long x = 0;
+        if (sscanf(line, "MemAvailable: %lld kB", &x) == 1) {
+            kb = x;
+            break;
+        }
+    }
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
 }

@@ -34,7 +34,10 @@ void dt_log(dt_log_level level, const char *fmt, ...)
     va_end(ap);
     /* One fprintf per line so that lines from two processes sharing stderr do
      * not interleave mid-line. */
-    fprintf(stderr, "%s: %s: %s\n", log_prefix, names[level], line);
+    dt_buf safe = DT_BUF_INIT;
+    dt_buf_put_term(&safe, line, strlen(line), 1); /* messages quote data */
+    fprintf(stderr, "%s: %s: %s\n", log_prefix, names[level], dt_buf_str(&safe));
+    dt_buf_free(&safe);
 }
 
 double dt_now(void)

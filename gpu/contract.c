@@ -78,12 +78,22 @@ int gpu_vars_get(const gpu_vars *v, const char *name, int64_t *out)
 
 /* ---- expressions: recursive descent ------------------------------------- */
 
+/* The evaluator is total: every input ends in a value or an error. Integer
+ * arithmetic is checked (overflow, INT64_MIN / -1, division by zero are
+ * errors, never undefined behaviour or SIGFPE), and nesting -- parentheses,
+ * unary operators, function calls -- is limited so that a hostile
+ * expression cannot exhaust the stack. Expressions come from generated
+ * kernels, edited plans and sessions on disk. */
+#define EXPR_MAX_DEPTH 64
+#define EXPR_MAX_LEN 4096
+
 typedef struct parser {
     const char *src;
     const char *p;
     const gpu_vars *vars; /* NULL: syntax check only */
     dt_err *e;
     int failed;
+    int depth; /* current nesting of parentheses, unary operators and calls */
 } parser;
 
 static int64_t parse_sum(parser *ps);
@@ -94,8 +104,8 @@ static void fail(parser *ps, const char *what)
     if (ps->failed)
         return;
     ps->failed = 1;
-    dt_err_set(ps->e, "expression '%s': %s at position %d", ps->src, what,
-               (int)(ps->p - ps->src) + 1);
+    dt_err_set(ps->e, "expression '%.200s%s': %s at position %d", ps->src,
+               strlen(ps->src) > 200 ? "..." : "", what, (int)(ps->p - ps->src) + 1);
 }
 
 static void skip_ws(parser *ps)
@@ -112,6 +122,56 @@ static int accept(parser *ps, char c)
         return 1;
     }
     return 0;
+}
+
+/* Enter one level of nesting; 0 when the limit is reached (and the parse
+ * has failed). */
+static int enter(parser *ps)
+{
+    if (ps->depth >= EXPR_MAX_DEPTH) {
+        fail(ps, "nested too deeply (at most 64 levels of parentheses, unary operators and calls)");
+        return 0;
+    }
+    ps->depth++;
+    return 1;
+}
+
+/* Checked arithmetic: on overflow the parse fails with what overflowed. */
+static int64_t checked(parser *ps, char op, int64_t a, int64_t b)
+{
+    int64_t r = 0;
+    int over = 0;
+    switch (op) {
+    case '+':
+        over = __builtin_add_overflow(a, b, &r);
+        break;
+    case '-':
+        over = __builtin_sub_overflow(a, b, &r);
+        break;
+    case '*':
+        over = __builtin_mul_overflow(a, b, &r);
+        break;
+    default: /* '/' and '%' */
+        if (b == 0) {
+            fail(ps, op == '/' ? "division by zero" : "remainder by zero");
+            return 0;
+        }
+        if (a == INT64_MIN && b == -1) {
+            if (op == '%')
+                return 0;
+            over = 1;
+            break;
+        }
+        r = op == '/' ? a / b : a % b;
+        break;
+    }
+    if (over) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "integer overflow in '%c' (the result is outside 64 bits)", op);
+        fail(ps, msg);
+        return 0;
+    }
+    return r;
 }
 
 static int64_t parse_call(parser *ps, const char *name, size_t len)
@@ -133,7 +193,11 @@ static int64_t parse_call(parser *ps, const char *name, size_t len)
             fail(ps, "cdiv by zero");
             return 0;
         }
-        return (a + b - 1) / b;
+        /* Ceiling of a / b for every sign, without forming a + b - 1. */
+        int64_t q = checked(ps, '/', a, b);
+        if (!ps->failed && a % b != 0 && (a < 0) == (b < 0))
+            q++; /* |q| < |a| here, so this cannot overflow */
+        return q;
     }
     if (len == 3 && strncmp(name, "min", 3) == 0)
         return a < b ? a : b;
@@ -145,19 +209,30 @@ static int64_t parse_atom(parser *ps)
     skip_ws(ps);
     const char *s = ps->p;
     if (*s == '(') {
+        if (!enter(ps))
+            return 0;
         ps->p++;
         int64_t v = parse_or(ps);
         if (!accept(ps, ')'))
             fail(ps, "expected ')'");
+        ps->depth--;
         return v;
     }
     if (*s == '-') {
+        if (!enter(ps))
+            return 0;
         ps->p++;
-        return -parse_atom(ps);
+        int64_t v = parse_atom(ps);
+        ps->depth--;
+        return ps->failed ? 0 : checked(ps, '-', 0, v);
     }
     if (*s == '!' && s[1] != '=') {
+        if (!enter(ps))
+            return 0;
         ps->p++;
-        return !parse_atom(ps);
+        int64_t v = !parse_atom(ps);
+        ps->depth--;
+        return v;
     }
     if (isdigit((unsigned char)*s)) {
         int64_t v = 0;
@@ -177,8 +252,13 @@ static int64_t parse_atom(parser *ps)
         size_t len = (size_t)(ps->p - s);
         if (accept(ps, '(')) {
             if ((len == 4 && strncmp(s, "cdiv", 4) == 0) || (len == 3 && strncmp(s, "min", 3) == 0) ||
-                (len == 3 && strncmp(s, "max", 3) == 0))
-                return parse_call(ps, s, len);
+                (len == 3 && strncmp(s, "max", 3) == 0)) {
+                if (!enter(ps))
+                    return 0;
+                int64_t v = parse_call(ps, s, len);
+                ps->depth--;
+                return v;
+            }
             ps->p = s;
             fail(ps, "unknown function (functions: cdiv, min, max)");
             return 0;
@@ -212,22 +292,14 @@ static int64_t parse_product(parser *ps)
     for (;;) {
         skip_ws(ps);
         char op = *ps->p;
-        if (op != '*' && op != '/' && op != '%')
+        if (ps->failed || (op != '*' && op != '/' && op != '%'))
             return v;
         ps->p++;
         int64_t r = parse_atom(ps);
         if (ps->failed)
             return 0;
-        if (ps->vars == NULL)
-            continue;
-        if (op == '*') {
-            v *= r;
-        } else if (r == 0) {
-            fail(ps, "division by zero");
-            return 0;
-        } else {
-            v = op == '/' ? v / r : v % r;
-        }
+        if (ps->vars != NULL)
+            v = checked(ps, op, v, r);
     }
 }
 
@@ -237,11 +309,14 @@ static int64_t parse_sum(parser *ps)
     for (;;) {
         skip_ws(ps);
         char op = *ps->p;
-        if (op != '+' && op != '-')
+        if (ps->failed || (op != '+' && op != '-'))
             return v;
         ps->p++;
         int64_t r = parse_product(ps);
-        v = op == '+' ? v + r : v - r;
+        if (ps->failed)
+            return 0;
+        if (ps->vars != NULL)
+            v = checked(ps, op, v, r);
     }
 }
 
@@ -313,7 +388,10 @@ static int64_t parse_or(parser *ps)
 
 static int run_parser(const char *expr, const gpu_vars *v, int64_t *out, dt_err *e)
 {
-    parser ps = {expr, expr, v, e, 0};
+    if (strlen(expr) > EXPR_MAX_LEN)
+        return dt_err_set(e, "expression of %zu bytes: longer than the %d allowed", strlen(expr),
+                          EXPR_MAX_LEN);
+    parser ps = {expr, expr, v, e, 0, 0};
     int64_t r = parse_or(&ps);
     skip_ws(&ps);
     if (!ps.failed && *ps.p != '\0')
@@ -361,8 +439,11 @@ static char *expr_of(const cJSON *v)
 {
     if (cJSON_IsString(v))
         return dt_xstrdup(v->valuestring);
+    int64_t x = 0;
     if (cJSON_IsNumber(v))
-        return dt_xasprintf("%lld", (long long)v->valuedouble);
+        return dt_json_to_int(v, INT64_MIN, INT64_MAX, &x, NULL) == 0
+                   ? dt_xasprintf("%lld", (long long)x)
+                   : NULL; /* 2.5 or 2.2e21: not an integer expression */
     return NULL;
 }
 
@@ -655,15 +736,22 @@ int gpu_manifest_parse(const cJSON *j, gpu_manifest *m, dt_err *e)
                  d->string);
             continue;
         }
+        dt_err ie = {0};
+        int64_t dflt = 0;
+        if (dt_json_to_int(dv, INT32_MIN, INT32_MAX, &dflt, &ie) != 0) {
+            note(&probs, "params.%s.default: %s", d->string, ie.msg);
+            continue;
+        }
         mp->name = dt_xstrdup(d->string);
-        mp->dflt = (int64_t)dv->valuedouble;
+        mp->dflt = dflt;
         mp->nvalues = cJSON_GetArraySize(vals);
         mp->values = dt_xcalloc((size_t)mp->nvalues, sizeof *mp->values);
-        int k = 0, has_default = 0;
+        int k = 0, has_default = 0, bad = 0;
         const cJSON *v;
         cJSON_ArrayForEach(v, vals)
         {
-            mp->values[k] = (int64_t)v->valuedouble;
+            if (dt_json_to_int(v, INT32_MIN, INT32_MAX, &mp->values[k], &ie) != 0 && !bad++)
+                note(&probs, "params.%s.values[%d]: %s", d->string, k, ie.msg);
             has_default |= mp->values[k] == mp->dflt;
             k++;
         }
@@ -731,7 +819,10 @@ int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_var
     for (int i = 0; i < m->nparams; i++) {
         const gpu_mparam *mp = &m->params[i];
         const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, mp->name);
-        int64_t val = pv && cJSON_IsNumber(pv) ? (int64_t)pv->valuedouble : mp->dflt;
+        int64_t val = mp->dflt;
+        dt_err ie = {0};
+        if (pv != NULL && dt_json_to_int(pv, INT32_MIN, INT32_MAX, &val, &ie) != 0)
+            return dt_err_set(e, "%s: %s", mp->name, ie.msg);
         int legal = 0;
         for (int k = 0; k < mp->nvalues; k++)
             legal |= mp->values[k] == val;

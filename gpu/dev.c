@@ -493,7 +493,7 @@ static int32_t *narrow_offsets(const int64_t *p, size_t n, dt_err *e)
 static int64_t fparam(const cJSON *params, const char *key, int64_t dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, key);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+    return dt_json_as_i64(v, dflt);
 }
 
 static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)

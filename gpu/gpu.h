@@ -36,6 +36,13 @@
 
 #define GPU_PROTOCOL_VERSION 1
 
+/* Bounds on what a request may carry (issue 37): a kernel source (the
+ * templates are under 40 KB; a larger one is refused with a message, not
+ * compiled into a reply of gigabytes), and one request line (the worker
+ * answers an error and skips the rest of a longer line). */
+#define GPU_MAX_SOURCE_BYTES ((size_t)1 << 20)
+#define GPU_MAX_REQUEST_BYTES ((size_t)16 << 20)
+
 /* `ditto worker [--device N] [--once]`: serve the protocol on stdin/stdout.
  * Returns the process exit status (3 after a kernel fault). */
 int gpu_worker_main(int argc, char **argv);

@@ -818,6 +818,27 @@ static int has_error(const gpu_cubin *c)
     return 0;
 }
 
+/* Bounds on a compile answer (issue 37): a 6 MB one-line source once gave
+ * a 1.2 GB reply, each diagnostic quoting the whole line. */
+#define GPU_REPLY_MAX_DIAGS 100
+#define GPU_REPLY_MAX_MESSAGE 2000
+#define GPU_REPLY_MAX_SOURCE_LINE 400
+#define GPU_REPLY_MAX_LOG (64 * 1024)
+
+/* s cut to at most max bytes (at a UTF-8 boundary), with what was left out
+ * said at the end; the string itself when it fits. Caller frees *owned. */
+static const char *clipped(const char *s, size_t max, char **owned)
+{
+    *owned = NULL;
+    if (s == NULL || strlen(s) <= max)
+        return s;
+    size_t n = strlen(s), keep = max;
+    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80)
+        keep--; /* not inside a multi-byte character */
+    *owned = dt_xasprintf("%.*s ... [%zu more bytes left out]", (int)keep, s, n - keep);
+    return *owned;
+}
+
 static cJSON *diag_json(const gpu_diag *d)
 {
     cJSON *o = dt_json_obj();
@@ -832,8 +853,11 @@ static cJSON *diag_json(const gpu_diag *d)
         dt_json_set_take(o, "column", cJSON_CreateNull());
     dt_json_set_str(o, "severity", d->severity);
     dt_json_set_str(o, "code", d->code[0] ? d->code : NULL);
-    dt_json_set_str(o, "message", d->message);
-    dt_json_set_str(o, "source_line", d->source_line);
+    char *own = NULL;
+    dt_json_set_str(o, "message", clipped(d->message, GPU_REPLY_MAX_MESSAGE, &own));
+    free(own);
+    dt_json_set_str(o, "source_line", clipped(d->source_line, GPU_REPLY_MAX_SOURCE_LINE, &own));
+    free(own);
     return o;
 }
 
@@ -858,8 +882,17 @@ cJSON *gpu_cubin_json(const gpu_cubin *c)
     dt_json_set_str(o, "nvrtc_version", c->nvrtc_version);
     dt_json_set_str(o, "arch", c->arch);
     cJSON *diags = dt_json_arr();
-    for (int i = 0; i < c->ndiags; i++)
+    for (int i = 0; i < c->ndiags && i < GPU_REPLY_MAX_DIAGS; i++)
         cJSON_AddItemToArray(diags, diag_json(&c->diags[i]));
+    if (c->ndiags > GPU_REPLY_MAX_DIAGS) {
+        gpu_diag more = {.severity = "note"};
+        char msg[120];
+        snprintf(msg, sizeof msg, "%d more diagnostics left out of this answer (the first %d are "
+                                  "above)",
+                 c->ndiags - GPU_REPLY_MAX_DIAGS, GPU_REPLY_MAX_DIAGS);
+        more.message = msg;
+        cJSON_AddItemToArray(diags, diag_json(&more));
+    }
     dt_json_set_take(o, "diagnostics", diags);
     cJSON *kernels = dt_json_arr();
     for (int i = 0; i < c->nkinfo; i++) {
@@ -876,7 +909,9 @@ cJSON *gpu_cubin_json(const gpu_cubin *c)
         cJSON_AddItemToArray(kernels, ko);
     }
     dt_json_set_take(o, "kernels", kernels);
-    dt_json_set_str(o, "log", c->log ? c->log : "");
+    char *own = NULL;
+    dt_json_set_str(o, "log", c->log ? clipped(c->log, GPU_REPLY_MAX_LOG, &own) : "");
+    free(own);
     return o;
 }
 
@@ -1013,10 +1048,10 @@ static void disk_put(const gpu_cubin *c)
 
 static int json_int(const cJSON *o, const char *key, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > INT_MAX)
+    int64_t x = 0;
+    if (dt_json_to_int(cJSON_GetObjectItemCaseSensitive(o, key), 0, INT_MAX, &x, NULL) != 0)
         return -1;
-    *out = (int)v->valuedouble;
+    *out = (int)x;
     return 0;
 }
 

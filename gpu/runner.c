@@ -3,6 +3,8 @@
  * reference with per-element tolerances, the verification battery, timing
  * next to cuSPARSE, and the reference-only request. */
 #include "gpu/worker.h"
+#include "gpu/gpu.h"
+#include "gpu/sandbox.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -76,14 +78,36 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
         e->code = WK_EBAD;
         return dt_err_set(e, "kernel: expected {\"source\": ..., \"contract\"?: ...}");
     }
+    const char *kname = dt_json_str(kj, "name", "kernel.cu");
+    if (strlen(src) > GPU_MAX_SOURCE_BYTES) {
+        e->code = WK_EBAD;
+        return dt_err_set(e, "kernel.source: %zu bytes, over the %zu a kernel source may have",
+                          strlen(src), GPU_MAX_SOURCE_BYTES);
+    }
+    if (gpu_sandbox_check(src, strlen(src), kname, e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
     k->source = dt_xstrdup(src);
-    k->name = dt_xstrdup(dt_json_str(kj, "name", "kernel.cu"));
+    k->name = dt_xstrdup(kname);
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(kj, "options");
     const cJSON *o;
     cJSON_ArrayForEach(o, opts)
     {
-        if (cJSON_IsString(o) && k->noptions < 48)
-            k->options[k->noptions++] = dt_xstrdup(o->valuestring);
+        if (!cJSON_IsString(o) || k->noptions == 48) {
+            e->code = WK_EBAD;
+            dt_err_set(e, "kernel.options: expected at most 48 strings");
+            wk_kernel_clear(k);
+            return -1;
+        }
+        if (gpu_sandbox_option(o->valuestring, k->noptions ? k->options[k->noptions - 1] : NULL,
+                               e) != 0) {
+            e->code = WK_EBAD;
+            dt_err_prefix(e, "kernel.options");
+            wk_kernel_clear(k);
+            return -1;
+        }
+        k->options[k->noptions++] = dt_xstrdup(o->valuestring);
     }
     const cJSON *cj = cJSON_GetObjectItemCaseSensitive(kj, "contract");
     int rc = cj ? gpu_contract_parse(cj, &k->contract, e)
@@ -125,9 +149,11 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
     const cJSON *pv;
     cJSON_ArrayForEach(pv, k->params)
     {
-        if (!cJSON_IsNumber(pv) || pv->valuedouble != (double)(int64_t)pv->valuedouble) {
+        int64_t iv = 0;
+        dt_err ie = {0};
+        if (dt_json_to_int(pv, INT64_MIN, INT64_MAX, &iv, &ie) != 0) {
             e->code = WK_EBAD;
-            dt_err_set(e, "kernel.params.%s: expected an integer", pv->string);
+            dt_err_set(e, "kernel.params.%s: %s", pv->string, ie.msg);
             wk_kernel_clear(k);
             return -1;
         }
@@ -141,7 +167,7 @@ void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem 
     gpu_vars_set(out, "n", p->op == SP_SPMM ? p->n : 0);
     gpu_vars_set(out, "k", p->op == SP_SDDMM ? p->n : 0);
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, dt_json_as_i64(pv, 0));
 }
 
 /* The contract's format parameters with every string value evaluated as an
@@ -155,7 +181,7 @@ cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
         return NULL;
     gpu_vars vars = {.n = 0};
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
     cJSON *out = cJSON_Duplicate(fp, 1);
     cJSON *it;
     cJSON_ArrayForEach(it, out)
@@ -748,7 +774,7 @@ double wk_requires_num(const gpu_contract *c, const cJSON *params, const char *k
         return dflt;
     gpu_vars vars = {.n = 0};
     const cJSON *pv;
-    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, (int64_t)pv->valuedouble);
+    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
     int64_t x = 0;
     dt_err e = {0};
     return gpu_eval(v->valuestring, &vars, &x, &e) == 0 ? (double)x : dflt;
@@ -860,7 +886,7 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
     cJSON_ArrayForEach(pv, kn->params)
     {
         if (nowned < 80)
-            OWN("-D%s=%lld", pv->string, (long long)pv->valuedouble);
+            OWN("-D%s=%lld", pv->string, (long long)dt_json_as_i64(pv, 0));
     }
     int rc = 0;
     const cJSON *d;
@@ -869,7 +895,7 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
         int64_t v = 0;
         dt_err de = {0};
         if (cJSON_IsNumber(d)) {
-            v = (int64_t)d->valuedouble;
+            v = dt_json_as_i64(d, 0);
         } else if (gpu_eval(d->valuestring, &vars, &v, &de) != 0) {
             e->code = WK_ECONTRACT;
             dt_err_set(e, "launch contract: defines.%s: %s", d->string, de.msg);
@@ -2142,7 +2168,7 @@ int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         wk_kernel_clear(&kn);
         return -1;
     }
-    int sets = (int)dt_json_num(req, "sets", 3);
+    int sets = dt_json_int(req, "sets", 3);
     int edge = dt_json_bool(req, "edge", 1);
     int fresh = dt_json_bool(req, "fresh", 1);
     /* The verify seed: the request's, else a fresh one per request (the
@@ -2572,7 +2598,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     wk_kernel kn;
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
-    int min_runs = (int)dt_json_num(req, "min_runs", 20);
+    int min_runs = dt_json_int(req, "min_runs", 20);
     double min_s = dt_json_num(req, "min_seconds", 0.05);
     int want_base = dt_json_bool(req, "baseline", 1);
     int fast = dt_json_bool(req, "fast", 0);
@@ -2997,7 +3023,7 @@ int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     double flops = 0, bytes = 0;
     sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
     const char *method = bytes <= 0.5 * (double)w->dev.l2_bytes ? "graph" : "cold";
-    if (wk_baseline_into(m, &p, layout, (int)dt_json_num(req, "min_runs", 20),
+    if (wk_baseline_into(m, &p, layout, dt_json_int(req, "min_runs", 20),
                          dt_json_num(req, "min_seconds", 0.05), method,
                          dt_json_bool(req, "fast", 0), NULL, NULL, NULL, NULL, out, e) != 0)
         return -1;

@@ -3,6 +3,7 @@
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
 #include "gpu/worker.h"
+#include "gpu/sandbox.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -255,7 +256,7 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     wk_matrix *m = dt_xcalloc(1, sizeof *m);
     m->a = a;
     m->load_seconds = dt_now() - t0;
-    if (sp_report_compute(a, (int32_t)dt_json_num(req, "n", 32), (int32_t)dt_json_num(req, "k", 32),
+    if (sp_report_compute(a, dt_json_int(req, "n", 32), dt_json_int(req, "k", 32),
                           &m->report, e) != 0) {
         e->code = WK_ENOMEM;
         sp_csr_free(a);
@@ -367,9 +368,11 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         e->code = WK_EBAD;
         return dt_err_set(e, "source: missing");
     }
-    gpu_nvrtc *nv = wk_nvrtc(w, e);
-    if (nv == NULL)
-        return -1;
+    if (strlen(src) > GPU_MAX_SOURCE_BYTES) {
+        e->code = WK_EBAD;
+        return dt_err_set(e, "source: %zu bytes, over the %zu a kernel source may have", strlen(src),
+                          GPU_MAX_SOURCE_BYTES);
+    }
     const char *opts[64];
     const char *names[16];
     int nopt = 0, nnames = 0;
@@ -380,8 +383,19 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
             e->code = WK_EBAD;
             return dt_err_set(e, "options: expected at most 64 strings");
         }
+        if (gpu_sandbox_option(it->valuestring, nopt ? opts[nopt - 1] : NULL, e) != 0) {
+            e->code = WK_EBAD;
+            return dt_err_prefix(e, "options");
+        }
         opts[nopt++] = it->valuestring;
     }
+    if (gpu_sandbox_check(src, strlen(src), dt_json_str(req, "name", "kernel.cu"), e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
+    gpu_nvrtc *nv = wk_nvrtc(w, e);
+    if (nv == NULL)
+        return -1;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(req, "names"))
     {
         if (!cJSON_IsString(it) || nnames == 16) {
@@ -454,6 +468,7 @@ static const struct {
 /* Write one response line; stdout is the protocol channel. */
 static void respond(cJSON *resp)
 {
+    dt_json_utf8_fix(resp); /* requests may carry any bytes; replies are valid UTF-8 */
     char *s = dt_json_print(resp, 0);
     fputs(s, stdout);
     fputc('\n', stdout);
@@ -526,6 +541,39 @@ static int handle_line(wk_state *w, const char *line, size_t len, int *status)
     return quit;
 }
 
+/* Read one request line (without its newline) into b, at most
+ * GPU_MAX_REQUEST_BYTES of it: the rest of a longer line is read and
+ * dropped, and *too_long says so. Returns 0 at end of input. */
+static int read_request(FILE *in, dt_buf *b, int *too_long)
+{
+    dt_buf_reset(b);
+    *too_long = 0;
+    int c, any = 0;
+    while ((c = getc_unlocked(in)) != EOF) {
+        any = 1;
+        if (c == '\n')
+            break;
+        if (b->len < GPU_MAX_REQUEST_BYTES)
+            dt_buf_putc(b, (char)c);
+        else
+            *too_long = 1;
+    }
+    return any;
+}
+
+static void refuse_long_line(size_t max)
+{
+    cJSON *resp = dt_json_obj();
+    dt_json_set_take(resp, "id", cJSON_CreateNull());
+    dt_json_set_bool(resp, "ok", 0);
+    dt_json_set_str(resp, "error", "bad_request");
+    char msg[160];
+    snprintf(msg, sizeof msg, "request line over %zu bytes: refused unread", max);
+    dt_json_set_str(resp, "message", msg);
+    respond(resp);
+    cJSON_Delete(resp);
+}
+
 static const char worker_usage[] =
     "usage: ditto worker [--device N] [--once]\n"
     "\n"
@@ -574,19 +622,23 @@ int gpu_worker_main(int argc, char **argv)
     if (!w.dev.present)
         dt_info("no GPU: %s (load, profile, compile and reference still work)", w.dev.reason);
     wk_copy_gbps = gpu_copy_gbps_for(&w.dev, &wk_copy_measured);
-    ssize_t n;
-    size_t cap = 0;
-    char *line = NULL;
-    int status = 0;
-    while ((n = getline(&line, &cap, stdin)) > 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+    dt_buf lb = DT_BUF_INIT;
+    int status = 0, too_long = 0;
+    while (read_request(stdin, &lb, &too_long)) {
+        if (too_long) {
+            refuse_long_line(GPU_MAX_REQUEST_BYTES);
+            continue;
+        }
+        size_t n = lb.len;
+        char *line = lb.data;
+        while (n > 0 && line[n - 1] == '\r')
             line[--n] = '\0';
         if (n == 0)
             continue;
-        if (handle_line(&w, line, (size_t)n, &status) || once)
+        if (handle_line(&w, line, n, &status) || once)
             break;
     }
-    free(line);
+    dt_buf_free(&lb);
     ship_worker_free(w.ship);
     while (w.matrices)
         matrix_remove(&w, w.matrices->handle);

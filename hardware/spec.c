@@ -644,7 +644,7 @@ int hw_check_file(const char *path, dt_buf *report)
 
 static int json_int(const cJSON *obj, const char *key)
 {
-    return (int)dt_json_num(obj, key, 0);
+    return dt_json_int(obj, key, 0);
 }
 
 static void copy_str(char *dst, size_t len, const char *src)
@@ -671,7 +671,7 @@ static void fill(hw_spec *g, const cJSON *d)
     copy_str(g->mem_type, sizeof g->mem_type, dt_json_str(mem, "type", ""));
     g->mem_size_gb = dt_json_num(mem, "size_gb", 0);
     g->mem_bandwidth_gbs = dt_json_num(mem, "bandwidth_gbs", 0);
-    g->l2_bytes = (long long)dt_json_num(d, "l2_bytes", 0);
+    g->l2_bytes = (long long)dt_json_i64(d, "l2_bytes", 0);
 
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "shared_memory");
     g->smem_per_sm = json_int(sm, "per_sm_bytes");

@@ -16,8 +16,13 @@
 
 #define LX_DEFAULT_BUDGET 10000000L
 #define LX_DEFAULT_MEMORY ((size_t)64 << 20)
-/* lua_sethook counts in int: longer budgets are armed in chunks. */
-#define LX_BUDGET_CHUNK (1L << 30)
+#define LX_DEFAULT_SECONDS 2.0
+/* A hook file is source text written by a person: larger is a mistake
+ * (--hook /dev/zero, a matrix named by accident). */
+#define LX_MAX_FILE ((size_t)4 << 20)
+/* The hook fires every this many instructions, to count the budget down
+ * and to look at the clock. */
+#define LX_BUDGET_CHUNK 10000L
 /* ditto.log text kept per call; a hook printing in a loop must not grow
  * ditto's own (uncapped) memory without bound. */
 #define LX_LOG_MAX ((size_t)1 << 20)
@@ -55,6 +60,8 @@ struct lx_state {
     long budget_left; /* instructions left to the current call */
     int budget_armed; /* the count the hook is armed with */
     int budget_blown; /* the current call ran out of instructions */
+    double deadline;  /* dt_now() past which the current call fails; 0: none */
+    int time_blown;   /* the current call ran out of time */
     int loading;      /* a hook file's top level runs: ditto.on & co. may register */
     lx_reg *regs;     /* in registration order */
     size_t nregs, capregs;
@@ -90,6 +97,12 @@ static void *lx_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         S->mem_refused = 1;
         return NULL;
     }
+    /* C functions (string building, table.concat) run outside the count
+     * hook; they allocate, so the clock is checked here too. */
+    if (nsize > old && S->deadline > 0 && (S->time_blown || dt_now() > S->deadline)) {
+        S->time_blown = 1;
+        return NULL;
+    }
     void *p = realloc(ptr, nsize);
     if (p == NULL)
         return NULL;
@@ -116,6 +129,21 @@ static int chunk_of(long left)
 static void budget_hook(lua_State *L, lua_Debug *ar)
 {
     lx_state *S = getstate(L);
+    if (!S->budget_blown && !S->time_blown && S->deadline > 0 && dt_now() > S->deadline) {
+        S->time_blown = 1;
+        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1); /* as below: no pcall swallows it */
+    }
+    if (S->time_blown) {
+        if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
+            lua_pushfstring(L, "%s:%d: ", ar->short_src, ar->currentline); /* push position */
+        else
+            lua_pushliteral(L, ""); /* no position */
+        lua_pushfstring(L, "time budget of %f s exceeded (an endless loop or a costly string "
+                           "operation?)",
+                        (LUA_NUMBER)S->opts.time_budget); /* push the message */
+        lua_concat(L, 2);                                 /* position .. message */
+        lua_error(L);                                     /* raise it */
+    }
     if (!S->budget_blown) {
         S->budget_left -= S->budget_armed;
         if (S->budget_left > 0) {
@@ -143,6 +171,8 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
 static void budget_arm(lx_state *S)
 {
     S->budget_blown = 0;
+    S->time_blown = 0;
+    S->deadline = dt_now() + S->opts.time_budget;
     S->budget_left = S->opts.instruction_budget;
     S->budget_armed = chunk_of(S->budget_left);
     lua_sethook(S->L, budget_hook, LUA_MASKCOUNT, S->budget_armed);
@@ -152,7 +182,8 @@ static void budget_arm(lx_state *S)
 static int budget_disarm(lx_state *S)
 {
     lua_sethook(S->L, NULL, 0, 0);
-    return S->budget_blown;
+    S->deadline = 0;
+    return S->budget_blown || S->time_blown;
 }
 
 /* ---- guarded calls ----------------------------------------------------- */
@@ -201,10 +232,18 @@ static int call_lua(lx_state *S, int nargs, int nres, dt_buf *err)
         /* Defensive, should never fire: the hook raises on every
          * instruction once the budget is gone, so no call returns. */
         lua_pop(L, nres); /* remove the results */
-        dt_buf_printf(err, "instruction budget of %ld exceeded", S->opts.instruction_budget);
+        if (S->time_blown)
+            dt_buf_printf(err, "time budget of %g s exceeded", S->opts.time_budget);
+        else
+            dt_buf_printf(err, "instruction budget of %ld exceeded", S->opts.instruction_budget);
         return -1;
     }
-    if (rc == LUA_ERRMEM) {
+    if (rc == LUA_ERRMEM && S->time_blown) {
+        /* The allocator refused because the clock ran out. */
+        dt_buf_printf(err, "time budget of %g s exceeded (an endless loop or a costly string "
+                           "operation?)",
+                      S->opts.time_budget);
+    } else if (rc == LUA_ERRMEM) {
         /* No handler runs for memory errors: the message is Lua's
          * preallocated one and there is no traceback. */
         dt_buf_puts(err, "not enough memory");
@@ -634,6 +673,7 @@ static int open_body(lua_State *L)
         luaL_requiref(L, libs[i].name, libs[i].func, 1); /* push the library, set the global */
         lua_pop(L, 1);                                   /* remove the library */
     }
+    lx_limits_open(L, S->opts.memory_cap / 4);
     if (S->opts.unsafe) {
         luaL_requiref(L, LUA_IOLIBNAME, luaopen_io, 1); /* push io, set the global */
         lua_pop(L, 1);                                  /* remove io */
@@ -676,6 +716,8 @@ lx_state *lx_new(const lx_opts *o, dt_err *e)
         S->opts.instruction_budget = LX_DEFAULT_BUDGET;
     if (S->opts.memory_cap == 0)
         S->opts.memory_cap = LX_DEFAULT_MEMORY;
+    if (!(S->opts.time_budget > 0))
+        S->opts.time_budget = LX_DEFAULT_SECONDS;
     S->L = lua_newstate(lx_alloc, S);
     if (S->L == NULL) {
         dt_err_set(e, "cannot create a Lua state within a memory cap of %zu bytes",
@@ -783,7 +825,7 @@ static int load_file(lx_state *S, const char *path, dt_buf *err)
 {
     dt_err re = {0};
     size_t len = 0;
-    char *text = dt_read_file(path, &len, &re);
+    char *text = dt_read_file_max(path, LX_MAX_FILE, &len, &re);
     if (text == NULL) {
         dt_buf_printf(err, "%s\n", re.msg);
         return -1;

@@ -13,6 +13,14 @@
  * anything cJSON parsed can be converted, and C recursion stays bounded. */
 #define LX_JSON_MAX_DEPTH 1000
 
+/* Replaces string.find, match, gmatch and gsub with versions that refuse,
+ * before matching, a pattern whose backtracking could run far longer than
+ * a hook call should (Lua's matcher runs in C, outside the instruction
+ * count), and string.rep with one that refuses a result over rep_cap bytes.
+ * Call once per state, after the string library is open, in protected
+ * mode. */
+void lx_limits_open(lua_State *L, size_t rep_cap);
+
 /* Creates the metatable that marks tables made from JSON arrays (kept in the
  * registry). Call once per state, in protected mode: raises on memory
  * errors. */

@@ -44,7 +44,11 @@
  * available in the sandbox (why)" at the reader's FILE:LINE. setmetatable
  * refuses __gc (finalizers would run outside the budget). An instruction
  * budget per call (a count hook raising an error; once spent, every further
- * instruction raises, so a script's own pcall cannot swallow it) and a
+ * instruction raises, so a script's own pcall cannot swallow it), a time
+ * budget per call by the clock (the same hook, and the allocator, so C
+ * functions that build strings are caught too; pattern matching is
+ * checked for its worst case before it starts and string.rep for its size,
+ * see lx_limits.c), and a
  * memory cap for the whole state (the allocator refuses past it; Lua raises
  * "not enough memory"). With unsafe = 1 (--lua-unsafe) io and os are opened
  * too. Every error, budget or memory overrun is caught, reported with the
@@ -73,6 +77,9 @@ typedef struct lx_opts {
     long instruction_budget; /* per hook call (and per file's top level);
                                 <= 0: the default, 10,000,000 */
     size_t memory_cap;       /* bytes for the whole state; 0: the default, 64 MiB */
+    double time_budget;      /* seconds of wall clock per hook call (and per file's top
+                                level), checked every few thousand instructions and at
+                                every allocation; <= 0: the default, 2 s */
 } lx_opts;
 
 /* o may be NULL (defaults). On error (a cap too small for the libraries)

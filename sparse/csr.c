@@ -84,6 +84,23 @@ sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e)
                    (long long)nnz);
         return NULL;
     }
+    /* Admission (issue 37): the arrays, and about as much again for what
+     * follows a new matrix (the pattern report, a format built from it),
+     * must fit in the memory available now; otherwise the allocation
+     * succeeds lazily and the process grows until the system kills it. */
+    double need = 2.0 * ((double)rows + 1) * sizeof(int64_t) +
+                  2.0 * (double)nnz * (sizeof(int32_t) + sizeof(double));
+    int64_t avail = dt_mem_available();
+    if (avail >= 0 && need > (double)avail) {
+        char n1[32], n2[32];
+        dt_err_set(e,
+                   "a %d x %d matrix with %lld entries needs about %s of memory (its arrays and "
+                   "as much again to analyse and convert them); %s is available: use a smaller "
+                   "matrix",
+                   rows, cols, (long long)nnz, dt_fmt_bytes(need, n1, sizeof n1),
+                   dt_fmt_bytes((double)avail, n2, sizeof n2));
+        return NULL;
+    }
     sp_csr *a = calloc(1, sizeof *a);
     if (a == NULL)
         goto oom;

@@ -412,6 +412,12 @@ void sp_report_text(const sp_report *r, dt_buf *out);
 
 /* ---- the problem spec ---------------------------------------------------- */
 
+/* SDDMM's K is a compile-time constant of the kernels (unrolled loops):
+ * bounded to what compiles in seconds. */
+#define SP_SDDMM_MAX_K 1024
+/* A spec file is a few hundred bytes of JSON; larger is refused unread. */
+#define SP_SPEC_MAX_BYTES ((size_t)1 << 20)
+
 typedef struct sp_spec {
     sp_op op;
     char *matrix; /* path or generator spec, as written */

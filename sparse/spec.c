@@ -235,13 +235,21 @@ int sp_spec_from_json(sp_spec *s, const cJSON *j, const char *name, dt_buf *p)
         problem(p, name, "$.epilogue: bias applies to dense outputs (spmv, spmm), not sddmm");
         bad = 1;
     }
+    if (s->op == SP_SDDMM && s->n > SP_SDDMM_MAX_K) {
+        problem(p, name,
+                "$.n: SDDMM's inner dimension K is at most %d (the kernels unroll over K, and "
+                "compile time grows with it: about 7 s for one kernel at K = 1024, 15 s at 2048), "
+                "got %d",
+                SP_SDDMM_MAX_K, (int)s->n);
+        bad = 1;
+    }
     return bad ? -1 : 0;
 }
 
 int sp_spec_load(sp_spec *s, const char *path, dt_buf *problems)
 {
     dt_err e = {0};
-    cJSON *j = dt_json_read_file(path, &e);
+    cJSON *j = dt_json_read_file_max(path, SP_SPEC_MAX_BYTES, &e);
     if (j == NULL) {
         problem(problems, NULL, "%s", e.msg);
         return -1;

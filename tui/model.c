@@ -57,7 +57,7 @@ int tui_model_rev_for_step(const tui_model *m, int si)
 
 static tui_step *step_of(tui_model *m, const cJSON *ev)
 {
-    int i = tui_model_step_index(m, (int)dt_json_num(ev, "step", 0));
+    int i = tui_model_step_index(m, dt_json_int(ev, "step", 0));
     return i < 0 ? NULL : &m->steps[i];
 }
 
@@ -125,9 +125,9 @@ static void on_step_started(tui_model *m, const cJSON *ev, char **came_from)
     }
     tui_step *s = &m->steps[m->nsteps++];
     memset(s, 0, sizeof *s);
-    s->id = (int)dt_json_num(ev, "step", 0);
+    s->id = dt_json_int(ev, "step", 0);
     copy_str(s->kind, sizeof s->kind, dt_json_str(ev, "kind", "?"));
-    s->version = (int)dt_json_num(ev, "version", 1);
+    s->version = dt_json_int(ev, "version", 1);
     copy_str(s->agent, sizeof s->agent, dt_json_str(ev, "agent", ""));
     copy_str(s->status, sizeof s->status, "running");
     s->ok = 1;
@@ -165,7 +165,7 @@ static void on_artifact(tui_model *m, const cJSON *ev)
         }
         tui_rev *r = &m->revs[m->nrevs++];
         memset(r, 0, sizeof *r);
-        r->version = (int)dt_json_num(ev, "version", 0);
+        r->version = dt_json_int(ev, "version", 0);
         r->edited = dt_json_bool(j, "edited", 0);
         r->step = s ? s->id : 0;
         r->source = dt_xstrdup(content);
@@ -179,7 +179,7 @@ static void on_artifact(tui_model *m, const cJSON *ev)
         cJSON_Delete(m->occupancy);
         m->occupancy = cJSON_Duplicate(occ, 1);
         m->occ_compiled = dt_streq(name, "compile");
-        m->occ_version = (int)dt_json_num(ev, "version", 0);
+        m->occ_version = dt_json_int(ev, "version", 0);
         m->dirty |= TUI_D_PERF;
     }
     if (dt_streq(name, "tune") && cJSON_IsObject(cJSON_GetObjectItem(j, "best"))) {
@@ -192,11 +192,11 @@ static void on_artifact(tui_model *m, const cJSON *ev)
 static void on_diagnostic(tui_model *m, const cJSON *ev)
 {
     tui_diag *d = new_diag(m);
-    d->step = (int)dt_json_num(ev, "step", 0);
+    d->step = dt_json_int(ev, "step", 0);
     copy_str(d->severity, sizeof d->severity, dt_json_str(ev, "severity", "note"));
     copy_str(d->source, sizeof d->source, dt_json_str(ev, "source", ""));
     copy_str(d->id, sizeof d->id, dt_json_str(ev, "id", ""));
-    d->line = (int)dt_json_num(ev, "line", 0);
+    d->line = dt_json_int(ev, "line", 0);
     d->message = dt_xstrdup(dt_json_str(ev, "message", ""));
     const char *hint = dt_json_str(ev, "hint", NULL);
     d->hint = hint ? dt_xstrdup(hint) : NULL;
@@ -211,7 +211,7 @@ static void on_measurement(tui_model *m, const cJSON *ev)
     }
     tui_meas *x = &m->meas[m->nmeas++];
     memset(x, 0, sizeof *x);
-    x->step = (int)dt_json_num(ev, "step", 0);
+    x->step = dt_json_int(ev, "step", 0);
     x->version = m->nrevs > 0 ? m->revs[m->nrevs - 1].version : 0;
     x->us = dt_json_num(j, "us", 0);
     x->gbps = dt_json_num(j, "gbps", 0);
@@ -249,8 +249,8 @@ static void on_step_finished(tui_model *m, const cJSON *ev)
         st = "failed";
     copy_str(s->status, sizeof s->status, st);
     s->seconds = dt_json_num(ev, "seconds", 0);
-    s->tokens_in = (long)dt_json_num(ev, "tokens_in", 0);
-    s->tokens_out = (long)dt_json_num(ev, "tokens_out", 0);
+    s->tokens_in = dt_json_i64(ev, "tokens_in", 0);
+    s->tokens_out = dt_json_i64(ev, "tokens_out", 0);
     s->cost = dt_json_num(ev, "cost", 0);
     s->t_end = dt_json_num(ev, "t", 0);
     if (!dt_streq(s->kind, "generate") || s->rev < 0)
@@ -319,7 +319,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
         char *t;
         if (edge)
             t = dt_xasprintf("%s (%s, iteration %d): %s", dt_json_str(ev, "from", "?"), edge,
-                             (int)dt_json_num(ev, "iteration", 0), dt_json_str(ev, "reason", ""));
+                             dt_json_int(ev, "iteration", 0), dt_json_str(ev, "reason", ""));
         else
             t = dt_xasprintf("%s: %s", dt_json_str(ev, "from", "?"),
                              dt_json_str(ev, "reason", ""));
@@ -348,14 +348,14 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
             m->dirty |= TUI_D_STATUS;
         tui_diag *d = new_diag(m);
         d->is_log = 1;
-        d->step = (int)dt_json_num(ev, "step", 0);
+        d->step = dt_json_int(ev, "step", 0);
         copy_str(d->severity, sizeof d->severity, dt_json_str(ev, "level", "info"));
         copy_str(d->source, sizeof d->source, "log");
         d->message = dt_xstrdup(dt_json_str(ev, "message", ""));
     } else if (dt_streq(type, "session_finished")) {
         const cJSON *res = cJSON_GetObjectItem(ev, "result");
         m->finished = 1;
-        m->exit_code = (int)dt_json_num(res, "exit", 0);
+        m->exit_code = dt_json_int(res, "exit", 0);
         copy_str(m->finish_reason, sizeof m->finish_reason, dt_json_str(res, "reason", ""));
         cJSON_Delete(m->best);
         const cJSON *b = cJSON_GetObjectItem(res, "best");

@@ -78,11 +78,10 @@ static int occ_from_json(const hw_spec *g, const cJSON *occ, hw_occ *o)
     const cJSON *in = cJSON_GetObjectItem(occ, "input");
     if (in == NULL || g == NULL)
         return -1;
-    const cJSON *cv = cJSON_GetObjectItem(in, "carveout");
-    int carve = cJSON_IsNumber(cv) ? (int)cv->valuedouble : HW_CARVEOUT_DEFAULT;
+    int carve = dt_json_int(in, "carveout", HW_CARVEOUT_DEFAULT);
     return hw_occupancy(
-        g, (int)dt_json_num(in, "threads", 256), (int)dt_json_num(in, "registers_per_thread", 32),
-        (size_t)dt_json_num(in, "static_smem", 0), (size_t)dt_json_num(in, "dynamic_smem", 0),
+        g, dt_json_int(in, "threads", 256), dt_json_int(in, "registers_per_thread", 32),
+        dt_json_size(in, "static_smem", 0), dt_json_size(in, "dynamic_smem", 0),
         carve, dt_json_bool(in, "optin", 0), o, NULL);
 }
 

@@ -407,3 +407,31 @@ Test(pipeline, llm_feedback_should_reach_the_next_prompt_and_the_key_nowhere, .t
     free(bad2);
     free(tpl);
 }
+
+/* issue 37: a model that refuses used to end the run (exit 5). Two
+ * unusable answers now hand that step to the expert backend. */
+Test(pipeline, a_model_refusal_should_fall_back_to_the_expert_for_that_step, .timeout = 300)
+{
+    cJSON *t = cJSON_CreateArray();
+    for (int i = 0; i < 4; i++)
+        add_answer(t, "I'm sorry, but I can't help with that request.");
+    char *ts = cJSON_PrintUnformatted(t);
+    lt_server *srv = lt_server_start(ts);
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "auto");
+    setenv(LT_KEY_ENV, LT_KEY, 1);
+    tu_proc p = tu_run(ENV(dir) "'%s' run '%s' --backend llm --endpoint '%s' --model fake-model "
+                                "--api-key-env %s -v < /dev/null",
+                       dir, dir, dir, tu_ditto_bin(), spec, srv->endpoint, LT_KEY_ENV);
+    /* Plan and code from the expert; compiled; no GPU here for the rest. */
+    cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    cr_assert(strstr(p.out, "the expert backend does this step"), "%s", p.out);
+    cr_assert_eq(lt_server_count(srv), 4);
+    lt_server_stop(srv);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+    free(ts);
+    cJSON_Delete(t);
+}

@@ -197,3 +197,23 @@ Test(rules, writable_device_variables_should_be_flagged_as_state_across_launches
     cr_assert_eq(count(f, "device-state", 0), 0);
     cJSON_Delete(f);
 }
+
+/* issue 37: an include outside ditto's kernel headers is an error the coder
+ * hears about, with its line, before the worker refuses it. */
+Test(rules, an_include_outside_the_sandbox_should_be_flagged)
+{
+    cJSON *f = run("#include \"ditto.cuh\"\n"
+                   "#include \"/home/me/.ssh/id_rsa\"\n"
+                   "#include \"../../secrets.h\"\n"
+                   "__global__ void k(float *y) { y[0] = 1; }\n");
+    cr_assert_eq(count(f, "include-outside-sandbox", 2), 1);
+    cr_assert_eq(count(f, "include-outside-sandbox", 3), 1);
+    cr_assert_eq(count(f, "include-outside-sandbox", 0), 2);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, f)
+    {
+        if (strcmp(dt_json_str(x, "id", ""), "include-outside-sandbox") == 0)
+            cr_assert_str_eq(dt_json_str(x, "severity", ""), "error");
+    }
+    cJSON_Delete(f);
+}

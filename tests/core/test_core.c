@@ -123,3 +123,49 @@ Test(core, url_redact_should_drop_credentials_and_keep_the_rest)
     cr_assert_eq(dt_url_redact("h/path@x", out, sizeof out), 0, "an @ after the host is no user");
     cr_assert_str_eq(out, "h/path@x");
 }
+
+/* issue 37: a JSON number becomes an integer only through checked helpers;
+ * (int64_t)2.2e21 is undefined behaviour. */
+Test(core, json_integers_should_be_checked_before_conversion)
+{
+    cJSON *j = cJSON_Parse("{\"ok\": 42, \"huge\": 2.2e21, \"neg\": -3, \"frac\": 2.5,"
+                           " \"inf\": 1e400, \"s\": \"7\", \"edge\": 9223372036854775807}");
+    cr_assert_not_null(j);
+    int64_t x = 0;
+    dt_err e = {0};
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "ok"), 0, 100, &x, &e), 0);
+    cr_assert_eq(x, 42);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "huge"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert(strstr(e.msg, "out of range"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "frac"), 0, 100, &x, &e), -1);
+    cr_assert(strstr(e.msg, "2.5"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "inf"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "neg"), 0, 100, &x, &e), -1);
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "s"), 0, 100, &x, &e), -1);
+    cr_assert(strstr(e.msg, "a string"), "%s", e.msg);
+    cr_assert_eq(dt_json_to_int(NULL, 0, 100, &x, &e), -1);
+    /* 9223372036854775807 is 2^63 as a double: one past the range. */
+    cr_assert_eq(dt_json_to_int(cJSON_GetObjectItem(j, "edge"), INT64_MIN, INT64_MAX, &x, &e), -1);
+    cr_assert_eq(dt_json_i64(j, "huge", -1), -1);
+    cr_assert_eq(dt_json_i64(j, "inf", -1), -1);
+    cr_assert_eq(dt_json_i64(j, "frac", -1), 2);
+    cr_assert_eq(dt_json_i64(j, "missing", 9), 9);
+    cr_assert_eq(dt_json_int(j, "huge", 5), 5);
+    cr_assert_eq(dt_json_int(j, "ok", 5), 42);
+    cr_assert_eq(dt_json_size(j, "neg", 8), 8);
+    cr_assert_eq(dt_json_size(j, "ok", 8), 42);
+    cJSON_Delete(j);
+}
+
+/* Found by fuzz_spec (issue 37): the error message quoted the text after
+ * the error with %.20s, reading past a buffer that does not end in a NUL. */
+Test(core, json_parse_error_should_not_read_past_the_buffer)
+{
+    char *text = dt_xmalloc(3);
+    memcpy(text, "{\n}", 3); /* no NUL after it */
+    text[1] = 'x';
+    dt_err e = {0};
+    cr_assert_null(dt_json_parse(text, 3, "t.json", &e));
+    cr_assert(strstr(e.msg, "t.json:1:3: invalid JSON near '}'"), "%s", e.msg);
+    free(text);
+}

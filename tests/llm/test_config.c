@@ -90,7 +90,8 @@ Test(config, every_problem_should_be_reported_with_its_path)
         "$.max_tokens: expected an integer from 1 to 1e+07, got 0\n",
         "$.temperature: expected a number from 0 to 2, got 3\n",
         ("$.colour: unknown key (keys: api, endpoint, model, api_key_env, price, timeouts, "
-         "backoff, max_retries, max_tokens, temperature, cache_dir)\n"),
+         "backoff, max_retries, max_tokens, temperature, cache_dir, max_answer_bytes, "
+         "request_timeout_s)\n"),
         "$.api_key_env: expected a non-empty string or \"\", got a number\n",
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(want); i++)

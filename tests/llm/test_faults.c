@@ -440,3 +440,45 @@ Test(faults, no_key_variable_should_send_no_key)
     cJSON_Delete(reqs);
     finish(&f);
 }
+
+/* issue 37: answers had no size cap (9 MB answers went back to the
+ * endpoint) and no overall deadline (a slow drip streamed past 300 s). */
+static void cap_1k(llm_config *c)
+{
+    c->max_answer_bytes = 1024;
+}
+
+Test(faults, an_answer_past_max_answer_bytes_should_end_as_too_large)
+{
+    fixture f = {0};
+    dt_buf t = DT_BUF_INIT;
+    dt_buf_puts(&t, "[{\"text\": [");
+    for (int i = 0; i < 100; i++)
+        dt_buf_printf(&t, "%s\"%048d\"", i ? ", " : "", i);
+    dt_buf_puts(&t, "]}, {\"text\": \"no\"}]");
+    run_with(&f, LLM_OPENAI, t.data, cap_1k);
+    expect_error(&f, "too_large", 1);
+    cr_assert_leq(strlen(f.call.text), 1024);
+    cr_assert(strstr(f.call.message, "passed 1024 bytes (llm.max_answer_bytes)"), "%s",
+              f.call.message);
+    dt_buf_free(&t);
+    finish(&f);
+}
+
+static void deadline_1500ms(llm_config *c)
+{
+    c->request_timeout_s = 1.5;
+}
+
+Test(faults, a_slow_drip_should_end_at_the_request_timeout)
+{
+    fixture f = {0};
+    /* A byte every 0.4 s never stalls, and would take 4 s in all. */
+    run_with(&f, LLM_OPENAI, "[{\"text\": \"a b c d e f g h i j\", \"delay\": 0.4}]",
+             deadline_1500ms);
+    expect_error(&f, "timeout", 1);
+    cr_assert(strstr(f.call.message, "no whole answer within 1.5 s (llm.request_timeout_s)"), "%s",
+              f.call.message);
+    cr_assert(took(&f) >= 1.4 && took(&f) < 3.0, "ended after %.3f s", took(&f));
+    finish(&f);
+}

@@ -2,6 +2,9 @@
  * files load nothing. */
 #include "tests/scripting/lxtest.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -289,5 +292,34 @@ Test(errors, errors_without_a_buffer_should_not_crash)
     cr_assert_eq(lx_run_hooks(t.L, "learn", "after", &data, NULL, NULL), 0);
     cr_assert_eq(lx_hook_count(t.L), 0);
     cJSON_Delete(data);
+    lxt_close(&t);
+}
+
+/* issue 37: --hook /dev/zero was read without bound. */
+Test(errors, a_hook_that_is_not_a_small_regular_file_should_be_refused_at_once, .timeout = 10)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    dt_err e = {0};
+    double t0 = dt_now();
+    cr_assert_eq(lx_load_file(t.L, "/dev/zero", &e), -1);
+    cr_assert_lt(dt_now() - t0, 1.0);
+    cr_assert(strstr(e.msg, "/dev/zero: not a regular file (a character device)"), "%s", e.msg);
+    cr_assert_eq(lx_load_file(t.L, t.dir, &e), -1);
+    cr_assert(strstr(e.msg, "not a regular file (a folder)"), "%s", e.msg);
+    char *fifo = dt_xasprintf("%s/pipe.lua", t.dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(lx_load_file(t.L, fifo, &e), -1); /* no writer: must not wait for one */
+    cr_assert(strstr(e.msg, "not a regular file (a pipe)"), "%s", e.msg);
+    char *big = dt_xasprintf("%s/big.lua", t.dir);
+    FILE *f = fopen(big, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), (off_t)5 << 20), 0);
+    fclose(f);
+    cr_assert_eq(lx_load_file(t.L, big, &e), -1);
+    cr_assert(strstr(e.msg, "big.lua: 5.2 MB, over the 4.2 MB this kind of file may have"), "%s",
+              e.msg);
+    free(big);
+    free(fifo);
     lxt_close(&t);
 }

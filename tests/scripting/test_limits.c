@@ -148,8 +148,9 @@ Test(limits, one_huge_string_should_hit_the_cap_not_the_machine)
             "end)\n");
     char *out = lxt_run(&t, "profile", "before", "{}", NULL);
     cr_assert_str_eq(out, "{}");
-    cr_assert(strstr(dt_buf_str(&t.errors), "not enough memory (the Lua memory cap"), "%s",
-              dt_buf_str(&t.errors));
+    /* Refused before it is built (issue 37): the size is known up front. */
+    cr_assert(strstr(dt_buf_str(&t.errors), "string.rep: a result of 1073741824 bytes is over"),
+              "%s", dt_buf_str(&t.errors));
     free(out);
     lxt_close(&t);
 }
@@ -205,6 +206,96 @@ Test(limits, log_flood_should_be_truncated)
     cr_assert_lt(t.log.len, (size_t)(1 << 20) + 100);
     cr_assert(dt_endswith(dt_buf_str(&t.log), "left out]\n"));
     cr_assert_str_eq(dt_buf_str(&t.errors), "");
+    free(out);
+    lxt_close(&t);
+}
+
+/* issue 37: C functions run outside the instruction count. A pathological
+ * pattern ran 20 s and a string.rep loop over a minute before. */
+Test(limits, a_pathological_pattern_should_be_refused_before_it_runs, .timeout = 20)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "pat.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  local s = string.rep('a', 5000)\n"
+            "  data.found = string.find(s, '.-.-.-.-.-.-b')\n"
+            "end)\n");
+    double t0 = dt_now();
+    int ran = -1;
+    char *out = lxt_run(&t, "tune", "before", "{}", &ran);
+    double dt = dt_now() - t0;
+    cr_assert_lt(dt, 3.0, "took %.3f s", dt);
+    cr_assert_eq(ran, 0);
+    const char *err = dt_buf_str(&t.errors);
+    cr_assert(strstr(err, "pat.lua:3: string.find: this pattern could take"), "%s", err);
+    free(out);
+    lxt_close(&t);
+}
+
+Test(limits, ordinary_patterns_on_a_kernel_sized_subject_should_still_work, .timeout = 20)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "ok.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  local src = string.rep('  y[i] = a[i] * x[col[i]];\\n', 800) ..\n"
+            "              '__global__ void spmv_kernel(int n) {}\\n'\n"
+            "  data.name = src:match('__global__%s+void%s+([%w_]+)')\n"
+            "  data.n = select(2, src:gsub('%[(%w+)%]', '%1'))\n"
+            "  local k = 0\n"
+            "  for w in src:gmatch('%a+') do k = k + 1 end\n"
+            "  data.words = k\n"
+            "  data.b = ('f(a(b)c)'):match('%b()')\n"
+            "  data.set = ('x]y'):find('[]]')\n"
+            "end)\n");
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    cr_assert_str_eq(dt_buf_str(&t.errors), "");
+    cr_assert(strstr(out, "\"name\":\"spmv_kernel\""), "%s", out);
+    cr_assert(strstr(out, "\"n\":2400"), "%s", out);
+    cr_assert(strstr(out, "\"b\":\"(a(b)c)\""), "%s", out);
+    cr_assert(strstr(out, "\"set\":2"), "%s", out);
+    free(out);
+    lxt_close(&t);
+}
+
+Test(limits, a_string_building_loop_should_end_on_the_clock, .timeout = 30)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "rep.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  while true do\n"
+            "    local s = string.rep('x', 8000000)\n"
+            "  end\n"
+            "end)\n");
+    double t0 = dt_now();
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    double dt = dt_now() - t0;
+    cr_assert_lt(dt, 6.0, "took %.3f s", dt);
+    cr_assert(strstr(dt_buf_str(&t.errors), "time budget of 2 s exceeded"), "%s",
+              dt_buf_str(&t.errors));
+    free(out);
+    /* The state survives for the next hook. */
+    lxt_load(&t, "fine.lua",
+            "ditto.on('plan', 'before', function(data) data.ok = true end)\n");
+    out = lxt_run(&t, "plan", "before", "{}", NULL);
+    cr_assert(strstr(out, "\"ok\":true"), "%s", out);
+    free(out);
+    lxt_close(&t);
+}
+
+Test(limits, string_rep_should_refuse_a_result_over_its_cap)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "big.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  data.s = string.rep('abc', 1000000000, ',')\n"
+            "end)\n");
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    cr_assert(strstr(dt_buf_str(&t.errors), "big.lua:2: string.rep: a result of 3999999999 bytes is over"),
+              "%s", dt_buf_str(&t.errors));
     free(out);
     lxt_close(&t);
 }

@@ -460,3 +460,35 @@ Test(cli_sessions, the_default_folder_should_come_from_xdg_data_home)
     tu_rmtree(data);
     free(data);
 }
+
+/* issue 37: folder names and spec fields reached the terminal raw, OSC 52
+ * clipboard writes included. */
+Test(cli_sessions, escapes_in_folder_names_and_spec_fields_should_not_reach_the_terminal)
+{
+    char *root = tu_tmpdir();
+    char *dir = dt_xasprintf("%s/evil\x1b]52;c;cHduZWQ=\x07", root);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    free(tu_write(dir, "spec.json",
+                  "{\"op\": \"spmv\", \"matrix\": \"\\u001b[2J\\u001b]0;owned\\u0007m.mtx\\u009b31m\"}"));
+    free(tu_write(dir, "events.jsonl",
+                  "{\"seq\": 1, \"t\": 1, \"type\": \"session_started\", \"spec\": {\"matrix\": "
+                  "\"\\u001b[31mred\"}}\n"));
+    tu_proc p = tu_run("'%s' sessions --session-dir '%s'", tu_ditto_bin(), root);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    cr_assert(strstr(p.out, "evil^[]52;c;cHduZWQ=^G"), "the folder is not listed: %s", p.out);
+    for (const char *s = p.out; *s; s++)
+        cr_assert(*s != '\x1b' && *s != '\x07', "a control character in: %s", p.out);
+    cr_assert_null(strstr(p.out, "\xc2\x9b"), "a C1 control in: %s", p.out);
+    tu_proc_free(&p);
+    p = tu_run("'%s' sessions show '%s' --events", tu_ditto_bin(), dir);
+    cr_assert_eq(p.status, 0, "exit %d: %s", p.status, p.err);
+    for (const char *s = p.out; *s; s++)
+        cr_assert(*s != '\x1b' && *s != '\x07', "a control character in: %s", p.out);
+    for (const char *s = p.err; *s; s++)
+        cr_assert(*s != '\x1b' && *s != '\x07', "a control character in: %s", p.err);
+    cr_assert_null(strstr(p.out, "\xc2\x9b"), "a C1 control in: %s", p.out);
+    tu_proc_free(&p);
+    free(dir);
+    tu_rmtree(root);
+    free(root);
+}

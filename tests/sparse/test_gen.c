@@ -689,3 +689,25 @@ Test(gen, bandout_should_fill_the_band_and_place_exactly_the_outliers)
         sp_csr_free(a);
     }
 }
+
+/* issue 37: gen:rmat with 2e9 rows grew to 8.8 GB without answering. A
+ * matrix is admitted only when it fits in the memory available. */
+Test(gen, a_matrix_larger_than_free_memory_should_be_refused_at_once, .timeout = 10)
+{
+    setenv("DITTO_MEM_AVAILABLE", "2G", 1);
+    dt_err e = {0};
+    double t0 = dt_now();
+    sp_csr *a = sp_generate("gen:rmat:rows=2000000000,nnz=1000", &e);
+    cr_assert_null(a);
+    cr_assert_lt(dt_now() - t0, 1.0);
+    cr_assert(strstr(e.msg, "2000000000 x 2000000000 matrix with 1000 entries needs about 32.0 GB") &&
+                  strstr(e.msg, "2.0 GB is available"),
+              "%s", e.msg);
+    /* The same limit lets an ordinary matrix through. */
+    a = sp_generate("gen:uniform:rows=1000,nnz=5000", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr_free(a);
+    unsetenv("DITTO_MEM_AVAILABLE");
+    /* Without the override the machine's own figure is used. */
+    cr_assert_gt(dt_mem_available(), 0);
+}

@@ -4,6 +4,7 @@
 #include "sparse/sparse.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static int parse(const char *text, sp_spec *s, dt_buf *p)
 {
@@ -90,6 +91,59 @@ Test(spec, missing_file_and_bad_json_should_say_where)
     free(f);
     tu_rmtree(dir);
     free(dir);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+/* issue 37: a spec of /dev/zero read without bound; a huge SDDMM K
+ * compiled for minutes. */
+Test(spec, special_files_and_oversized_specs_should_be_refused_at_once, .timeout = 10)
+{
+    sp_spec s;
+    sp_spec_init(&s);
+    dt_buf p = DT_BUF_INIT;
+    double t0 = dt_now();
+    cr_assert_eq(sp_spec_load(&s, "/dev/zero", &p), -1);
+    cr_assert_lt(dt_now() - t0, 1.0);
+    cr_assert(strstr(dt_buf_str(&p), "/dev/zero: not a regular file (a character device)"), "%s",
+              dt_buf_str(&p));
+    dt_buf_reset(&p);
+    char *dir = tu_tmpdir();
+    cr_assert_eq(sp_spec_load(&s, dir, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "not a regular file (a folder)"), "%s", dt_buf_str(&p));
+    dt_buf_reset(&p);
+    char *path = dt_xasprintf("%s/big.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), (off_t)SP_SPEC_MAX_BYTES + 1), 0);
+    fclose(f);
+    cr_assert_eq(sp_spec_load(&s, path, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "over the 1.0 MB"), "%s", dt_buf_str(&p));
+    free(path);
+    tu_rmtree(dir);
+    free(dir);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+Test(spec, sddmm_k_should_be_bounded_to_what_compiles_quickly)
+{
+    sp_spec s;
+    sp_spec_init(&s);
+    dt_buf p = DT_BUF_INIT;
+    cJSON *j = cJSON_Parse("{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=10,nnz=20\", \"n\": 65536}");
+    cr_assert_eq(sp_spec_from_json(&s, j, "s.json", &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "$.n: SDDMM's inner dimension K is at most 1024"), "%s",
+              dt_buf_str(&p));
+    cJSON_Delete(j);
+    dt_buf_reset(&p);
+    j = cJSON_Parse("{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=10,nnz=20\", \"n\": 1024}");
+    cr_assert_eq(sp_spec_from_json(&s, j, "s.json", &p), 0, "%s", dt_buf_str(&p));
+    cJSON_Delete(j);
+    /* SpMM's n is not a compile-time constant: its range is unchanged. */
+    j = cJSON_Parse("{\"op\": \"spmm\", \"matrix\": \"gen:uniform:rows=10,nnz=20\", \"n\": 65536}");
+    cr_assert_eq(sp_spec_from_json(&s, j, "s.json", &p), 0, "%s", dt_buf_str(&p));
+    cJSON_Delete(j);
     sp_spec_clear(&s);
     dt_buf_free(&p);
 }

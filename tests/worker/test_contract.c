@@ -184,3 +184,93 @@ Test(contract, scratch_init_should_say_when_the_worker_zeroes_scratch)
     cr_assert(strstr(e.msg, "scratch_init: the contract has no scratch_bytes"), "%s", e.msg);
     cJSON_Delete(j);
 }
+
+/* issue 37: the evaluator is total -- checked arithmetic, no SIGFPE, no
+ * stack overflow, every failure a message. */
+Test(contract, hostile_arithmetic_should_be_an_error_not_a_crash)
+{
+    gpu_vars v = {.n = 0};
+    gpu_vars_set(&v, "big", INT64_MAX);
+    gpu_vars_set(&v, "small", INT64_MIN);
+    int64_t r = 0;
+    dt_err e = {0};
+    /* INT64_MIN / -1 traps with SIGFPE on x86 when evaluated unchecked. */
+    cr_assert_eq(gpu_eval("small / -1", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "overflow"), "%s", e.msg);
+    cr_assert_eq(gpu_eval("(0 - 9223372036854775807 - 1) / (0 - 1)", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("small % -1", &v, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r, 0);
+    cr_assert_eq(gpu_eval("big + 1", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "overflow in '+'"), "%s", e.msg);
+    cr_assert_eq(gpu_eval("small - 1", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("big * 2", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("-small", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("cdiv(big, 2)", &v, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r, INT64_MAX / 2 + 1);
+    cr_assert_eq(gpu_eval("cdiv(small, -1)", &v, &r, &e), -1);
+    cr_assert_eq(gpu_eval("cdiv(-7, 2)", &v, &r, &e), 0);
+    cr_assert_eq(r, -3);
+    cr_assert_eq(gpu_eval("cdiv(7, -2)", &v, &r, &e), 0);
+    cr_assert_eq(r, -3);
+    cr_assert_eq(gpu_eval("cdiv(-7, -2)", &v, &r, &e), 0);
+    cr_assert_eq(r, 4);
+    cr_assert_eq(gpu_eval("5 % 0", &v, &r, &e), -1);
+    cr_assert(strstr(e.msg, "remainder by zero"), "%s", e.msg);
+}
+
+Test(contract, deep_nesting_should_be_refused_not_overflow_the_stack)
+{
+    /* 200,000 levels: the recursive descent used to recurse once per level. */
+    size_t n = 200000;
+    char *x = dt_xmalloc(2 * n + 2);
+    memset(x, '(', n);
+    x[n] = '1';
+    memset(x + n + 1, ')', n);
+    x[2 * n + 1] = '\0';
+    int64_t r = 0;
+    dt_err e = {0};
+    cr_assert_eq(gpu_expr_check(x, &e), -1);
+    memset(x, '-', 2 * n + 1);
+    x[2 * n] = '1';
+    cr_assert_eq(gpu_eval(x, NULL, &r, &e), -1);
+    free(x);
+    char deep[256];
+    memset(deep, '-', 100);
+    strcpy(deep + 100, "1");
+    cr_assert_eq(gpu_eval(deep, NULL, &r, &e), -1);
+    cr_assert(strstr(e.msg, "nested too deeply"), "%s", e.msg);
+    /* Ordinary nesting stays legal. */
+    cr_assert_eq(ev("((((((((((1))))))))))+min(max(1,2),cdiv(7,2))", NULL), 3);
+}
+
+Test(contract, manifest_numbers_out_of_range_should_be_refused)
+{
+    dt_err e = {0};
+    gpu_manifest m;
+    cJSON *j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2.2e21,"
+                           " \"values\": [2.2e21]}}}");
+    cr_assert_eq(gpu_manifest_parse(j, &m, &e), -1);
+    cr_assert(strstr(e.msg, "VEC") && strstr(e.msg, "out of range"), "%s", e.msg);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2,"
+                    " \"values\": [2, 4.5]}}}");
+    cr_assert_eq(gpu_manifest_parse(j, &m, &e), -1);
+    cr_assert(strstr(e.msg, "values[1]") && strstr(e.msg, "4.5"), "%s", e.msg);
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2,"
+                    " \"values\": [2, 4]}}}");
+    cr_assert_eq(gpu_manifest_parse(j, &m, &e), 0, "%s", e.msg);
+    cJSON *p = cJSON_Parse("{\"VEC\": -9.9e300}");
+    cr_assert_eq(gpu_manifest_check(&m, p, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "out of range"), "%s", e.msg);
+    cJSON_Delete(p);
+    gpu_manifest_clear(&m);
+    cJSON_Delete(j);
+    /* A contract whose smem is a number too large for 64 bits. */
+    gpu_contract c;
+    j = cJSON_Parse("{\"entry\": \"k\", \"params\": [\"rows\"], \"block\": [256],"
+                    " \"grid\": [1], \"smem\": 2.2e21}");
+    cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
+    cr_assert(strstr(e.msg, "smem"), "%s", e.msg);
+    cJSON_Delete(j);
+}
