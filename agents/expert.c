@@ -738,6 +738,27 @@ static int negated(const char *text, const char *at)
     return 0;
 }
 
+/* A resource named in a rejection is a complaint ("uses atomics", "no
+ * shared memory") unless the words right before ask for it ("use atomics",
+ * "with shared memory"). */
+static int complaint(const char *text, const char *at)
+{
+    if (negated(text, at))
+        return 1;
+    const char *from = at - 12 > text ? at - 12 : text;
+    char before[16];
+    snprintf(before, sizeof before, "%.*s", (int)(at - from), from);
+    size_t n = strlen(before);
+    static const char *ask[] = {"use ", "with ", "allow ", "try ", "more "};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ask); i++) {
+        size_t l = strlen(ask[i]);
+        if (n >= l && strcmp(before + n - l, ask[i]) == 0 &&
+            !(n >= l + 1 && before[n - l - 1] != ' ' && word_char(before[n - l - 1])))
+            return 0;
+    }
+    return 1;
+}
+
 static void add_wish(ag_run *r, cJSON *w)
 {
     /* a newer wish of the same kind and subject replaces the older one;
@@ -1004,14 +1025,13 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
     cJSON_Delete(names);
     /* resources and direction */
     const char *at;
-    if (((at = strstr(t, "atomic")) != NULL && negated(t, at)) || strstr(t, "atomic-free") ||
-        strstr(t, "atomics-free")) {
+    if ((at = strstr(t, "atomic")) != NULL && complaint(t, at)) {
         add_wish(r, wish("no-atomics", said));
         dt_buf_puts(&got, "  no template that uses atomics\n");
     }
     if ((((at = strstr(t, "shared mem")) != NULL || (at = strstr(t, "smem")) != NULL ||
           (at = strstr(t, "__shared__")) != NULL) &&
-         negated(t, at))) {
+         complaint(t, at))) {
         add_wish(r, wish("no-smem", said));
         dt_buf_puts(&got, "  no template that uses shared memory\n");
     }
