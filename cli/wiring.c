@@ -150,7 +150,13 @@ static cJSON *lua_spaces(ag_run *r, void *ud)
 
 void cli_lua_attach(ag_opts *o, cli_lua *lua)
 {
-    if (lua->L == NULL || lx_hook_count(lua->L) == 0)
+    if (lua->L == NULL)
+        return;
+    /* ditto.param_space alone registers no hook, and is still a wish */
+    cJSON *spaces = lx_param_spaces(lua->L);
+    int nspaces = cJSON_GetArraySize(spaces);
+    cJSON_Delete(spaces);
+    if (lx_hook_count(lua->L) == 0 && nspaces == 0)
         return;
     o->reviewer = lua_review;
     o->reviewer_ud = lua;
