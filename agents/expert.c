@@ -123,6 +123,27 @@ static void templates_free(tmpl *t, int n)
     free(t);
 }
 
+static int cmp_rule_id(const void *a, const void *b)
+{
+    const cJSON *x = *(cJSON *const *)a, *y = *(cJSON *const *)b;
+    return strcmp(dt_json_str(x, "id", ""), dt_json_str(y, "id", ""));
+}
+
+/* The rules that fire (distance 0), in id order: a later rule's parameter
+ * values override an earlier one's, whatever order retrieval ranks them
+ * in. Caller frees the array (the items are borrowed). */
+static const cJSON **firing_rules(const cJSON *rules, int *n)
+{
+    const cJSON **out = dt_xcalloc((size_t)cJSON_GetArraySize(rules) + 1, sizeof *out);
+    *n = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, rules)
+        if (dt_json_num(r, "distance", 1) == 0)
+            out[(*n)++] = r;
+    qsort(out, (size_t)*n, sizeof *out, cmp_rule_id);
+    return out;
+}
+
 static int cmp_cand(const void *a, const void *b)
 {
     const cJSON *x = *(cJSON *const *)a, *y = *(cJSON *const *)b;
@@ -152,7 +173,8 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
                                    cc && *cc ? cc : NULL, features, 1000)
                      : dt_json_arr();
     cJSON **cands = dt_xcalloc((size_t)(nt ? nt : 1), sizeof *cands);
-    int nc = 0;
+    int nc = 0, nfire = 0;
+    const cJSON **fire = firing_rules(rules, &nfire);
     double nvals = dt_json_num(features, "distinct_values", SP_DISTINCT_CAP + 1);
     for (int i = 0; i < nt; i++) {
         gpu_manifest *m = &ts[i].m;
@@ -174,11 +196,8 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
         }
         double score = 0;
         cJSON *why = dt_json_arr();
-        const cJSON *r;
-        cJSON_ArrayForEach(r, rules)
-        {
-            if (dt_json_num(r, "distance", 1) != 0)
-                continue; /* only rules whose feature ranges hold fire */
+        for (int ri = 0; ri < nfire; ri++) {
+            const cJSON *r = fire[ri]; /* only rules whose feature ranges hold fire */
             const cJSON *rp = cJSON_GetObjectItem(r, "parameters");
             if (!dt_streq(dt_json_str(rp, "strategy", ""), m->strategy))
                 continue;
@@ -232,6 +251,7 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
     for (int i = 0; i < nc; i++)
         cJSON_AddItemToArray(out, cands[i]);
     free(cands);
+    free(fire);
     cJSON_Delete(rules);
     cJSON_Delete(features);
     templates_free(ts, nt);

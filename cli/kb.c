@@ -14,7 +14,7 @@ const char cli_kb_usage[] =
     "       ditto kb show ID [--json]\n"
     "       ditto kb approve ID [--note TEXT] [--reviewer NAME]\n"
     "       ditto kb reject ID --note TEXT [--reviewer NAME]\n"
-    "       ditto kb import FILE [--as-proposed]\n"
+    "       ditto kb import FILE\n"
     "       ditto kb export [--status S] [--out FILE]\n"
     "       ditto kb retrieve --op OP [--dtype T] [--cc M.m] [--features JSON | --matrix MATRIX]\n"
     "                         [--n N] [--kind K] [--max N] [--json]\n"
@@ -31,8 +31,9 @@ const char cli_kb_usage[] =
     "  approve    mark an entry approved (reviewer: --reviewer, else $USER)\n"
     "  reject     mark an entry rejected; the note saying why is required\n"
     "  import     add the entries of a JSON file (one entry or an array); nothing is\n"
-    "             imported unless every entry is valid. --as-proposed: they arrive as\n"
-    "             proposed, to be reviewed\n"
+    "             imported unless every entry is valid. They always arrive as proposed\n"
+    "             (someone else's approval is no review here): approve them with 'kb\n"
+    "             approve'. (--as-proposed is still accepted; it is what import does.)\n"
     "  export     entries as a JSON array (stdout, or FILE with --out)\n"
     "  retrieve   approved entries that apply to an op (and dtype, compute capability),\n"
     "             ranked by distance from the features: 0 means inside every range of\n"
@@ -352,10 +353,9 @@ static int kb_cmd_review(int argc, char **argv, const char *status)
 static int kb_cmd_import(int argc, char **argv)
 {
     const char *file = NULL;
-    int as_proposed = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--as-proposed") == 0)
-            as_proposed = 1;
+            continue; /* the only way to import now */
         else if (argv[i][0] == '-')
             return cli_usage_error("kb import", "unknown option '%s'", argv[i]);
         else if (file == NULL)
@@ -371,7 +371,7 @@ static int kb_cmd_import(int argc, char **argv)
         return CLI_FAIL;
     dt_buf problems = DT_BUF_INIT;
     dt_err e = {0};
-    int n = kb_import(k, file, as_proposed, &problems, &e);
+    int n = kb_import(k, file, &problems, &e);
     fputs(dt_buf_str(&problems), stderr);
     dt_buf_free(&problems);
     if (n < 0) {
@@ -384,11 +384,9 @@ static int kb_cmd_import(int argc, char **argv)
                "unchanged\n",
                file);
     else
-        printf("imported %d entr%s from %s into %s%s\n", n, n == 1 ? "y" : "ies", file,
-               kb_user_dir(k),
-               as_proposed ? " (as proposed: review them with 'ditto kb list "
-                             "--status proposed')"
-                           : "");
+        printf("imported %d entr%s from %s into %s, as proposed: review them with 'ditto kb "
+               "list --status proposed' and 'ditto kb approve ID'\n",
+               n, n == 1 ? "y" : "ies", file, kb_user_dir(k));
     kb_close(k);
     return CLI_OK;
 }
