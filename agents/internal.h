@@ -84,6 +84,7 @@ struct ag_run {
     long llm_request;             /* LLM request in flight, 0 when none */
     void *llm;                    /* llm_client* when backend is llm */
     int llm_fallback;             /* the endpoint failed: expert from now on */
+    int llm_no_format;            /* the endpoint refused response_format: not asked again */
 
     /* what reviewers said, kept for the session (expert.c: reasons are
      * instructions) */
@@ -116,6 +117,9 @@ typedef void ag_reply_fn(ag_run *r, ag_step *s, const cJSON *reply);
 void ag_worker_call(ag_run *r, ag_step *s, cJSON *req, double deadline_s, ag_reply_fn *cb);
 /* The kernel object for worker requests from a source and the plan. */
 cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params);
+/* The target GPU's hardware spec (the spec's gpu, else the worker's device,
+ * else an H200); NULL when none loads. Free with hw_spec_free. */
+struct hw_spec *ag_run_hw(ag_run *r);
 /* Problem fields (op, dtype, n, alpha, beta, epilogue) into a request. */
 void ag_problem_into(ag_run *r, cJSON *req);
 

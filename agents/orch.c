@@ -571,7 +571,7 @@ static cJSON *custom_rules(ag_run *r, ag_step *s, const char *source, const char
     return found;
 }
 
-static hw_spec *run_hw(ag_run *r)
+hw_spec *ag_run_hw(ag_run *r)
 {
     dt_err e = {0};
     if (r->spec.gpu && strcmp(r->spec.gpu, "auto") != 0)
@@ -635,7 +635,7 @@ static void run_check(ag_run *r, ag_step *s)
     }
     free(src);
     free(path);
-    hw_spec *g = run_hw(r);
+    hw_spec *g = ag_run_hw(r);
     if (have_c && g) {
         int64_t bx = 1, by = 1, bz = 1, smem = 0;
         dt_err ee = {0};
@@ -743,7 +743,7 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
                 dt_json_num(k, "registers", 0), dt_json_num(k, "smem", 0), dt_json_num(k, "stack", 0),
                 dt_json_num(k, "spill_stores", 0), dt_json_num(k, "spill_loads", 0));
         /* The real occupancy now that registers are known. */
-        hw_spec *g = run_hw(r);
+        hw_spec *g = ag_run_hw(r);
         gpu_contract c;
         dt_err e = {0};
         if (g && gpu_contract_parse(cJSON_GetObjectItem(r->plan, "contract"), &c, &e) == 0) {
@@ -921,7 +921,7 @@ static void diagnose(ag_run *r, ag_step *s, cJSON *art)
 
 static void place_roofline(ag_run *r, cJSON *art)
 {
-    hw_spec *g = run_hw(r);
+    hw_spec *g = ag_run_hw(r);
     if (g == NULL)
         return;
     hw_roofline rl;
