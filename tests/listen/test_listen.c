@@ -5,8 +5,13 @@
  * approved and is never recompiled unchanged, Lua review hooks run under
  * --review auto and a hook that rejects every plan ends the run within the
  * cap, custom rules show in the check step and parameter spaces narrow
- * the plan. */
+ * the plan; with a scripted LLM: the shipped no_atomics.lua stops an
+ * atomicAdd kernel under --review auto and its reason reaches every later
+ * prompt, the plan is asked as structured output, broken JSON is repaired
+ * or re-asked with the parse error quoted, and the expert does a step the
+ * model cannot answer. */
 #include "tests/common/testutil.h"
+#include "tests/common/llmtest.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -383,4 +388,216 @@ Test(listen, a_failed_step_under_review_auto_should_be_recorded_failed, .timeout
     free(spec);
     tu_rmtree(dir);
     free(dir);
+}
+
+/* ---- the LLM backend, scripted ---------------------------------------------------------- */
+
+static char *template_src(const char *name)
+{
+    char *p = dt_xasprintf("%s/kernels/%s", tu_src_dir(), name);
+    char *s = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(s);
+    free(p);
+    return s;
+}
+
+static void add_answer(cJSON *t, const char *text)
+{
+    cJSON *a = cJSON_CreateObject();
+    dt_json_set_str(a, "text", text);
+    cJSON *u = cJSON_CreateObject();
+    dt_json_set_int(u, "input", 1000);
+    dt_json_set_int(u, "output", 200);
+    dt_json_set_take(a, "usage", u);
+    cJSON_AddItemToArray(t, a);
+}
+
+#define PLAN_OK                                                                                    \
+    "{\"factors\": [\"short regular rows\"], \"tradeoffs\": [\"one candidate\"], "                 \
+    "\"decision\": {\"strategy\": \"csr-thread\", \"params\": {\"BLOCK\": 128}}, "                 \
+    "\"rationale\": [{\"decision\": \"csr-thread\", \"rule\": null, \"text\": \"short rows\"}]}"
+
+/* The user prompt of request i of the fake server (borrowed from reqs). */
+static const char *prompt_of(const cJSON *reqs, int i)
+{
+    const cJSON *msgs = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, i), "body"),
+                                            "messages");
+    const cJSON *m, *last = NULL;
+    cJSON_ArrayForEach(m, msgs)
+        if (dt_streq(dt_json_str(m, "role", ""), "user"))
+            last = m;
+    return dt_json_str(last, "content", "");
+}
+
+static tu_proc run_llm(const char *dir, const char *spec, const lt_server *srv, const char *extra)
+{
+    return tu_run(ENV(dir) "'%s' run '%s' --backend llm --endpoint '%s' --model fake-model %s "
+                           "< /dev/null",
+                  dir, dir, dir, tu_ditto_bin(), spec, srv->endpoint, extra);
+}
+
+Test(listen, no_atomics_should_stop_an_atomic_kernel_under_review_auto, .timeout = 300)
+{
+    char *tpl = template_src("spmv_csr_thread.cu");
+    /* v1 reaches for atomicAdd; v2 is the template as it is */
+    const char *at = strstr(tpl, "    y[row] = DT_STORE");
+    cr_assert_not_null(at);
+    dt_buf b = DT_BUF_INIT;
+    dt_buf_append(&b, tpl, (size_t)(at - tpl));
+    dt_buf_puts(&b, "    atomicAdd(&scratch_sum, 1.0f);\n");
+    dt_buf_puts(&b, at);
+    char *atomic = dt_buf_take(&b);
+    cJSON *t = cJSON_CreateArray();
+    add_answer(t, PLAN_OK);
+    char *a1 = dt_xasprintf("```cuda\n%s```\n", atomic);
+    char *a2 = dt_xasprintf("```cuda\n%s```\n", tpl);
+    add_answer(t, a1);
+    add_answer(t, a2);
+    char *ts = cJSON_PrintUnformatted(t);
+    lt_server *srv = lt_server_start(ts);
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "auto");
+    char *extra = dt_xasprintf("--hook '%s/scripting/examples/no_atomics.lua'", tu_src_dir());
+    tu_proc p = run_llm(dir, spec, srv, extra);
+    cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    /* the hook rejected generate v1 (step 4), by "lua", and it was never compiled */
+    int rejected = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+        rejected |= dt_streq(dt_json_str(e, "type", ""), "decision") &&
+                    dt_streq(dt_json_str(e, "decision", ""), "reject") &&
+                    dt_streq(dt_json_str(e, "by", ""), "lua") &&
+                    strstr(dt_json_str(e, "reason", ""), "atomicAdd on line") != NULL;
+    cr_assert(rejected, "no_atomics.lua did not reject the kernel:\n%s", p.out);
+    cr_assert_eq(count_started(ev, "generate"), 2);
+    cr_assert_eq(count_started(ev, "compile"), 1);
+    char *k1 = dt_xasprintf("%s/kernel_v1.cu", sd), *k2 = dt_xasprintf("%s/kernel_v2.cu", sd);
+    char *s2 = dt_read_file(k2, NULL, NULL);
+    cr_assert(s2 && !strstr(s2, "atomicAdd"), "the compiled kernel is the atomic one");
+    /* the reason reached the next prompt, verbatim, with the GPU's limits,
+     * the PatternReport and the plan asked as structured output */
+    cJSON *reqs = lt_server_requests(srv);
+    cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+    const char *p3 = prompt_of(reqs, 2);
+    cr_assert(strstr(p3, "by a review hook): kernel v1 uses atomics (atomicAdd on line"), "%s", p3);
+    cr_assert(strstr(p3, "SMs at") && strstr(p3, "registers") && strstr(p3, "L2 "), "%s", p3);
+    cr_assert(strstr(p3, "\"row_length\""), "no PatternReport in the coder prompt");
+    const cJSON *rf = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, 0), "body"),
+                                          "response_format");
+    cr_assert_str_eq(dt_json_str(rf, "type", ""), "json_schema");
+    char *rfs = cJSON_PrintUnformatted(rf);
+    cr_assert(strstr(rfs, "\"enum\":[") && strstr(rfs, "\"csr-thread\""), "%s", rfs);
+    /* and the session holds the prompts */
+    int recorded = 0;
+    cJSON_ArrayForEach(e, ev)
+        recorded += dt_streq(dt_json_str(e, "type", ""), "llm_request");
+    cr_assert_eq(recorded, 3);
+    free(rfs);
+    cJSON_Delete(reqs);
+    free(s2);
+    free(k1);
+    free(k2);
+    cJSON_Delete(ev);
+    free(sd);
+    tu_proc_free(&p);
+    free(extra);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+    lt_server_stop(srv);
+    free(ts);
+    cJSON_Delete(t);
+    free(a1);
+    free(a2);
+    free(atomic);
+    free(tpl);
+}
+
+Test(listen, messy_json_should_be_repaired_or_reasked_then_left_to_the_expert, .timeout = 300)
+{
+    /* the expert plans csr-vector: the coder answers with that template */
+    char *tpl = template_src("spmv_csr_vector.cu");
+    cJSON *t = cJSON_CreateArray();
+    /* plan step 1: never usable -- cut off, then unparseable twice */
+    add_answer(t, "Sure! {\"factors\": [\"rows\"], \"tradeoffs\": [");
+    add_answer(t, "{\"factors\": [\"a\"], \"decision\": {\"strategy\": csr-thread, \"params\": "
+                  "{\"BLOCK\": value}},}");
+    add_answer(t, "{\"factors\": [\"a\"] \"tradeoffs\": []}");
+    /* generate: the template */
+    char *a = dt_xasprintf("```cuda\n%s```\n", tpl);
+    add_answer(t, a);
+    char *ts = cJSON_PrintUnformatted(t);
+    lt_server *srv = lt_server_start(ts);
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "auto");
+    tu_proc p = run_llm(dir, spec, srv, "");
+    cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    cJSON *reqs = lt_server_requests(srv);
+    cr_assert_eq(cJSON_GetArraySize(reqs), 4, "%d requests\n%s", cJSON_GetArraySize(reqs), p.out);
+    /* the send-backs quote what was wrong */
+    cr_assert(strstr(prompt_of(reqs, 1), "never closed"), "%s", prompt_of(reqs, 1));
+    cr_assert(strstr(prompt_of(reqs, 2), "the JSON does not parse: answer:"), "%s",
+              prompt_of(reqs, 2));
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    char *pt = texts_of_kind(ev, "plan");
+    cr_assert(strstr(pt, "no usable answer in 3 attempts") &&
+                  strstr(pt, "the expert backend does this step"),
+              "%s", pt);
+    cr_assert(strstr(pt, "Decision: csr-vector"), "the expert did not plan:\n%s", pt);
+    /* the model was asked again at the next step, and its kernel used */
+    char *gt = texts_of_kind(ev, "generate");
+    cr_assert(strstr(gt, "Asking the LLM"), "%s", gt);
+    free(gt);
+    free(pt);
+    cJSON_Delete(ev);
+    free(sd);
+    cJSON_Delete(reqs);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+    lt_server_stop(srv);
+    free(ts);
+    cJSON_Delete(t);
+    free(a);
+    free(tpl);
+}
+
+Test(listen, trailing_commas_in_the_plan_should_be_repaired_without_asking_again, .timeout = 300)
+{
+    char *tpl = template_src("spmv_csr_thread.cu");
+    cJSON *t = cJSON_CreateArray();
+    add_answer(t, "```json\n{\"factors\": [\"short rows\",], \"tradeoffs\": [\"one\"], "
+                  "\"decision\": {\"strategy\": \"csr-thread\", \"params\": {\"BLOCK\": 128,},}, "
+                  "\"rationale\": [],}\n```");
+    char *a = dt_xasprintf("```cuda\n%s```\n", tpl);
+    add_answer(t, a);
+    char *ts = cJSON_PrintUnformatted(t);
+    lt_server *srv = lt_server_start(ts);
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "auto");
+    tu_proc p = run_llm(dir, spec, srv, "");
+    cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    cr_assert_eq(lt_server_count(srv), 2);
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    const cJSON *j = cJSON_GetObjectItem(artifact(ev, "plan", 1), "json");
+    cr_assert_str_eq(dt_json_str(j, "strategy", ""), "csr-thread");
+    char *pt = texts_of_kind(ev, "plan");
+    cr_assert(strstr(pt, "trailing comma(s) removed"), "%s", pt);
+    free(pt);
+    cJSON_Delete(ev);
+    free(sd);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+    lt_server_stop(srv);
+    free(ts);
+    cJSON_Delete(t);
+    free(a);
+    free(tpl);
 }
