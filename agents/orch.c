@@ -1809,7 +1809,11 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                 if (s->kind == AG_VERIFY && s->ok)
                     r->verified_any = 1;
                 last = s;
-            } else if (strcmp(st, "failed") == 0) {
+            } else if (strcmp(st, "failed") == 0 ||
+                       (!dt_json_bool(ev, "ok", 1) && s->artifact && !s->ok &&
+                        s->kind != AG_PLAN)) {
+                /* failed, or failed and sent back by a reviewer: resume
+                 * takes its feedback edge, never redoes it unchanged */
                 s->status = AG_FAILED;
                 s->ok = 0;
                 free(s->reason);
@@ -1818,6 +1822,23 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             } else {
                 s->status = AG_REJECTED;
                 last = s;
+            }
+        } else if (strcmp(type, "decision") == 0) {
+            /* what reviewers said is kept across a resume too */
+            ag_step *s = step_by_id(r, sid);
+            const char *by = dt_json_str(ev, "by", "auto");
+            const char *why = dt_json_str(ev, "reason", NULL);
+            if (s && dt_streq(dt_json_str(ev, "decision", ""), "reject") && !dt_streq(by, "auto") &&
+                why && *why) {
+                dt_buf_printf(&r->reasons, "- at the %s review (v%d, by %s): %s\n",
+                              ag_kind_name(s->kind), s->version,
+                              dt_streq(by, "lua") ? "a review hook" : "a person", why);
+                if (r->candidates == NULL && r->report)
+                    r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, NULL);
+                ag_wishes_from_reason(r, s->kind, why);
+                r->reviews[s->kind]++;
+                if (s->kind == AG_PLAN)
+                    ag_drop_strategy(r, dt_json_str(s->artifact, "strategy", ""), why);
             }
         } else if (strcmp(type, "transition") == 0) {
             const char *edge = dt_json_str(ev, "edge", NULL);
@@ -1873,7 +1894,12 @@ static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
                ag_kind_name(last->kind), last->version);
         advance(r, last);
     } else if (last->status == AG_REJECTED) {
-        transition(r, last->kind, last->kind, -1, "resumed: re-running the rejected step");
+        ag_kind to = last->kind;
+        if (to == AG_CHECK)
+            to = AG_PLAN;
+        else if (to == AG_COMPILE || to == AG_VERIFY || to == AG_MEASURE)
+            to = AG_GENERATE; /* never the same source again */
+        transition(r, last->kind, to, -1, "resumed: after the rejected step");
     } else {
         ag_log(r, "info", "resumed after step %d (%s v%d)", last->id, ag_kind_name(last->kind),
                last->version);
@@ -1897,6 +1923,7 @@ int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
         if (r->report) {
             cJSON_Delete(r->candidates);
             r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, e);
+            ag_narrow_spaces(r, NULL);
             /* cand_index: the candidate of the current plan */
             const char *strat = dt_json_str(r->plan, "strategy", "");
             int i = 0;
