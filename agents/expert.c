@@ -958,10 +958,11 @@ static int last_registers(const ag_run *r)
     return 0;
 }
 
-void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
+int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
 {
     if (reason == NULL || *reason == '\0')
-        return;
+        return 0;
+    int level = 0; /* 1: parameters or registers only; 2: the strategy too */
     char said[600];
     snprintf(said, sizeof said, "%s", reason);
     char *t = dt_xstrdup(reason);
@@ -1011,6 +1012,7 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
                     const char *strat = dt_json_str(c, "strategy", "");
                     cJSON *w = wish(negated(t, at) ? "avoid" : "use", said);
                     dt_json_set_str(w, "strategy", strat);
+                    level = 2;
                     dt_buf_printf(&got, "  %s strategy %s\n",
                                   dt_streq(dt_json_str(w, "kind", ""), "use") ? "use" : "do not use",
                                   strat);
@@ -1037,6 +1039,8 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
         dt_json_set_str(w, "param", nm->valuestring);
         dt_json_set_num(w, "lo", lo);
         dt_json_set_num(w, "hi", hi);
+        if (level < 1)
+            level = 1;
         dt_buf_puts(&got, "  ");
         say_range(&got, nm->valuestring, lo, hi);
         dt_buf_puts(&got, "\n");
@@ -1047,12 +1051,14 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
     const char *at;
     if ((at = strstr(t, "atomic")) != NULL && complaint(t, at)) {
         add_wish(r, wish("no-atomics", said));
+        level = 2;
         dt_buf_puts(&got, "  no template that uses atomics\n");
     }
     if ((((at = strstr(t, "shared mem")) != NULL || (at = strstr(t, "smem")) != NULL ||
           (at = strstr(t, "__shared__")) != NULL) &&
          complaint(t, at))) {
         add_wish(r, wish("no-smem", said));
+        level = 2;
         dt_buf_puts(&got, "  no template that uses shared memory\n");
     }
     if (strstr(t, "register") &&
@@ -1064,6 +1070,8 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
             cap = 16;
         free(r->kernel_option);
         r->kernel_option = dt_xasprintf("--maxrregcount=%d", cap);
+        if (level < 1)
+            level = 1;
         cJSON *w = wish("fewer-registers", said);
         dt_json_set_int(w, "cap", cap);
         add_wish(r, w);
@@ -1077,12 +1085,14 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
     if (strstr(t, "faster") || strstr(t, "too slow") || strstr(t, "quicker") ||
         strstr(t, "speed up")) {
         add_wish(r, wish("faster", said));
+        level = 2;
         r->tune_requested = 1;
         dt_buf_puts(&got, "  the highest-scored candidate left, and the tuner after measuring\n");
     }
     if (strstr(t, "simpler") || strstr(t, "simple") || strstr(t, "less complex") ||
         strstr(t, "too complex") || strstr(t, "easier")) {
         add_wish(r, wish("simpler", said));
+        level = 2;
         dt_buf_puts(&got, "  the shortest template left first\n");
     }
     acted = got.len > 0 || cJSON_GetArraySize(r->wishes) != n0;
@@ -1103,9 +1113,12 @@ void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
                               "feedback");
         dt_buf_puts(&r->news, k == AG_PLAN ? "; the rejected strategy is set aside.\n" : ".\n");
     }
+    if (acted && level == 1 && k == AG_PLAN)
+        dt_buf_puts(&r->news, "(Only parameters were asked for: the same strategy stays, with them.)\n");
     dt_buf_free(&got);
     free(taken);
     free(t);
+    return level;
 }
 
 void ag_wishes_show(ag_run *r, ag_step *s)

@@ -129,8 +129,11 @@ void ag_problem_into(ag_run *r, cJSON *req);
  * can act on -- a strategy or template name, a parameter value or range, "no
  * atomics", "no shared memory", "fewer registers", "faster", "simpler" --
  * and keep each as a wish for the rest of the session; r->news says what
- * was understood and what was not. This function can't fail. */
-void ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason);
+ * was understood and what was not. Returns 0 when nothing was understood,
+ * 1 when only parameters or registers were asked for (the strategy may
+ * stay), 2 when the strategy or its resources were. This function can't
+ * fail. */
+int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason);
 /* The wishes in force, one "because you said ..." line each, into the
  * step's reasoning (nothing when there are none). */
 void ag_wishes_show(ag_run *r, ag_step *s);

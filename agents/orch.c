@@ -1438,12 +1438,13 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         return;
     }
     int by_reviewer = d == AG_REJECT && !dt_streq(by, "auto") && reason && *reason;
+    int wish_level = 0;
     if (by_reviewer) {
         /* Every reason is kept for the session: verbatim for the LLM, read
          * for what it asks by the expert. */
         dt_buf_printf(&r->reasons, "- at the %s review (v%d, by %s): %s\n", ag_kind_name(s->kind),
                       s->version, dt_streq(by, "lua") ? "a review hook" : "a person", reason);
-        ag_wishes_from_reason(r, s->kind, reason);
+        wish_level = ag_wishes_from_reason(r, s->kind, reason);
         if (++r->reviews[s->kind] > r->o.max_reviews) {
             finish(r, r->best ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED,
                    "the %s step was rejected %d times, more than the cap of %d (max_reviews): "
@@ -1466,10 +1467,12 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         snprintf(msg, sizeof msg, "%s: %s", d == AG_REJECT ? "rejected" : "retry",
                  reason ? reason : "");
         if (d == AG_REJECT && (s->kind == AG_PLAN || s->kind == AG_CHECK)) {
-            /* the plan goes back to the architect, without the rejected strategy */
-            ag_drop_strategy(r, dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan,
-                                            "strategy", ""),
-                             msg);
+            /* the plan goes back to the architect, without the rejected
+             * strategy -- unless only its parameters were asked about */
+            if (wish_level != 1)
+                ag_drop_strategy(r, dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan,
+                                                "strategy", ""),
+                                 msg);
             to = AG_PLAN;
         } else if (d == AG_REJECT &&
                    (s->kind == AG_COMPILE || s->kind == AG_VERIFY || s->kind == AG_MEASURE)) {
