@@ -36,8 +36,9 @@ const char cli_kb_usage[] =
     "             approve'. (--as-proposed is still accepted; it is what import does.)\n"
     "  export     entries as a JSON array (stdout, or FILE with --out)\n"
     "  retrieve   approved entries that apply to an op (and dtype, compute capability),\n"
-    "             ranked by distance from the features: 0 means inside every range of\n"
-    "             the entry. --features takes an object such as '{\"row_cv\": 3.1}';\n"
+    "             ranked by distance from the features (0 means inside every range of\n"
+    "             the entry), then by how many of its ranges hold (an entry about this\n"
+    "             problem before one that merely does not conflict). --features takes an object such as '{\"row_cv\": 3.1}';\n"
     "             --matrix computes the features from a matrix (file or generator); --n\n"
     "             sets the feature n (SpMM N / SDDMM K; 32 with --matrix). --max: at most\n"
     "             N entries (default 10, 0 for all)\n"
@@ -686,7 +687,8 @@ static int kb_cmd_retrieve(int argc, char **argv)
                    dtype ? dtype : "", cc ? " cc " : "", cc ? cc : "");
         for (const cJSON *e = hits ? hits->child : NULL; e != NULL; e = e->next) {
             const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "parameters");
-            printf("%7.3f  %-17s %-50s", dt_json_num(e, "distance", 0), dt_json_str(e, "kind", ""),
+            printf("%7.3f %2d  %-17s %-50s", dt_json_num(e, "distance", 0),
+                   (int)dt_json_num(e, "matched", 0), dt_json_str(e, "kind", ""),
                    dt_json_str(e, "id", ""));
             if (dt_streq(dt_json_str(e, "kind", ""), "rule"))
                 printf(" -> %s (score %g)", dt_json_str(p, "strategy", "?"),
