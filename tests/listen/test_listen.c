@@ -484,6 +484,11 @@ Test(listen, no_atomics_should_stop_an_atomic_kernel_under_review_auto, .timeout
     cr_assert(strstr(p3, "by a review hook): kernel v1 uses atomics (atomicAdd on line"), "%s", p3);
     cr_assert(strstr(p3, "SMs at") && strstr(p3, "registers") && strstr(p3, "L2 "), "%s", p3);
     cr_assert(strstr(p3, "\"row_length\""), "no PatternReport in the coder prompt");
+    /* the planner's knowledge: the rule about this matrix, no error
+     * explanations while there is no error */
+    const char *p1 = prompt_of(reqs, 0);
+    cr_assert(strstr(p1, "[rule.spmv.csr-vector-lanes-8]"), "%s", p1);
+    cr_assert(!strstr(p1, "[error."), "error explanations without an error:\n%s", p1);
     const cJSON *rf = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, 0), "body"),
                                           "response_format");
     cr_assert_str_eq(dt_json_str(rf, "type", ""), "json_schema");
