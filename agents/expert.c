@@ -513,6 +513,14 @@ void ag_expert_generate(ag_run *r, ag_step *s)
         return;
     }
     free(tsrc);
+    /* parameter wishes said since the plan was made apply to this kernel */
+    if (find_wish(r, "param")) {
+        cJSON *cand = NULL, *c;
+        cJSON_ArrayForEach(c, r->candidates)
+            if (dt_streq(dt_json_str(c, "strategy", ""), dt_json_str(r->plan, "strategy", "")))
+                cand = c;
+        plan_apply_params(r, s, r->plan, cand);
+    }
     cJSON *params = cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1);
     char *src = ag_instantiate(tpl, params, &e);
     if (src == NULL) {

@@ -1488,8 +1488,8 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         }
         if (d == AG_REJECT && reason) {
             dt_buf_reset(&r->feedback[to]);
-            dt_buf_printf(&r->feedback[to], "A reviewer rejected the previous %s (v%d): %s\n",
-                          ag_kind_name(s->kind), s->version, reason);
+            dt_buf_printf(&r->feedback[to], "A reviewer rejected the previous attempt: %s\n",
+                          reason);
         }
         transition(r, s->kind, to, -1, msg);
         return;
