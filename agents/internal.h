@@ -84,7 +84,8 @@ struct ag_run {
     long llm_request;             /* LLM request in flight, 0 when none */
     void *llm;                    /* llm_client* when backend is llm */
     int llm_fallback;             /* the endpoint failed: expert from now on */
-    int llm_no_format;            /* the endpoint refused response_format: not asked again */
+    int llm_format;               /* response_format the endpoint takes: 0 json_schema,
+                                   * 1 json_object with a schema, 2 none */
 
     /* what reviewers said, kept for the session (expert.c: reasons are
      * instructions) */

@@ -506,9 +506,15 @@ static void check_plan(llm_job *j, ag_step *s, const char *answer)
     if (cand) {
         cJSON *cc = cJSON_Duplicate(cand, 1);
         const cJSON *p;
+        dt_buf dropped = DT_BUF_INIT;
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(dec, "params"))
         {
             double v;
+            if (cJSON_GetObjectItem(cJSON_GetObjectItem(cc, "space"), p->string) == NULL) {
+                /* a name the strategy does not have: its default stays */
+                dt_buf_printf(&dropped, "%s%s", dropped.len ? ", " : "", p->string);
+                continue;
+            }
             if (cJSON_IsNumber(p))
                 dt_json_set_num(cJSON_GetObjectItem(cc, "params"), p->string, p->valuedouble);
             else if (cJSON_IsString(p) && dt_parse_double(p->valuestring, &v) == 0)
@@ -516,6 +522,11 @@ static void check_plan(llm_job *j, ag_step *s, const char *answer)
             else
                 dt_buf_printf(&probs, "$.decision.params.%s: expected an integer; ", p->string);
         }
+        if (dropped.len)
+            ag_text(r, s, "\n[ditto] %s has no parameter %s: left out (the template's defaults "
+                          "stay).\n",
+                    strat, dropped.data);
+        dt_buf_free(&dropped);
         dt_err pe = {0};
         plan = ag_plan_from_candidate(r, cc, &pe);
         cJSON_Delete(cc);
@@ -529,6 +540,9 @@ static void check_plan(llm_job *j, ag_step *s, const char *answer)
     if (probs.len || plan == NULL) {
         char msg[1500];
         snprintf(msg, sizeof msg, "%s", probs.len ? probs.data : "invalid plan");
+        size_t ml = strlen(msg);
+        while (ml > 0 && (msg[ml - 1] == ' ' || msg[ml - 1] == ';'))
+            msg[--ml] = '\0'; /* the list's last separator */
         dt_buf_free(&probs);
         cJSON_Delete(j0);
         cJSON_Delete(plan);
@@ -562,14 +576,30 @@ static void plan_done(const llm_result *res, void *ud)
             job_free(j);
             return;
         }
-        if (j->format && dt_streq(res->error, "bad_request") && j->answer.len == 0) {
-            /* an endpoint without structured output: ask again without it */
-            ag_text(r, s, "\n[ditto] The endpoint refused the structured-output request (%s): "
-                          "asking again without it.\n",
-                    res->message ? res->message : "bad request");
-            r->llm_no_format = 1;
+        if (j->format && j->answer.len == 0 &&
+            (dt_streq(res->error, "bad_request") ||
+             (res->message && strstr(res->message, "response_format")))) {
+            /* Endpoints differ: OpenAI, vLLM and llama.cpp's own server take
+             * {"type": "json_schema", ...}; llama-cpp-python's takes
+             * {"type": "json_object", "schema": ...}; some take neither. */
+            const char *was = dt_json_str(j->format, "type", "");
+            cJSON *next = NULL;
+            if (dt_streq(was, "json_schema")) {
+                next = dt_json_obj();
+                dt_json_set_str(next, "type", "json_object");
+                dt_json_set_take(next, "schema",
+                                 cJSON_Duplicate(cJSON_GetObjectItem(
+                                                     cJSON_GetObjectItem(j->format, "json_schema"),
+                                                     "schema"),
+                                                 1));
+            }
+            ag_text(r, s, "\n[ditto] The endpoint refused response_format \"%s\" (%s): asking "
+                          "again %s.\n",
+                    was, res->message ? res->message : "bad request",
+                    next ? "with \"json_object\" and the schema" : "without structured output");
+            r->llm_format = next ? 1 : 2;
             cJSON_Delete(j->format);
-            j->format = NULL;
+            j->format = next;
             send(j, plan_done);
             return;
         }
@@ -603,7 +633,7 @@ static void send(llm_job *j, llm_done_fn *done)
  * missing or bad (the prompt still says the format). */
 static cJSON *plan_format(ag_run *r, ag_step *s)
 {
-    if (r->llm_no_format || r->o.llm_config == NULL ||
+    if (r->llm_format == 2 || r->o.llm_config == NULL ||
         ((llm_config *)r->o.llm_config)->api != LLM_OPENAI)
         return NULL;
     dt_err e = {0};
@@ -626,7 +656,32 @@ static cJSON *plan_format(ag_run *r, ag_step *s)
             cJSON_AddItemToArray(names, cJSON_CreateString(dt_json_str(c, "strategy", "")));
         dt_json_set_take(strat, "enum", names);
     }
+    /* the parameters any candidate has, as integers, and no others */
+    cJSON *params = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(schema, "properties"), "decision"),
+            "properties"),
+        "params");
+    if (params) {
+        cJSON *props = dt_json_obj();
+        const cJSON *c, *p;
+        cJSON_ArrayForEach(c, r->candidates)
+            cJSON_ArrayForEach(p, cJSON_GetObjectItem(c, "space"))
+                if (cJSON_GetObjectItem(props, p->string) == NULL) {
+                    cJSON *t = dt_json_obj();
+                    dt_json_set_str(t, "type", "integer");
+                    dt_json_set_take(props, p->string, t);
+                }
+        dt_json_set_take(params, "properties", props);
+        cJSON_DeleteItemFromObject(params, "additionalProperties");
+        dt_json_set_bool(params, "additionalProperties", 0);
+    }
     cJSON *f = dt_json_obj();
+    if (r->llm_format == 1) {
+        dt_json_set_str(f, "type", "json_object");
+        dt_json_set_take(f, "schema", schema);
+        return f;
+    }
     dt_json_set_str(f, "type", "json_schema");
     cJSON *js = dt_json_obj();
     dt_json_set_str(js, "name", "plan");
