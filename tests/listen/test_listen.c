@@ -606,3 +606,55 @@ Test(listen, trailing_commas_in_the_plan_should_be_repaired_without_asking_again
     free(a);
     free(tpl);
 }
+
+Test(listen, an_endpoint_that_refuses_json_schema_should_get_json_object_with_the_schema,
+     .timeout = 300)
+{
+    char *tpl = template_src("spmv_csr_thread.cu");
+    cJSON *t = cJSON_CreateArray();
+    cJSON *refuse = cJSON_CreateObject();
+    dt_json_set_str(refuse, "fault", "bad_request");
+    cJSON_AddItemToArray(t, refuse);
+    add_answer(t, PLAN_OK);
+    char *a = dt_xasprintf("```cuda\n%s```\n", tpl);
+    add_answer(t, a);
+    char *ts = cJSON_PrintUnformatted(t);
+    lt_server *srv = lt_server_start(ts);
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "auto");
+    tu_proc p = run_llm(dir, spec, srv, "");
+    cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    cJSON *reqs = lt_server_requests(srv);
+    cr_assert_eq(cJSON_GetArraySize(reqs), 3);
+    const cJSON *f1 = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, 0), "body"),
+                                          "response_format");
+    const cJSON *f2 = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(reqs, 1), "body"),
+                                          "response_format");
+    cr_assert_str_eq(dt_json_str(f1, "type", ""), "json_schema");
+    cr_assert_str_eq(dt_json_str(f2, "type", ""), "json_object");
+    /* the schema holds the candidates' parameters, and no others */
+    const cJSON *params = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(f2, "schema"), "properties"),
+                                "decision"),
+            "properties"),
+        "params");
+    cr_assert_not_null(cJSON_GetObjectItem(cJSON_GetObjectItem(params, "properties"), "BLOCK"));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(params, "additionalProperties")));
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    const cJSON *j = cJSON_GetObjectItem(artifact(ev, "plan", 1), "json");
+    cr_assert_str_eq(dt_json_str(j, "strategy", ""), "csr-thread");
+    cJSON_Delete(ev);
+    free(sd);
+    cJSON_Delete(reqs);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+    lt_server_stop(srv);
+    free(ts);
+    cJSON_Delete(t);
+    free(a);
+    free(tpl);
+}
