@@ -6,7 +6,7 @@
 # ships, both installed into build/llm/venv (git-ignored; reused). Two
 # headless runs of `ditto run --backend llm --review auto` on a small SpMV:
 #
-#   1. max_tokens 512, at most 2 kernel versions, and a Lua rule that every
+#   1. max_tokens 384, at most 2 kernel versions, and a Lua rule that every
 #      kernel breaks (so that each compile fails with a line the coder is
 #      told about): checks streaming, token counts, the prompts, the
 #      structured-output request, compile-error feedback with numbered code
@@ -104,7 +104,7 @@ EOF
   say "run $name: exit $rc in $(( $(date +%s) - s )) s"
   echo "$rc" > "$work/$name.rc"
 }
-run main 512 2 "$work/house.lua"
+run main 384 2 "$work/house.lua"
 run cutoff 8 1
 
 rc=0
