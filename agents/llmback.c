@@ -309,6 +309,15 @@ static void account(ag_step *s, const llm_result *res)
     s->cost += res->cost;
 }
 
+/* Token counts are what the server reports; say so when it reports none
+ * (llama-cpp-python's server streams without usage), rather than guess. */
+static void say_usage(llm_job *j, ag_step *s, const llm_result *res)
+{
+    if (res->ok && !res->cached && res->tokens_in == 0 && res->tokens_out == 0)
+        ag_text(j->r, s, "\n[ditto] The endpoint reported no token usage for this answer: the "
+                         "step's token counts leave it out.\n");
+}
+
 /* The model gave nothing usable within the step's attempts: the expert
  * backend does this step (only this one), and says so. */
 static void step_fallback(llm_job *j, ag_step *s, const char *problem)
@@ -571,6 +580,7 @@ static void plan_done(const llm_result *res, void *ud)
         return;
     }
     account(s, res);
+    say_usage(j, s, res);
     if (!res->ok) {
         if (dt_streq(res->error, "cancelled")) {
             job_free(j);
@@ -817,6 +827,7 @@ static void gen_done(const llm_result *res, void *ud)
         return;
     }
     account(s, res);
+    say_usage(j, s, res);
     if (!res->ok) {
         if (dt_streq(res->error, "cancelled")) {
             job_free(j);

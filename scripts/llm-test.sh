@@ -17,7 +17,8 @@
 #
 # Then prints what the model managed (plans that parsed, kernels that
 # compiled) for docs/LLM.md. Usage: scripts/llm-test.sh [DITTO_BIN]
-# (default ./ditto). Everything it starts it stops; every wait is bounded.
+# (default ./ditto); LLM_TEST_RUNS="main cutoff" picks the runs (default
+# both). Everything it starts it stops; every wait is bounded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/ditto}
@@ -104,11 +105,12 @@ EOF
   say "run $name: exit $rc in $(( $(date +%s) - s )) s"
   echo "$rc" > "$work/$name.rc"
 }
-run main 384 2 "$work/house.lua"
-run cutoff 8 1
+runs=${LLM_TEST_RUNS:-main cutoff}
+case " $runs " in *" main "*) run main 384 2 "$work/house.lua" ;; esac
+case " $runs " in *" cutoff "*) run cutoff 8 1 ;; esac
 
 rc=0
-python3 - "$work" <<'EOF' || rc=$?
+python3 - "$work" "$runs" <<'EOF' || rc=$?
 import glob, json, os, sys
 work = sys.argv[1]
 failed = []
@@ -130,7 +132,7 @@ def kinds(ev):
 def texts(ev, sid):
     return "".join(e["text"] for e in ev if e["type"] == "text" and e.get("step") == sid)
 
-for name in ("main", "cutoff"):
+for name in sys.argv[2].split():
     rc = int(open(os.path.join(work, name + ".rc")).read())
     ev = events(name)
     k = kinds(ev)
@@ -156,7 +158,11 @@ for name in ("main", "cutoff"):
         fin = [e for e in ev if e["type"] == "step_finished" and k.get(e["step"]) in ("plan", "generate")]
         tin = sum(e.get("tokens_in", 0) for e in fin)
         tout = sum(e.get("tokens_out", 0) for e in fin)
-        check(tin > 0 and tout > 0, f"main: token counts recorded ({tin} in, {tout} out)")
+        unreported = [sid for sid, v in k.items() if v in ("plan", "generate")
+                      and "reported no token usage" in texts(ev, sid)]
+        check((tin > 0 and tout > 0) or unreported,
+              f"main: token counts recorded ({tin} in, {tout} out), or the steps say the "
+              f"server reported none ({len(unreported)} steps)")
         # compile-error feedback: after a failed compile, the next coder
         # prompt quotes the failing line and shows the code numbered
         fb = [r for r in gen_reqs if "rule house-restrict" in r["messages"][-1]["content"]
