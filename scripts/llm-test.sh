@@ -106,7 +106,7 @@ EOF
   echo "$rc" > "$work/$name.rc"
 }
 runs=${LLM_TEST_RUNS:-main cutoff}
-case " $runs " in *" main "*) run main 384 2 "$work/house.lua" ;; esac
+case " $runs " in *" main "*) run main "${LLM_TEST_MAIN_TOKENS:-384}" 2 "$work/house.lua" ;; esac
 case " $runs " in *" cutoff "*) run cutoff 8 1 ;; esac
 
 rc=0
