@@ -6,7 +6,7 @@
 # ships, both installed into build/llm/venv (git-ignored; reused). Two
 # headless runs of `ditto run --backend llm --review auto` on a small SpMV:
 #
-#   1. max_tokens 384, at most 2 kernel versions, and a Lua rule that every
+#   1. max_tokens 160, at most 2 kernel versions, and a Lua rule that every
 #      kernel breaks (so that each compile fails with a line the coder is
 #      told about): checks streaming, token counts, the prompts, the
 #      structured-output request, compile-error feedback with numbered code
@@ -106,7 +106,7 @@ EOF
   echo "$rc" > "$work/$name.rc"
 }
 runs=${LLM_TEST_RUNS:-main cutoff}
-case " $runs " in *" main "*) run main "${LLM_TEST_MAIN_TOKENS:-384}" 2 "$work/house.lua" ;; esac
+case " $runs " in *" main "*) run main "${LLM_TEST_MAIN_TOKENS:-160}" 2 "$work/house.lua" ;; esac
 case " $runs " in *" cutoff "*) run cutoff 8 1 ;; esac
 
 rc=0
