@@ -577,6 +577,7 @@ static cJSON *ranked_on(kb *k, const char *name, int n)
     spec.op = SP_SDDMM;
     spec.n = n;
     cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", k, &e);
+    sp_spec_clear(&spec);
     cr_assert_not_null(ranked, "%s: %s", name, e.msg);
     cJSON_Delete(rep);
     sp_csr_free(a);
