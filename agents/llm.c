@@ -1144,7 +1144,7 @@ static const char *check_messages(const cJSON *messages, char *buf, size_t len, 
     return "";
 }
 
-static char *request_body(const llm_config *c, const cJSON *messages)
+static char *request_body(const llm_config *c, const cJSON *messages, const cJSON *format)
 {
     cJSON *b = dt_json_obj();
     dt_json_set_str(b, "model", c->model);
@@ -1179,6 +1179,8 @@ static char *request_body(const llm_config *c, const cJSON *messages)
         cJSON *so = dt_json_obj();
         dt_json_set_bool(so, "include_usage", 1);
         dt_json_set_take(b, "stream_options", so);
+        if (format)
+            dt_json_set_take(b, "response_format", cJSON_Duplicate(format, 1));
     }
     char *s = dt_json_print(b, 0);
     cJSON_Delete(b);
@@ -1186,7 +1188,8 @@ static char *request_body(const llm_config *c, const cJSON *messages)
 }
 
 /* The easy handle of a request; the key goes into a header only. */
-static void setup_easy(llm_req *req, const cJSON *messages, const char *secret)
+static void setup_easy(llm_req *req, const cJSON *messages, const cJSON *format,
+                       const char *secret)
 {
     llm_client *cl = req->cl;
     const llm_config *c = &cl->c;
@@ -1195,7 +1198,7 @@ static void setup_easy(llm_req *req, const cJSON *messages, const char *secret)
         n--;
     char *url = dt_xasprintf("%.*s/%s", (int)n, c->endpoint,
                              c->api == LLM_ANTHROPIC ? "messages" : "chat/completions");
-    char *body = request_body(c, messages);
+    char *body = request_body(c, messages, format);
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "Content-Type: application/json");
     h = curl_slist_append(h, "Accept: text/event-stream");
@@ -1236,6 +1239,12 @@ static void setup_easy(llm_req *req, const cJSON *messages, const char *secret)
 long llm_submit(llm_client *cl, const cJSON *messages, llm_delta_fn *delta, llm_done_fn *done,
                 void *ud)
 {
+    return llm_submit_format(cl, messages, NULL, delta, done, ud);
+}
+
+long llm_submit_format(llm_client *cl, const cJSON *messages, const cJSON *format,
+                       llm_delta_fn *delta, llm_done_fn *done, void *ud)
+{
     llm_req *req = dt_xcalloc(1, sizeof *req);
     req->cl = cl;
     req->id = ++cl->next_id;
@@ -1260,7 +1269,15 @@ long llm_submit(llm_client *cl, const cJSON *messages, llm_delta_fn *delta, llm_
         return id;
     }
     if (cl->cache_dir) {
-        llm_cache_key(&cl->c, messages, req->key);
+        if (format) {
+            /* the format is part of what was asked */
+            cJSON *keyed = cJSON_Duplicate(messages, 1);
+            cJSON_AddItemToArray(keyed, cJSON_Duplicate(format, 1));
+            llm_cache_key(&cl->c, keyed, req->key);
+            cJSON_Delete(keyed);
+        } else {
+            llm_cache_key(&cl->c, messages, req->key);
+        }
         char *text = NULL, *fr = NULL;
         long in = 0, out = 0;
         if (cache_load(cl, req->key, &text, &in, &out, &fr)) {
@@ -1288,7 +1305,7 @@ long llm_submit(llm_client *cl, const cJSON *messages, llm_delta_fn *delta, llm_
         return id;
     }
     req->secret = secret ? dt_xstrdup(secret) : NULL;
-    setup_easy(req, messages, secret);
+    setup_easy(req, messages, format, secret);
     req->request_timer =
         dt_loop_add_timer(cl->loop, (long)(cl->c.request_timeout_s * 1000), request_cb, req);
     llm_req **pp = &cl->reqs;

@@ -138,6 +138,14 @@ void llm_set_retry_hook(llm_client *cl, llm_retry_fn *fn, void *ud);
  * done with cached = 1, cost 0, and adds nothing to the session totals. */
 long llm_submit(llm_client *cl, const cJSON *messages, llm_delta_fn *delta, llm_done_fn *done,
                 void *ud);
+/* The same with a structured-output request: format is OpenAI's
+ * response_format ({"type": "json_schema", "json_schema": {"name": ...,
+ * "schema": {...}}}; llama.cpp's server, vLLM and OpenAI accept it), sent as
+ * given to an OpenAI-compatible endpoint and left out for Anthropic's; it is
+ * part of the cache key. NULL: llm_submit. An endpoint that refuses it
+ * answers "bad_request": the caller may ask again without it. */
+long llm_submit_format(llm_client *cl, const cJSON *messages, const cJSON *format,
+                       llm_delta_fn *delta, llm_done_fn *done, void *ud);
 /* Cancel; done is called with error "cancelled" (at once, or -- inside a
  * delta callback -- before the loop's next poll). An unknown or finished id
  * is ignored. */

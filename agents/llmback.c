@@ -1,22 +1,35 @@
 /* llmback.c -- the LLM backend of the planner and the coder: prompts from
- * prompts/ with named slots, streamed answers into the step's reasoning,
- * strict checks on what comes back (the planner's JSON against its schema,
- * the coder's single fenced CUDA block under the plan's launch contract),
- * one send-back with the precise problem, and a fall back to the expert
- * backend when the endpoint cannot be reached. */
+ * prompts/ with named slots (the task, the PatternReport, the target GPU's
+ * limits and peaks, the approved knowledge ranked by the matrix's features,
+ * the current code with numbered lines and its diagnostics, every
+ * reviewer's reason, what the last version measured), the planner's answer
+ * asked as structured output (prompts/plan.schema.json), streamed answers
+ * into the step's reasoning, strict checks on what comes back (the
+ * planner's JSON, repaired where that is safe; the coder's single fenced
+ * CUDA block under the plan's launch contract and the reviewers' resource
+ * wishes), send-backs that quote the precise problem, and the expert
+ * backend doing the step -- saying so -- when the model gives nothing
+ * usable within the step's attempts, or for the rest of the run when the
+ * endpoint cannot be reached. */
 #include "agents/internal.h"
 #include "agents/llm.h"
 #include "gpu/contract.h"
+#include "hardware/hardware.h"
 #include "knowledge/knowledge.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Answers a step may get from the model (the first and its send-backs)
+ * before the expert backend does the step. */
+#define AG_LLM_ATTEMPTS 3
+
 typedef struct llm_job {
     ag_run *r;
     int step_id;
-    int attempt;        /* 1, or 2 after a send-back */
+    int attempt;        /* 1, 2, ... AG_LLM_ATTEMPTS */
     cJSON *messages;    /* the conversation so far */
+    cJSON *format;      /* response_format asked, or NULL */
     dt_buf answer;
 } llm_job;
 
@@ -105,7 +118,94 @@ static char *load_prompt(const char *name, dt_err *e)
     return t;
 }
 
-static void common_slots(ag_run *r, cJSON *slots)
+/* The target GPU from its hardware spec: what a kernel must fit in and
+ * the peaks it is measured against. */
+static void hardware_slot(ag_run *r, dt_buf *b)
+{
+    hw_spec *g = ag_run_hw(r);
+    if (g == NULL) {
+        dt_buf_printf(b, "%s, compute capability %s (no hardware spec loaded)",
+                      r->gpu_name[0] ? r->gpu_name : "no GPU here (compile only)",
+                      r->cc[0] ? r->cc : "9.0");
+        return;
+    }
+    dt_buf_printf(b, "%s (%s, compute capability %d.%d)%s\n", g->full_name, g->arch, g->cc_major,
+                  g->cc_minor, r->have_gpu ? "" : "; not present here: compile only");
+    dt_buf_printf(b, "- %d SMs at %.0f MHz; %s %.0f GB, %.0f GB/s (datasheet)%s; L2 %.0f MB\n",
+                  g->sm_count, g->boost_clock_mhz, g->mem_type, g->mem_size_gb,
+                  g->mem_bandwidth_gbs, g->measured_bandwidth_gbs > 0 ? ", measured" : "",
+                  (double)g->l2_bytes / (1024.0 * 1024.0));
+    if (g->measured_bandwidth_gbs > 0)
+        dt_buf_printf(b, "- measured bandwidth %.0f GB/s\n", g->measured_bandwidth_gbs);
+    dt_buf_printf(b, "- per block: at most %d threads, %d B shared memory (%d B with the "
+                     "opt-in), %d registers; per thread at most %d registers\n",
+                  g->max_threads_per_block, g->smem_per_block, g->smem_per_block_optin,
+                  g->regs_per_block, g->regs_per_thread);
+    dt_buf_printf(b, "- per SM: %d registers, %d B shared memory, %d threads, %d warps, %d "
+                     "blocks; warp size %d\n",
+                  g->regs_per_sm, g->smem_per_sm, g->max_threads_per_sm, g->max_warps_per_sm,
+                  g->max_blocks_per_sm, g->warp_size);
+    dt_buf_puts(b, "- peaks (TFLOP/s):");
+    for (int t = 0; t < HW_NDTYPES; t++)
+        if (g->peak_tflops[t] > 0)
+            dt_buf_printf(b, " %s %.1f", hw_dtype_name((hw_dtype)t), g->peak_tflops[t]);
+    dt_buf_puts(b, "\n- SpMV and SpMM are bandwidth-bound: bytes per nonzero and coalesced "
+                   "gathers of x or B decide; L2 reuse matters when x or B fits in it\n");
+    hw_spec_free(g);
+}
+
+/* Approved knowledge for this problem, best match first: the entries whose
+ * feature ranges hold on this matrix rank first (kb_retrieve). Error
+ * explanations only when there is an error: those whose pattern occurs in
+ * errors (NULL: none). */
+static void knowledge_slot(ag_run *r, const char *errors, dt_buf *k)
+{
+    if (r->o.kb == NULL)
+        return;
+    cJSON *f = ag_features(r->report, &r->spec);
+    cJSON *kbs = kb_retrieve(r->o.kb, NULL, sp_op_name(r->spec.op), sp_dtype_name(r->spec.dtype),
+                             r->cc[0] ? r->cc : NULL, f, 0);
+    cJSON_Delete(f);
+    int n = 0;
+    const cJSON *en;
+    cJSON_ArrayForEach(en, kbs)
+    {
+        const char *kind = dt_json_str(en, "kind", "");
+        if (dt_streq(kind, "error-explanation")) {
+            const char *pat = dt_json_str(cJSON_GetObjectItem(en, "parameters"), "pattern", NULL);
+            if (errors == NULL || pat == NULL || *pat == '\0' || strstr(errors, pat) == NULL)
+                continue;
+        } else if (n >= 8 || dt_json_num(en, "distance", 1) > 0) {
+            continue; /* the best eight that apply, no near misses */
+        } else {
+            n++;
+        }
+        dt_buf_printf(k, "- [%s] %s: %s\n", dt_json_str(en, "id", ""), dt_json_str(en, "title", ""),
+                      dt_json_str(en, "content", ""));
+    }
+    cJSON_Delete(kbs);
+}
+
+/* What the last measured version did. */
+static void measured_slot(ag_run *r, dt_buf *b)
+{
+    for (int i = r->nsteps - 1; i >= 0; i--) {
+        const ag_step *s = r->steps[i];
+        if (s->kind != AG_MEASURE || s->artifact == NULL || !s->ok)
+            continue;
+        dt_buf_printf(b, "v%d (%s): %.2f us, %.0f GB/s, %.2fx the best cuSPARSE algorithm; %s",
+                      r->kernel_version, dt_json_str(r->plan, "strategy", "?"),
+                      dt_json_num(s->artifact, "us", 0), dt_json_num(s->artifact, "gbps", 0),
+                      dt_json_num(s->artifact, "speedup", 0),
+                      dt_json_str(s->artifact, "diagnosis", ""));
+        return;
+    }
+    if (r->best)
+        dt_buf_printf(b, "best so far v%d: %.2f us, %.2fx", (int)dt_json_num(r->best, "version", 0),
+                      dt_json_num(r->best, "us", 0), dt_json_num(r->best, "speedup", 0));
+}
+
+static void common_slots(ag_run *r, cJSON *slots, const char *errors)
 {
     char task[512];
     snprintf(task, sizeof task,
@@ -114,29 +214,36 @@ static void common_slots(ag_run *r, cJSON *slots)
              sp_op_name(r->spec.op), sp_dtype_name(r->spec.dtype), r->spec.matrix, r->spec.n,
              r->spec.alpha, r->spec.beta, sp_epilogue_name(r->spec.epilogue));
     dt_json_set_str(slots, "task", task);
-    char hw[512];
-    snprintf(hw, sizeof hw, "%s, compute capability %s; SpMV/SpMM are bandwidth-bound: bytes "
-                            "per nonzero and coalescing decide",
-             r->gpu_name[0] ? r->gpu_name : "no GPU here (compile only)", r->cc[0] ? r->cc : "9.0");
-    dt_json_set_str(slots, "hardware", hw);
+    dt_buf b = DT_BUF_INIT;
+    hardware_slot(r, &b);
+    dt_json_set_str(slots, "hardware", b.data);
+    dt_buf_reset(&b);
     char *rep = dt_json_print(r->report, 0);
     dt_json_set_str(slots, "report", rep);
     free(rep);
-    cJSON *kbs = NULL;
-    if (r->o.kb) {
-        cJSON *f = ag_features(r->report, &r->spec);
-        kbs = kb_retrieve(r->o.kb, NULL, sp_op_name(r->spec.op), sp_dtype_name(r->spec.dtype),
-                          r->cc[0] ? r->cc : NULL, f, 6);
-        cJSON_Delete(f);
+    knowledge_slot(r, errors, &b);
+    dt_json_set_str(slots, "knowledge", dt_buf_str(&b));
+    dt_buf_reset(&b);
+    dt_json_set_str(slots, "reasons", dt_buf_str(&r->reasons));
+    measured_slot(r, &b);
+    dt_json_set_str(slots, "measured", dt_buf_str(&b));
+    dt_buf_free(&b);
+}
+
+/* text with numbered lines ("  12 | ..."), the way compiler messages count. */
+static char *numbered(const char *text)
+{
+    dt_buf b = DT_BUF_INIT;
+    int n = 1;
+    const char *p = text;
+    while (*p) {
+        size_t l = strcspn(p, "\n");
+        dt_buf_printf(&b, "%4d | %.*s\n", n++, (int)l, p);
+        p += l;
+        if (*p == '\n')
+            p++;
     }
-    dt_buf k = DT_BUF_INIT;
-    const cJSON *en;
-    cJSON_ArrayForEach(en, kbs)
-        dt_buf_printf(&k, "- [%s] %s: %s\n", dt_json_str(en, "id", ""), dt_json_str(en, "title", ""),
-                      dt_json_str(en, "content", ""));
-    dt_json_set_str(slots, "knowledge", dt_buf_str(&k));
-    dt_buf_free(&k);
-    cJSON_Delete(kbs);
+    return dt_buf_take(&b);
 }
 
 static cJSON *messages_with(const char *user)
@@ -162,6 +269,21 @@ static ag_step *job_step(llm_job *j)
     return s && s->id == j->step_id ? s : NULL;
 }
 
+/* The request as the session records it: the messages (the prompt) and
+ * whether structured output was asked. */
+static void record_request(llm_job *j, ag_step *s)
+{
+    cJSON *e = dt_json_obj();
+    dt_json_set_int(e, "seq", 0);
+    dt_json_set_num(e, "t", 0);
+    dt_json_set_str(e, "type", "llm_request");
+    dt_json_set_int(e, "step", s->id);
+    dt_json_set_int(e, "attempt", j->attempt);
+    dt_json_set_bool(e, "structured", j->format != NULL);
+    dt_json_set_take(e, "messages", cJSON_Duplicate(j->messages, 1));
+    ag_emit(j->r, e);
+}
+
 static void on_delta(const char *text, size_t len, void *ud)
 {
     llm_job *j = ud;
@@ -177,6 +299,7 @@ static void on_delta(const char *text, size_t len, void *ud)
 static void job_free(llm_job *j)
 {
     cJSON_Delete(j->messages);
+    cJSON_Delete(j->format);
     dt_buf_free(&j->answer);
     free(j);
 }
@@ -221,33 +344,50 @@ static void account(ag_step *s, const llm_result *res)
     s->cost += res->cost;
 }
 
-/* Send the problem back once with what was wrong; a second bad answer
- * fails the step (the feedback edge or the next candidate follows). */
+/* Token counts are what the server reports; say so when it reports none
+ * (llama-cpp-python's server streams without usage), rather than guess. */
+static void say_usage(llm_job *j, ag_step *s, const llm_result *res)
+{
+    if (res->ok && !res->cached && res->tokens_in == 0 && res->tokens_out == 0)
+        ag_text(j->r, s, "\n[ditto] The endpoint reported no token usage for this answer: the "
+                         "step's token counts leave it out.\n");
+}
+
+/* The model gave nothing usable within the step's attempts: the expert
+ * backend does this step (only this one), and says so. */
+static void step_fallback(llm_job *j, ag_step *s, const char *problem)
+{
+    ag_run *r = j->r;
+    ag_text(r, s, "\n[ditto] The model gave no usable answer in %d attempts (the last: %s): the "
+                  "expert backend does this step; the model is asked again at the next one.\n",
+            j->attempt, problem);
+    ag_log(r, "warning", "LLM %s: no usable answer in %d attempts: the expert backend did it",
+           ag_kind_name(s->kind), j->attempt);
+    if (s->kind == AG_PLAN)
+        ag_expert_plan(r, s);
+    else
+        ag_expert_generate(r, s);
+}
+
+/* Send the problem back with what was wrong, quoted; after the step's
+ * attempts the expert backend does the step. */
 static void send_back(llm_job *j, ag_step *s, const char *problem, llm_done_fn *done)
 {
-    if (j->attempt >= 2) {
-        /* Two unusable answers (a refusal, most often): the expert backend
-         * does this step, the LLM stays on for the next ones. */
-        ag_text(j->r, s, "\n[ditto] The answer was refused again (%s): the expert backend does "
-                         "this step.\n",
-                problem);
-        ag_log(j->r, "warning", "the LLM gave no usable answer for this step: expert fallback");
-        if (s->kind == AG_PLAN)
-            ag_expert_plan(j->r, s);
-        else
-            ag_expert_generate(j->r, s);
+    if (j->attempt >= AG_LLM_ATTEMPTS) {
+        step_fallback(j, s, problem);
         job_free(j);
         return;
     }
-    ag_text(j->r, s, "\n[ditto] The answer was refused: %s. Asking once more.\n", problem);
+    ag_text(j->r, s, "\n[ditto] The answer was refused: %s. Asking again (attempt %d of %d).\n",
+            problem, j->attempt + 1, AG_LLM_ATTEMPTS);
     cJSON *a = dt_json_obj();
     dt_json_set_str(a, "role", "assistant");
     dt_json_set_str(a, "content", dt_buf_str(&j->answer));
     cJSON_AddItemToArray(j->messages, a);
     cJSON *u = dt_json_obj();
     char msg[2048];
-    snprintf(msg, sizeof msg, "Your answer could not be used: %s. Answer again in the required "
-                              "format.",
+    snprintf(msg, sizeof msg, "Your answer could not be used: %s. Answer again, in the required "
+                              "format and nothing else.",
              problem);
     dt_json_set_str(u, "role", "user");
     dt_json_set_str(u, "content", msg);
@@ -261,20 +401,127 @@ static void send_back(llm_job *j, ag_step *s, const char *problem, llm_done_fn *
 
 static void plan_done(const llm_result *res, void *ud);
 
+/* The first JSON object of an answer (models like to wrap it in prose or
+ * a code fence): from its '{' to the brace that closes it, strings
+ * respected. NULL when there is no '{' or it is never closed (*open set). */
+static char *json_object(const char *answer, int *open)
+{
+    *open = 0;
+    const char *b = strchr(answer, '{');
+    if (b == NULL)
+        return NULL;
+    int depth = 0, in_str = 0;
+    for (const char *p = b; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_str = 0;
+        } else if (*p == '"') {
+            in_str = 1;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            if (--depth == 0)
+                return dt_xstrndup(b, (size_t)(p - b + 1));
+        }
+    }
+    *open = 1;
+    return NULL;
+}
+
+/* Repairs that cannot change what the model meant: commas before a closing
+ * bracket, // comments, Python's True/False/None. Outside strings only.
+ * Caller frees; what was repaired into did. */
+static char *json_repair(const char *text, dt_buf *did)
+{
+    dt_buf o = DT_BUF_INIT;
+    int in_str = 0, commas = 0, comments = 0, words = 0;
+    for (const char *p = text; *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p[1]) {
+                dt_buf_append(&o, p, 2);
+                p++;
+                continue;
+            }
+            if (*p == '"')
+                in_str = 0;
+            dt_buf_append(&o, p, 1);
+            continue;
+        }
+        if (*p == '"') {
+            in_str = 1;
+        } else if (*p == ',') {
+            const char *q = p + 1;
+            while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r')
+                q++;
+            if (*q == '}' || *q == ']') {
+                commas++;
+                continue;
+            }
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n')
+                p++;
+            comments++;
+            if (*p == '\0')
+                break;
+        } else if (!((p > text) && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                                    (p[-1] >= 'A' && p[-1] <= 'Z')))) {
+            static const char *py[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
+            int hit = 0;
+            for (int i = 0; i < 3 && !hit; i++) {
+                size_t l = strlen(py[i][0]);
+                if (strncmp(p, py[i][0], l) == 0) {
+                    dt_buf_puts(&o, py[i][1]);
+                    p += l - 1;
+                    words++;
+                    hit = 1;
+                }
+            }
+            if (hit)
+                continue;
+        }
+        dt_buf_append(&o, p, 1);
+    }
+    if (commas)
+        dt_buf_printf(did, "%d trailing comma(s) removed", commas);
+    if (comments)
+        dt_buf_printf(did, "%s%d comment(s) removed", did->len ? ", " : "", comments);
+    if (words)
+        dt_buf_printf(did, "%sTrue/False/None written as JSON", did->len ? ", " : "");
+    return dt_buf_take(&o);
+}
+
 static void check_plan(llm_job *j, ag_step *s, const char *answer)
 {
     ag_run *r = j->r;
-    /* The JSON object: the first '{' to the last '}' (models like to wrap
-     * it in a code fence). */
-    const char *b = strchr(answer, '{'), *e = strrchr(answer, '}');
-    if (b == NULL || e == NULL || e < b) {
-        send_back(j, s, "no JSON object in the answer", plan_done);
+    int open = 0;
+    char *obj = json_object(answer, &open);
+    if (obj == NULL) {
+        send_back(j, s,
+                  open ? "the JSON object is never closed (the answer stops inside it)"
+                       : "no JSON object in the answer",
+                  plan_done);
         return;
     }
     dt_err je = {0};
-    cJSON *j0 = dt_json_parse(b, (size_t)(e - b + 1), "answer", &je);
+    cJSON *j0 = dt_json_parse(obj, strlen(obj), "answer", &je);
     if (j0 == NULL) {
-        send_back(j, s, je.msg, plan_done);
+        dt_buf did = DT_BUF_INIT;
+        char *fixed = json_repair(obj, &did);
+        dt_err re = {0};
+        j0 = did.len ? dt_json_parse(fixed, strlen(fixed), "answer", &re) : NULL;
+        if (j0)
+            ag_text(r, s, "\n[ditto] The JSON did not parse (%s); repaired: %s.\n", je.msg,
+                    did.data);
+        free(fixed);
+        dt_buf_free(&did);
+    }
+    free(obj);
+    if (j0 == NULL) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "the JSON does not parse: %s", je.msg);
+        send_back(j, s, msg, plan_done);
         return;
     }
     dt_buf probs = DT_BUF_INIT;
@@ -303,13 +550,27 @@ static void check_plan(llm_job *j, ag_step *s, const char *answer)
     if (cand) {
         cJSON *cc = cJSON_Duplicate(cand, 1);
         const cJSON *p;
+        dt_buf dropped = DT_BUF_INIT;
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(dec, "params"))
         {
-            if (!cJSON_IsNumber(p))
-                dt_buf_printf(&probs, "$.decision.params.%s: expected an integer; ", p->string);
-            else
+            double v;
+            if (cJSON_GetObjectItem(cJSON_GetObjectItem(cc, "space"), p->string) == NULL) {
+                /* a name the strategy does not have: its default stays */
+                dt_buf_printf(&dropped, "%s%s", dropped.len ? ", " : "", p->string);
+                continue;
+            }
+            if (cJSON_IsNumber(p))
                 dt_json_set_num(cJSON_GetObjectItem(cc, "params"), p->string, p->valuedouble);
+            else if (cJSON_IsString(p) && dt_parse_double(p->valuestring, &v) == 0)
+                dt_json_set_num(cJSON_GetObjectItem(cc, "params"), p->string, v);
+            else
+                dt_buf_printf(&probs, "$.decision.params.%s: expected an integer; ", p->string);
         }
+        if (dropped.len)
+            ag_text(r, s, "\n[ditto] %s has no parameter %s: left out (the template's defaults "
+                          "stay).\n",
+                    strat, dropped.data);
+        dt_buf_free(&dropped);
         dt_err pe = {0};
         plan = ag_plan_from_candidate(r, cc, &pe);
         cJSON_Delete(cc);
@@ -323,6 +584,9 @@ static void check_plan(llm_job *j, ag_step *s, const char *answer)
     if (probs.len || plan == NULL) {
         char msg[1500];
         snprintf(msg, sizeof msg, "%s", probs.len ? probs.data : "invalid plan");
+        size_t ml = strlen(msg);
+        while (ml > 0 && (msg[ml - 1] == ' ' || msg[ml - 1] == ';'))
+            msg[--ml] = '\0'; /* the list's last separator */
         dt_buf_free(&probs);
         cJSON_Delete(j0);
         cJSON_Delete(plan);
@@ -351,9 +615,37 @@ static void plan_done(const llm_result *res, void *ud)
         return;
     }
     account(s, res);
+    say_usage(j, s, res);
     if (!res->ok) {
         if (dt_streq(res->error, "cancelled")) {
             job_free(j);
+            return;
+        }
+        if (j->format && j->answer.len == 0 &&
+            (dt_streq(res->error, "bad_request") ||
+             (res->message && strstr(res->message, "response_format")))) {
+            /* Endpoints differ: OpenAI, vLLM and llama.cpp's own server take
+             * {"type": "json_schema", ...}; llama-cpp-python's takes
+             * {"type": "json_object", "schema": ...}; some take neither. */
+            const char *was = dt_json_str(j->format, "type", "");
+            cJSON *next = NULL;
+            if (dt_streq(was, "json_schema")) {
+                next = dt_json_obj();
+                dt_json_set_str(next, "type", "json_object");
+                dt_json_set_take(next, "schema",
+                                 cJSON_Duplicate(cJSON_GetObjectItem(
+                                                     cJSON_GetObjectItem(j->format, "json_schema"),
+                                                     "schema"),
+                                                 1));
+            }
+            ag_text(r, s, "\n[ditto] The endpoint refused response_format \"%s\" (%s): asking "
+                          "again %s.\n",
+                    was, res->message ? res->message : "bad request",
+                    next ? "with \"json_object\" and the schema" : "without structured output");
+            r->llm_format = next ? 1 : 2;
+            cJSON_Delete(j->format);
+            j->format = next;
+            send(j, plan_done);
             return;
         }
         fall_back(j, s, res);
@@ -375,14 +667,82 @@ static void send(llm_job *j, llm_done_fn *done)
         job_free(j);
         return;
     }
-    j->r->llm_request = llm_submit(cl, j->messages, on_delta, done, j);
+    ag_step *s = job_step(j);
+    if (s)
+        record_request(j, s);
+    j->r->llm_request = llm_submit_format(cl, j->messages, j->format, on_delta, done, j);
+}
+
+/* The planner's answer as structured output: prompts/plan.schema.json with
+ * the candidates' strategies as the only choices. NULL when the file is
+ * missing or bad (the prompt still says the format). */
+static cJSON *plan_format(ag_run *r, ag_step *s)
+{
+    if (r->llm_format == 2 || r->o.llm_config == NULL ||
+        ((llm_config *)r->o.llm_config)->api != LLM_OPENAI)
+        return NULL;
+    dt_err e = {0};
+    char *text = load_prompt("plan.schema.json", &e);
+    cJSON *schema = text ? dt_json_parse(text, strlen(text), "prompts/plan.schema.json", &e) : NULL;
+    free(text);
+    if (schema == NULL) {
+        ag_text(r, s, "[ditto] No structured output: %s.\n", e.msg);
+        return NULL;
+    }
+    cJSON *strat = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(schema, "properties"), "decision"),
+            "properties"),
+        "strategy");
+    if (strat) {
+        cJSON *names = dt_json_arr();
+        const cJSON *c;
+        cJSON_ArrayForEach(c, r->candidates)
+            cJSON_AddItemToArray(names, cJSON_CreateString(dt_json_str(c, "strategy", "")));
+        dt_json_set_take(strat, "enum", names);
+    }
+    /* the parameters any candidate has, as integers, and no others */
+    cJSON *params = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(schema, "properties"), "decision"),
+            "properties"),
+        "params");
+    if (params) {
+        cJSON *props = dt_json_obj();
+        const cJSON *c, *p;
+        cJSON_ArrayForEach(c, r->candidates)
+            cJSON_ArrayForEach(p, cJSON_GetObjectItem(c, "space"))
+                if (cJSON_GetObjectItem(props, p->string) == NULL) {
+                    cJSON *t = dt_json_obj();
+                    dt_json_set_str(t, "type", "integer");
+                    dt_json_set_take(props, p->string, t);
+                }
+        dt_json_set_take(params, "properties", props);
+        cJSON_DeleteItemFromObject(params, "additionalProperties");
+        dt_json_set_bool(params, "additionalProperties", 0);
+    }
+    cJSON *f = dt_json_obj();
+    if (r->llm_format == 1) {
+        dt_json_set_str(f, "type", "json_object");
+        dt_json_set_take(f, "schema", schema);
+        return f;
+    }
+    dt_json_set_str(f, "type", "json_schema");
+    cJSON *js = dt_json_obj();
+    dt_json_set_str(js, "name", "plan");
+    dt_json_set_take(js, "schema", schema);
+    dt_json_set_take(f, "json_schema", js);
+    return f;
 }
 
 void ag_llm_plan(ag_run *r, ag_step *s)
 {
     dt_err e = {0};
-    if (r->candidates == NULL)
+    if (r->candidates == NULL) {
         r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, &e);
+        if (r->candidates)
+            ag_narrow_spaces(r, s);
+    }
     char *tmpl = load_prompt("planner.txt", &e);
     if (r->candidates == NULL || tmpl == NULL) {
         free(tmpl);
@@ -390,7 +750,7 @@ void ag_llm_plan(ag_run *r, ag_step *s)
         return;
     }
     cJSON *slots = dt_json_obj();
-    common_slots(r, slots);
+    common_slots(r, slots, NULL);
     dt_buf c = DT_BUF_INIT;
     const cJSON *x;
     cJSON_ArrayForEach(x, r->candidates)
@@ -415,8 +775,10 @@ void ag_llm_plan(ag_run *r, ag_step *s)
     j->step_id = s->id;
     j->attempt = 1;
     j->messages = messages_with(prompt);
+    j->format = plan_format(r, s);
     free(prompt);
-    ag_text(r, s, "Asking the LLM to plan (layered: factors, trade-offs, decision).\n");
+    ag_text(r, s, "Asking the LLM to plan (layered: factors, trade-offs, decision)%s.\n",
+            j->format ? ", as structured output (prompts/plan.schema.json)" : "");
     send(j, plan_done);
 }
 
@@ -474,6 +836,11 @@ static void check_code(llm_job *j, ag_step *s, const char *answer)
         }
     }
     cJSON_Delete(rules);
+    if (ag_wishes_refuse(r, src, why, sizeof why)) {
+        free(src);
+        send_back(j, s, why, gen_done);
+        return;
+    }
     cJSON *art = dt_json_obj();
     dt_json_set_str(art, "source", src);
     dt_json_set_take(art, "params", cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
@@ -495,6 +862,7 @@ static void gen_done(const llm_result *res, void *ud)
         return;
     }
     account(s, res);
+    say_usage(j, s, res);
     if (!res->ok) {
         if (dt_streq(res->error, "cancelled")) {
             job_free(j);
@@ -523,9 +891,24 @@ void ag_llm_generate(ag_run *r, ag_step *s)
         return;
     }
     cJSON *slots = dt_json_obj();
-    common_slots(r, slots);
+    const char *fb = dt_json_str(s->inputs, "feedback", NULL);
+    common_slots(r, slots, fb);
+    /* The code the feedback is about, numbered as the compiler numbers it. */
+    if (fb && r->source) {
+        int v = 0;
+        for (int i = r->nsteps - 1; i >= 0 && v == 0; i--)
+            if (r->steps[i] != s && r->steps[i]->kind == AG_GENERATE &&
+                (r->steps[i]->status == AG_APPROVED || r->steps[i]->status == AG_EDITED))
+                v = r->steps[i]->version;
+        char *num = numbered(r->source);
+        char *head = dt_xasprintf("kernel_v%d.cu, the version the feedback is about:\n%s", v, num);
+        dt_json_set_str(slots, "code", head);
+        free(head);
+        free(num);
+    }
     cJSON *pl = cJSON_Duplicate(r->plan, 1);
     cJSON_DeleteItemFromObject(pl, "llm");
+    cJSON_DeleteItemFromObject(pl, "alternatives");
     char *ps = dt_json_print(pl, 1);
     cJSON_Delete(pl);
     dt_json_set_str(slots, "plan", ps);

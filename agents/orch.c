@@ -178,6 +178,10 @@ ag_run *ag_run_new(dt_loop *loop, const ag_opts *o, dt_err *e)
         r->o.tune_budget_variants = 24;
     if (r->o.tune_budget_s <= 0)
         r->o.tune_budget_s = 120;
+    if (r->o.max_reviews <= 0)
+        r->o.max_reviews = 10;
+    r->wishes = dt_json_arr();
+    r->dropped = dt_json_arr();
     r->exit_code = AG_EXIT_ERROR;
     snprintf(r->session, sizeof r->session, "%s",
              o->session_id && *o->session_id ? o->session_id : "unrecorded");
@@ -199,6 +203,7 @@ static void step_free(ag_step *s)
     cJSON_Delete(s->artifact);
     dt_buf_free(&s->reasoning);
     free(s->reason);
+    free(s->draft);
     free(s);
 }
 
@@ -226,6 +231,12 @@ void ag_run_free(ag_run *r)
     free(r->source);
     for (int i = 0; i < AG_NKINDS; i++)
         dt_buf_free(&r->feedback[i]);
+    cJSON_Delete(r->wishes);
+    cJSON_Delete(r->dropped);
+    dt_buf_free(&r->news);
+    dt_buf_free(&r->reasons);
+    free(r->review_note);
+    free(r->kernel_option);
     sp_spec_clear(&r->spec);
     cJSON_Delete(r->outbox);
     free(r);
@@ -291,7 +302,6 @@ void ag_worker_call(ag_run *r, ag_step *s, cJSON *req, double deadline_s, ag_rep
 
 cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params)
 {
-    (void)r;
     cJSON *k = dt_json_obj();
     dt_json_set_str(k, "source", source);
     char name[64];
@@ -299,6 +309,12 @@ cJSON *ag_kernel_obj(ag_run *r, const char *source, const cJSON *params)
     dt_json_set_str(k, "name", name);
     if (params)
         dt_json_set_take(k, "params", cJSON_Duplicate(params, 1));
+    if (r->kernel_option) {
+        /* a reviewer asked for fewer registers (ag_wishes_from_reason) */
+        cJSON *opts = dt_json_arr();
+        cJSON_AddItemToArray(opts, cJSON_CreateString(r->kernel_option));
+        dt_json_set_take(k, "options", opts);
+    }
     return k;
 }
 
@@ -365,6 +381,57 @@ static void emit_artifact(ag_run *r, ag_step *s)
     ag_emit(r, e);
 }
 
+/* Line n (1-based) of text, without its newline, into out. */
+static void source_line(const char *text, int n, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (int i = 1; text && i < n; i++) {
+        text = strchr(text, '\n');
+        if (text)
+            text++;
+    }
+    if (text == NULL || n < 1)
+        return;
+    size_t l = strcspn(text, "\n");
+    snprintf(out, len, "%.*s", (int)(l < len - 1 ? l : len - 1), text);
+}
+
+/* A failed step says so at its gate: the error, and for a kernel the
+ * source line it names, then what can be done. */
+static void show_failure(ag_run *r, ag_step *s)
+{
+    ag_text(r, s, "\nThis step FAILED: %s.\n", s->reason ? s->reason : "no reason given");
+    const char *src = r->source;
+    if (s->kind == AG_GENERATE)
+        src = dt_json_str(s->artifact, "source", NULL);
+    int shown = 0;
+    const cJSON *d;
+    const cJSON *lists[2] = {cJSON_GetObjectItem(cJSON_GetObjectItem(s->artifact, "nvrtc"),
+                                                 "diagnostics"),
+                             cJSON_GetObjectItem(s->artifact, "rules")};
+    for (int l = 0; l < 2; l++) {
+        cJSON_ArrayForEach(d, lists[l])
+        {
+            if (!dt_streq(dt_json_str(d, "severity", "error"), "error") || shown >= 5)
+                continue;
+            int line = (int)dt_json_num(d, "line", 0);
+            char text[240];
+            source_line(src, line, text, sizeof text);
+            ag_text(r, s, "  line %d: %s\n", line, dt_json_str(d, "message", ""));
+            if (text[0])
+                ag_text(r, s, "  %5d | %s\n", line, text);
+            shown++;
+        }
+    }
+    if (any_gate_asks(r, s->kind))
+        ag_text(r, s, "A failed step cannot be approved: send it back with feedback (r REASON), "
+                      "%sor stop (s).\n",
+                s->kind == AG_PLAN || s->kind == AG_GENERATE || s->kind == AG_COMPILE ||
+                        s->kind == AG_VERIFY
+                    ? "edit it (e), "
+                    : "");
+}
+
 void ag_complete(ag_run *r, ag_step *s, cJSON *artifact, int ok, const char *why)
 {
     if (r->done || s != r->cur)
@@ -396,24 +463,45 @@ void ag_complete(ag_run *r, ag_step *s, cJSON *artifact, int ok, const char *why
         apply_decision(r, AG_STOP, "person", NULL, NULL);
         return;
     }
-    /* The gate: a review function (Lua) first, then the person, else auto. */
-    if (any_gate_asks(r, s->kind)) {
-        if (r->o.reviewer) {
-            dt_buf reason = DT_BUF_INIT;
-            int d = r->o.reviewer(r, s, &reason, r->o.reviewer_ud);
-            if (d == AG_APPROVE || d == AG_REJECT) {
-                apply_decision(r, (ag_decision)d, "lua", NULL,
-                               reason.len ? reason.data : "rejected by a review hook");
-                dt_buf_free(&reason);
-                return;
-            }
+    /* The gate: the review functions (Lua) always run -- "auto" means no
+     * person, never no hooks -- then the person, else auto. */
+    if (r->o.reviewer) {
+        dt_buf reason = DT_BUF_INIT;
+        int d = r->o.reviewer(r, s, &reason, r->o.reviewer_ud);
+        if (d == AG_REJECT || (d == AG_APPROVE && s->ok)) {
+            apply_decision(r, (ag_decision)d, "lua", NULL,
+                           reason.len ? reason.data : "rejected by a review hook");
             dt_buf_free(&reason);
+            return;
         }
+        if (d == AG_APPROVE)
+            ag_text(r, s, "A review hook approved this step, but it failed: a failed step is "
+                          "never approved.\n");
+        dt_buf_free(&reason);
+    }
+    if (!s->ok)
+        show_failure(r, s);
+    if (any_gate_asks(r, s->kind)) {
         s->status = AG_AWAITING;
         r->awaiting = 1;
         cJSON *e = event("awaiting_review", s);
         dt_json_set_str(e, "policy", "ask");
+        if (!s->ok) {
+            dt_json_set_bool(e, "failed", 1);
+            dt_json_set_str(e, "why", s->reason);
+            cJSON *opts = dt_json_arr();
+            cJSON_AddItemToArray(opts, cJSON_CreateString("reject"));
+            if (s->kind == AG_PLAN || s->kind == AG_GENERATE || s->kind == AG_COMPILE ||
+                s->kind == AG_VERIFY)
+                cJSON_AddItemToArray(opts, cJSON_CreateString("edit"));
+            cJSON_AddItemToArray(opts, cJSON_CreateString("stop"));
+            dt_json_set_take(e, "options", opts);
+        }
         ag_emit(r, e);
+        return;
+    }
+    if (!s->ok) {
+        apply_decision(r, AG_REJECT, "auto", NULL, s->reason ? s->reason : "failed");
         return;
     }
     apply_decision(r, AG_APPROVE, "auto", NULL, NULL);
@@ -460,6 +548,34 @@ static void run_profile(ag_run *r, ag_step *s)
 
 /* ---- the constraint checker ------------------------------------------------------------- */
 
+/* Run the hooks' custom rules on source, each finding a diagnostic (source
+ * "lua") and a line of the step's reasoning. Returns the findings (caller
+ * frees), an empty array when there are no rules. */
+static cJSON *custom_rules(ag_run *r, ag_step *s, const char *source, const char *what)
+{
+    if (r->o.rules == NULL)
+        return dt_json_arr();
+    dt_buf errs = DT_BUF_INIT;
+    cJSON *found = r->o.rules(r, source, &errs, r->o.hook_ud);
+    if (found == NULL)
+        found = dt_json_arr();
+    if (errs.len)
+        ag_diagnostic(r, s, "warning", "lua", "rule", 0, errs.data, NULL);
+    dt_buf_free(&errs);
+    ag_text(r, s, "Custom rules (ditto.rule) on %s: %d finding(s).\n", what,
+            cJSON_GetArraySize(found));
+    const cJSON *f;
+    cJSON_ArrayForEach(f, found)
+    {
+        int line = (int)dt_json_num(f, "line", 0);
+        ag_text(r, s, "  [%s] %s line %d: %s\n", dt_json_str(f, "id", ""),
+                dt_json_str(f, "severity", "warning"), line, dt_json_str(f, "message", ""));
+        ag_diagnostic(r, s, dt_json_str(f, "severity", "warning"), "lua", dt_json_str(f, "id", ""),
+                      line, dt_json_str(f, "message", ""), NULL);
+    }
+    return found;
+}
+
 /* The spec of the run's GPU. With say, a "gpu": "auto" that had to take
  * another part's limits (no file for the device) says so in the log. */
 static hw_spec *run_hw(ag_run *r, int say)
@@ -476,6 +592,11 @@ static hw_spec *run_hw(ag_run *r, int say)
     if (say && warn[0] && r->gpu_name[0])
         ag_log(r, "warning", "gpu auto: %s", warn);
     return g;
+}
+
+hw_spec *ag_run_hw(ag_run *r)
+{
+    return run_hw(r, 0);
 }
 
 static void report_vars(ag_run *r, gpu_vars *v)
@@ -575,6 +696,36 @@ static void run_check(ag_run *r, ag_step *s)
     hw_spec_free(g);
     if (have_c)
         gpu_contract_clear(&c);
+    /* The hooks' custom rules (ditto.rule) on the kernel this plan will
+     * instantiate. An error is a violation when the expert writes the code
+     * (it cannot change a template); an LLM coder writes its own, and the
+     * compile step checks that. */
+    if (r->o.rules && tpl) {
+        dt_err ie = {0};
+        char *inst = ag_instantiate(tpl, params, &ie);
+        if (inst) {
+            int expert = !dt_streq(r->o.backend, "llm") || r->llm_fallback;
+            cJSON *found = custom_rules(r, s, inst, "the planned kernel (the template as it is)");
+            const cJSON *f;
+            cJSON_ArrayForEach(f, found)
+            {
+                int err = dt_streq(dt_json_str(f, "severity", ""), "error");
+                if (err && !expert)
+                    ag_text(r, s, "  the code generator must not copy line %d as it is: the "
+                                  "compile step checks [%s] on its kernel.\n",
+                            (int)dt_json_num(f, "line", 0), dt_json_str(f, "id", ""));
+                if (err && expert) {
+                    char msg[400];
+                    snprintf(msg, sizeof msg, "custom rule %s: line %d: %s",
+                             dt_json_str(f, "id", ""), (int)dt_json_num(f, "line", 0),
+                             dt_json_str(f, "message", ""));
+                    cJSON_AddItemToArray(viol, cJSON_CreateString(msg));
+                }
+            }
+            dt_json_set_take(art, "custom_rules", found);
+            free(inst);
+        }
+    }
     int nv = cJSON_GetArraySize(viol);
     dt_json_set_take(art, "violations", viol);
     if (nv == 0)
@@ -668,6 +819,13 @@ static void run_compile(ag_run *r, ag_step *s)
                       dt_json_str(f, "explanation", NULL));
     }
     ag_text(r, s, "Static rules: %d finding(s), %d error(s).\n", cJSON_GetArraySize(rules), errors);
+    cJSON *found = custom_rules(r, s, r->source, "the kernel");
+    cJSON *f2;
+    while ((f2 = cJSON_DetachItemFromArray(found, 0)) != NULL) {
+        errors += dt_streq(dt_json_str(f2, "severity", ""), "error");
+        cJSON_AddItemToArray(rules, f2);
+    }
+    cJSON_Delete(found);
     dt_json_set_take(art, "rules", rules);
     dt_json_set_int(art, "rule_errors", errors);
     s->artifact = art; /* completed in compile_done */
@@ -958,10 +1116,8 @@ static void run_step(ag_run *r, ag_step *s)
     }
 }
 
-static void start_step(ag_run *r, ag_kind kind)
+static void start_one(ag_run *r, ag_kind kind)
 {
-    if (r->done)
-        return;
     ag_step *s = new_step(r, kind);
     r->cur = s;
     if (kind == AG_GENERATE) {
@@ -989,7 +1145,34 @@ static void start_step(ag_run *r, ag_kind kind)
         ag_diagnostic(r, s, "warning", "lua", "hook", 0, errs.data, NULL);
     dt_buf_free(&log);
     dt_buf_free(&errs);
+    if (r->news.len) {
+        ag_text(r, s, "%s", r->news.data);
+        dt_buf_reset(&r->news);
+    }
     run_step(r, s);
+}
+
+/* Steps that finish at once (a plan, a hook's rejection) start the next one
+ * from inside this one: that start is queued and run here, in a loop, so
+ * that any number of review rounds never deepens the stack. */
+static void start_step(ag_run *r, ag_kind kind)
+{
+    if (r->done)
+        return;
+    if (r->running) {
+        r->queued = (int)kind + 1;
+        return;
+    }
+    r->running = 1;
+    for (;;) {
+        start_one(r, kind);
+        if (r->queued == 0 || r->done)
+            break;
+        kind = (ag_kind)(r->queued - 1);
+        r->queued = 0;
+    }
+    r->queued = 0;
+    r->running = 0;
 }
 
 static void transition(ag_run *r, ag_kind from, ag_kind to, int edge, const char *reason)
@@ -1021,8 +1204,8 @@ static int take_edge(ag_run *r, ag_edge edge, ag_kind from, ag_kind to, const ch
 /* Move on to the next candidate template, or finish when none is left. */
 static void next_candidate(ag_run *r, ag_kind from, const char *why)
 {
-    int n = cJSON_GetArraySize(r->candidates);
-    if (r->cand_index + 1 < n && r->generate_count < r->o.max_iterations &&
+    ag_drop_strategy(r, dt_json_str(r->plan, "strategy", ""), why);
+    if (ag_candidates_left(r) > 0 && r->generate_count < r->o.max_iterations &&
         r->edge_count[EDGE_GENERATE_PLAN] < r->o.max_edge + 2) {
         r->cand_index++;
         r->plan_generates = 0;
@@ -1052,7 +1235,11 @@ static void advance(ag_run *r, ag_step *s)
         return;
     case AG_PLAN:
         if (!s->ok) {
-            finish(r, AG_EXIT_ERROR, "no plan: %s", why);
+            if (r->candidates && ag_candidates_left(r) == 0)
+                finish(r, r->best ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED,
+                       "no plan: every candidate was rejected or failed (%s)", why);
+            else
+                finish(r, AG_EXIT_ERROR, "no plan: %s", why);
             return;
         }
         transition(r, AG_PLAN, AG_CHECK, -1, "plan approved");
@@ -1091,6 +1278,9 @@ static void advance(ag_run *r, ag_step *s)
                     dt_buf_printf(&r->feedback[AG_GENERATE], "line %d: rule %s: %s\n",
                                   dt_json_int(d, "line", 0), dt_json_str(d, "id", ""),
                                   dt_json_str(d, "message", ""));
+            if (r->review_note)
+                dt_buf_printf(&r->feedback[AG_GENERATE], "A reviewer sent it back: %s\n",
+                              r->review_note);
             if (take_edge(r, EDGE_COMPILE_GENERATE, AG_COMPILE, AG_GENERATE, why) != 0)
                 next_candidate(r, AG_COMPILE, why);
             return;
@@ -1119,6 +1309,9 @@ static void advance(ag_run *r, ag_step *s)
                 if (!dt_json_bool(c, "passed", 0))
                     dt_buf_printf(&r->feedback[AG_GENERATE], "- %s: %s\n",
                                   dt_json_str(c, "name", ""), dt_json_str(c, "detail", "failed"));
+            if (r->review_note)
+                dt_buf_printf(&r->feedback[AG_GENERATE], "A reviewer sent it back: %s\n",
+                              r->review_note);
             if (take_edge(r, EDGE_VERIFY_GENERATE, AG_VERIFY, AG_GENERATE, why) != 0)
                 next_candidate(r, AG_VERIFY, why);
             return;
@@ -1136,8 +1329,10 @@ static void advance(ag_run *r, ag_step *s)
             char msg[1400];
             snprintf(msg, sizeof msg, "%.2fx is below the goal of %.2fx: %s", sp,
                      r->o.goal_speedup, dt_json_str(s->artifact, "diagnosis", ""));
-            int n = cJSON_GetArraySize(r->candidates);
-            if (r->cand_index + 1 < n && r->edge_count[EDGE_MEASURE_PLAN] < r->o.max_edge) {
+            if (r->edge_count[EDGE_MEASURE_PLAN] < r->o.max_edge) {
+                ag_drop_strategy(r, dt_json_str(r->plan, "strategy", ""), msg);
+            }
+            if (ag_candidates_left(r) > 0 && r->edge_count[EDGE_MEASURE_PLAN] < r->o.max_edge) {
                 r->edge_count[EDGE_MEASURE_PLAN]++;
                 r->cand_index++;
                 r->plan_generates = 0;
@@ -1239,6 +1434,9 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         emit_artifact(r, s);
         break;
     case AG_REJECT:
+        /* a failed step sent on by nobody keeps its own name */
+        s->status = !s->ok && dt_streq(by, "auto") ? AG_FAILED : AG_REJECTED;
+        break;
     case AG_RETRY:
         s->status = AG_REJECTED;
         break;
@@ -1246,13 +1444,15 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         s->status = AG_REJECTED;
         break;
     }
-    if (reason && d == AG_REJECT) {
+    int sent_back = d == AG_REJECT && !s->ok; /* a failed step: its feedback edge */
+    if (reason && d == AG_REJECT && !sent_back) {
         free(s->reason);
         s->reason = dt_xstrdup(reason);
     }
     cJSON *f = event("step_finished", s);
     dt_json_set_str(f, "status", s->status == AG_APPROVED ? "approved"
                                  : s->status == AG_EDITED ? "edited"
+                                 : s->status == AG_FAILED ? "failed"
                                                           : "rejected");
     dt_json_set_bool(f, "ok", s->ok);
     dt_json_set_num(f, "seconds", (s->t1 > 0 ? s->t1 : dt_now()) - s->t0);
@@ -1271,18 +1471,61 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
         finish(r, AG_EXIT_STOPPED, "stopped by %s at %s", by, ag_kind_name(s->kind));
         return;
     }
-    if (d == AG_REJECT || d == AG_RETRY) {
-        if (d == AG_REJECT && reason) {
-            dt_buf_reset(&r->feedback[s->kind]);
-            dt_buf_printf(&r->feedback[s->kind], "A reviewer rejected the previous attempt: %s\n",
-                          reason);
+    int by_reviewer = d == AG_REJECT && !dt_streq(by, "auto") && reason && *reason;
+    int wish_level = 0;
+    if (by_reviewer) {
+        /* Every reason is kept for the session: verbatim for the LLM, read
+         * for what it asks by the expert. */
+        dt_buf_printf(&r->reasons, "- at the %s review (v%d, by %s): %s\n", ag_kind_name(s->kind),
+                      s->version, dt_streq(by, "lua") ? "a review hook" : "a person", reason);
+        wish_level = ag_wishes_from_reason(r, s->kind, reason);
+        if (++r->reviews[s->kind] > r->o.max_reviews) {
+            finish(r, r->best ? AG_EXIT_OK : AG_EXIT_NOT_VERIFIED,
+                   "the %s step was rejected %d times, more than the cap of %d (max_reviews): "
+                   "stopping; the last reason: %s",
+                   ag_kind_name(s->kind), r->reviews[s->kind], r->o.max_reviews, reason);
+            return;
         }
-        if (s->kind == AG_PLAN && d == AG_REJECT)
-            r->cand_index++; /* the expert tries the next candidate */
+    }
+    if (sent_back) {
+        free(r->review_note);
+        r->review_note = by_reviewer ? dt_xstrdup(reason) : NULL;
+        advance(r, s);
+        free(r->review_note);
+        r->review_note = NULL;
+        return;
+    }
+    if (d == AG_REJECT || d == AG_RETRY) {
+        ag_kind to = s->kind;
         char msg[600];
         snprintf(msg, sizeof msg, "%s: %s", d == AG_REJECT ? "rejected" : "retry",
                  reason ? reason : "");
-        transition(r, s->kind, s->kind, -1, msg);
+        if (d == AG_REJECT && (s->kind == AG_PLAN || s->kind == AG_CHECK)) {
+            /* the plan goes back to the architect, without the rejected
+             * strategy -- unless only its parameters were asked about */
+            if (wish_level != 1)
+                ag_drop_strategy(r, dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan,
+                                                "strategy", ""),
+                                 msg);
+            to = AG_PLAN;
+        } else if (d == AG_REJECT &&
+                   (s->kind == AG_COMPILE || s->kind == AG_VERIFY || s->kind == AG_MEASURE)) {
+            /* compiling, verifying or timing the same source again gives the
+             * same answer: the code generator gets the reason instead */
+            to = AG_GENERATE;
+            if (r->generate_count >= r->o.max_iterations) {
+                dt_buf_printf(&r->feedback[AG_PLAN], "A reviewer rejected the %s step: %s\n",
+                              ag_kind_name(s->kind), reason ? reason : "");
+                next_candidate(r, s->kind, msg);
+                return;
+            }
+        }
+        if (d == AG_REJECT && reason) {
+            dt_buf_reset(&r->feedback[to]);
+            dt_buf_printf(&r->feedback[to], "A reviewer rejected the previous attempt: %s\n",
+                          reason);
+        }
+        transition(r, s->kind, to, -1, msg);
         return;
     }
     adopt(r, s);
@@ -1294,31 +1537,134 @@ static void apply_decision(ag_run *r, ag_decision d, const char *by, const cJSON
     advance(r, s);
 }
 
+/* Keep a refused edit as the step's draft and say in its reasoning why it
+ * was refused. Returns -1. */
+static int refuse_edit(ag_run *r, ag_step *s, const cJSON *artifact, dt_err *e)
+{
+    free(s->draft);
+    s->draft = cJSON_IsString(artifact) ? dt_xstrdup(artifact->valuestring)
+                                        : dt_json_print(artifact, 1);
+    ag_text(r, s, "\nYour edit was refused: %s. Your text is kept: the next edit reopens it.\n",
+            e->msg);
+    return -1;
+}
+
+/* An edited kernel must keep the plan's launch contract: the worker binds
+ * buffers by it. 0, or -1 with e set. */
+static int kernel_edit_check(ag_run *r, const char *src, dt_err *e)
+{
+    gpu_contract c;
+    if (gpu_contract_from_source(src, &c, e) != 0)
+        return -1;
+    gpu_contract_clear(&c);
+    cJSON *rules = ag_static_rules(src, cJSON_GetObjectItem(r->plan, "contract"));
+    const cJSON *f;
+    int bad = 0;
+    cJSON_ArrayForEach(f, rules)
+    {
+        if (!bad && dt_streq(dt_json_str(f, "id", ""), "contract-changed")) {
+            dt_err_set(e, "line %d: %s: the kernel must keep the plan's contract (template %s); "
+                          "to change it, edit the plan's strategy instead",
+                       (int)dt_json_num(f, "line", 0), dt_json_str(f, "message", ""),
+                       dt_json_str(r->plan, "template", "?"));
+            bad = 1;
+        }
+    }
+    cJSON_Delete(rules);
+    return bad ? -1 : 0;
+}
+
+/* A person edited the kernel at a compile or verify gate: that step ends,
+ * the text becomes a new kernel version (a generate step, edited), and it
+ * is compiled. */
+static void edit_kernel(ag_run *r, ag_step *s, const char *src)
+{
+    r->awaiting = 0;
+    cJSON *e = event("decision", s);
+    dt_json_set_str(e, "decision", "edit");
+    dt_json_set_str(e, "by", "person");
+    dt_json_set_str(e, "reason", "the kernel source was edited: it becomes a new version");
+    ag_emit(r, e);
+    s->status = AG_REJECTED;
+    cJSON *f = event("step_finished", s);
+    dt_json_set_str(f, "status", "rejected");
+    dt_json_set_bool(f, "ok", s->ok);
+    dt_json_set_num(f, "seconds", (s->t1 > 0 ? s->t1 : dt_now()) - s->t0);
+    ag_emit(r, f);
+    r->cur = NULL;
+    dt_buf_printf(&r->reasons, "- at the %s review (v%d, by a person): edited the kernel source\n",
+                  ag_kind_name(s->kind), s->version);
+    ag_step *g = new_step(r, AG_GENERATE);
+    r->cur = g;
+    r->generate_count++;
+    r->plan_generates++;
+    r->kernel_version = g->version;
+    g->inputs = dt_json_obj();
+    dt_json_set_int(g->inputs, "edited_from_step", s->id);
+    cJSON *st = event("step_started", g);
+    dt_json_set_str(st, "kind", ag_kind_name(AG_GENERATE));
+    dt_json_set_int(st, "version", g->version);
+    dt_json_set_str(st, "agent", "a person");
+    dt_json_set_take(st, "inputs", cJSON_Duplicate(g->inputs, 1));
+    ag_emit(r, st);
+    ag_text(r, g, "The kernel was edited by a person at the %s review of v%d.\n",
+            ag_kind_name(s->kind), s->version);
+    g->artifact = dt_json_obj();
+    dt_json_set_str(g->artifact, "source", src);
+    dt_json_set_take(g->artifact, "params",
+                     cJSON_Duplicate(cJSON_GetObjectItem(r->plan, "params"), 1));
+    dt_json_set_str(g->artifact, "template", dt_json_str(r->plan, "template", ""));
+    dt_json_set_bool(g->artifact, "ok", 1);
+    dt_json_set_bool(g->artifact, "edited", 1);
+    g->ok = 1;
+    g->t1 = dt_now();
+    emit_artifact(r, g);
+    cJSON *text = cJSON_CreateString(src);
+    apply_decision(r, AG_EDIT, "person", text, NULL);
+    cJSON_Delete(text);
+}
+
 int ag_decide(ag_run *r, ag_decision d, const cJSON *artifact, const char *reason, dt_err *e)
 {
     ag_step *s = r->cur;
     if (s == NULL || !r->awaiting)
         return dt_err_set(e, "no step is awaiting review");
+    if (d == AG_APPROVE && !s->ok)
+        return dt_err_set(e, "%s v%d failed (%s): a failed step cannot be approved; send it back "
+                             "with feedback (r REASON), %sor stop (s)",
+                          ag_kind_name(s->kind), s->version, s->reason ? s->reason : "?",
+                          s->kind == AG_PLAN || s->kind == AG_GENERATE || s->kind == AG_COMPILE ||
+                                  s->kind == AG_VERIFY
+                              ? "edit it (e), "
+                              : "");
     if (d == AG_EDIT) {
-        if (s->kind == AG_GENERATE) {
+        if (s->kind == AG_GENERATE || ((s->kind == AG_COMPILE || s->kind == AG_VERIFY) && !s->ok)) {
             if (!cJSON_IsString(artifact))
                 return dt_err_set(e, "an edit of the kernel needs the new source text");
-            gpu_contract c;
-            if (gpu_contract_from_source(artifact->valuestring, &c, e) != 0)
-                return -1;
-            gpu_contract_clear(&c);
-        } else if (s->kind == AG_PLAN) {
-            dt_buf probs = DT_BUF_INIT;
-            if (ag_plan_validate(r, artifact, &probs) != 0) {
-                dt_err_set(e, "the edited plan is invalid: %s", dt_buf_str(&probs));
-                dt_buf_free(&probs);
-                return -1;
+            if (kernel_edit_check(r, artifact->valuestring, e) != 0)
+                return refuse_edit(r, s, artifact, e);
+            free(s->draft);
+            s->draft = NULL;
+            if (s->kind != AG_GENERATE) {
+                edit_kernel(r, s, artifact->valuestring);
+                return 0;
             }
-            dt_buf_free(&probs);
+        } else if (s->kind == AG_PLAN) {
+            cJSON *plan = ag_plan_rederive(r, artifact, e);
+            if (plan == NULL)
+                return refuse_edit(r, s, artifact, e);
+            free(s->draft);
+            s->draft = NULL;
+            apply_decision(r, d, "person", plan, reason);
+            cJSON_Delete(plan);
+            return 0;
         } else {
             return dt_err_set(e, "only the plan and the kernel source can be edited (this is the "
-                                 "%s step)",
-                              ag_kind_name(s->kind));
+                                 "%s step%s)",
+                              ag_kind_name(s->kind),
+                              s->kind == AG_COMPILE || s->kind == AG_VERIFY
+                                  ? "; its kernel can be edited when it failed"
+                                  : "");
         }
     }
     if (d == AG_REJECT && (reason == NULL || *reason == '\0'))
@@ -1335,7 +1681,10 @@ const ag_step *ag_awaiting(const ag_run *r)
 void ag_approve_rest(ag_run *r)
 {
     r->approve_rest = 1;
-    if (r->awaiting)
+    /* a failed step is sent on along its feedback edge, never approved */
+    if (r->awaiting && r->cur && !r->cur->ok)
+        apply_decision(r, AG_REJECT, "auto", NULL, r->cur->reason ? r->cur->reason : "failed");
+    else if (r->awaiting)
         apply_decision(r, AG_APPROVE, "person", NULL, NULL);
 }
 
@@ -1508,9 +1857,36 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                 if (s->kind == AG_VERIFY && s->ok)
                     r->verified_any = 1;
                 last = s;
+            } else if (strcmp(st, "failed") == 0 ||
+                       (!dt_json_bool(ev, "ok", 1) && s->artifact && !s->ok &&
+                        s->kind != AG_PLAN)) {
+                /* failed, or failed and sent back by a reviewer: resume
+                 * takes its feedback edge, never redoes it unchanged */
+                s->status = AG_FAILED;
+                s->ok = 0;
+                free(s->reason);
+                s->reason = dt_xstrdup(dt_json_str(s->artifact, "why", "failed"));
+                last = s;
             } else {
                 s->status = AG_REJECTED;
                 last = s;
+            }
+        } else if (strcmp(type, "decision") == 0) {
+            /* what reviewers said is kept across a resume too */
+            ag_step *s = step_by_id(r, sid);
+            const char *by = dt_json_str(ev, "by", "auto");
+            const char *why = dt_json_str(ev, "reason", NULL);
+            if (s && dt_streq(dt_json_str(ev, "decision", ""), "reject") && !dt_streq(by, "auto") &&
+                why && *why) {
+                dt_buf_printf(&r->reasons, "- at the %s review (v%d, by %s): %s\n",
+                              ag_kind_name(s->kind), s->version,
+                              dt_streq(by, "lua") ? "a review hook" : "a person", why);
+                if (r->candidates == NULL && r->report)
+                    r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, NULL);
+                ag_wishes_from_reason(r, s->kind, why);
+                r->reviews[s->kind]++;
+                if (s->kind == AG_PLAN)
+                    ag_drop_strategy(r, dt_json_str(s->artifact, "strategy", ""), why);
             }
         } else if (strcmp(type, "transition") == 0) {
             const char *edge = dt_json_str(ev, "edge", NULL);
@@ -1566,8 +1942,17 @@ static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
     r->cur = NULL;
     if (last == NULL) {
         start_step(r, AG_PROFILE);
+    } else if (last->status == AG_FAILED) {
+        ag_log(r, "info", "resumed after step %d (%s v%d failed)", last->id,
+               ag_kind_name(last->kind), last->version);
+        advance(r, last);
     } else if (last->status == AG_REJECTED) {
-        transition(r, last->kind, last->kind, -1, "resumed: re-running the rejected step");
+        ag_kind to = last->kind;
+        if (to == AG_CHECK)
+            to = AG_PLAN;
+        else if (to == AG_COMPILE || to == AG_VERIFY || to == AG_MEASURE)
+            to = AG_GENERATE; /* never the same source again */
+        transition(r, last->kind, to, -1, "resumed: after the rejected step");
     } else if (r->resume_failed && !last->ok) {
         /* The run ended on this step's failure (a worker that died twice,
          * an LLM that did not answer): try it again rather than take the
@@ -1596,6 +1981,7 @@ int ag_run_start(ag_run *r, const cJSON *resume_events, dt_err *e)
         if (r->report) {
             cJSON_Delete(r->candidates);
             r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, e);
+            ag_narrow_spaces(r, NULL);
             /* cand_index: the candidate of the current plan */
             const char *strat = dt_json_str(r->plan, "strategy", "");
             int i = 0;
@@ -1681,6 +2067,11 @@ const char *ag_step_reasoning(const ag_step *s)
 const cJSON *ag_step_artifact(const ag_step *s)
 {
     return s->artifact;
+}
+
+const char *ag_step_draft(const ag_step *s)
+{
+    return s->draft;
 }
 
 cJSON *ag_step_view(const ag_run *r, const ag_step *s)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *top_keys[] = {"backend", "review", "llm", "workers", "tune", "goal_speedup",
-                                 "max_iterations", "hooks"};
+                                 "max_iterations", "max_reviews", "hooks"};
 
 int cli_ship_mode(const cJSON *workers)
 {
@@ -58,7 +58,7 @@ cJSON *cli_config_load(dt_buf *problems)
         if (!known)
             dt_buf_printf(problems,
                           "%s: $.%s: unknown key (keys: backend, review, llm, workers, tune, "
-                          "goal_speedup, max_iterations, hooks)\n",
+                          "goal_speedup, max_iterations, max_reviews, hooks)\n",
                           path, it->string);
     }
     const cJSON *w = cJSON_GetObjectItem(c, "workers");

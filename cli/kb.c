@@ -14,7 +14,7 @@ const char cli_kb_usage[] =
     "       ditto kb show ID [--json]\n"
     "       ditto kb approve ID [--note TEXT] [--reviewer NAME]\n"
     "       ditto kb reject ID --note TEXT [--reviewer NAME]\n"
-    "       ditto kb import FILE [--as-proposed]\n"
+    "       ditto kb import FILE\n"
     "       ditto kb export [--status S] [--out FILE]\n"
     "       ditto kb retrieve --op OP [--dtype T] [--cc M.m] [--features JSON | --matrix MATRIX]\n"
     "                         [--n N] [--kind K] [--max N] [--json]\n"
@@ -34,12 +34,14 @@ const char cli_kb_usage[] =
     "  approve    mark an entry approved (reviewer: --reviewer, else $USER)\n"
     "  reject     mark an entry rejected; the note saying why is required\n"
     "  import     add the entries of a JSON file (one entry or an array); nothing is\n"
-    "             imported unless every entry is valid. --as-proposed: they arrive as\n"
-    "             proposed, to be reviewed\n"
+    "             imported unless every entry is valid. They always arrive as proposed\n"
+    "             (someone else's approval is no review here): approve them with 'kb\n"
+    "             approve'. (--as-proposed is still accepted; it is what import does.)\n"
     "  export     entries as a JSON array (stdout, or FILE with --out)\n"
     "  retrieve   approved entries that apply to an op (and dtype, compute capability),\n"
-    "             ranked by distance from the features: 0 means inside every range of\n"
-    "             the entry. --features takes an object such as '{\"row_cv\": 3.1}';\n"
+    "             ranked by distance from the features (0 means inside every range of\n"
+    "             the entry), then by how many of its ranges hold (an entry about this\n"
+    "             problem before one that merely does not conflict). --features takes an object such as '{\"row_cv\": 3.1}';\n"
     "             --matrix computes the features from a matrix (file or generator); --n\n"
     "             sets the feature n (SpMM N / SDDMM K; 32 with --matrix). --max: at most\n"
     "             N entries (default 10, 0 for all)\n"
@@ -378,10 +380,9 @@ static int kb_cmd_review(int argc, char **argv, const char *status)
 static int kb_cmd_import(int argc, char **argv)
 {
     const char *file = NULL;
-    int as_proposed = 0;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--as-proposed") == 0)
-            as_proposed = 1;
+            continue; /* the only way to import now */
         else if (argv[i][0] == '-')
             return cli_usage_error("kb import", "unknown option '%s'", argv[i]);
         else if (file == NULL)
@@ -397,7 +398,7 @@ static int kb_cmd_import(int argc, char **argv)
         return CLI_FAIL;
     dt_buf problems = DT_BUF_INIT;
     dt_err e = {0};
-    int n = kb_import(k, file, as_proposed, &problems, &e);
+    int n = kb_import(k, file, &problems, &e);
     fputs(dt_buf_str(&problems), stderr);
     dt_buf_free(&problems);
     if (n < 0) {
@@ -410,11 +411,9 @@ static int kb_cmd_import(int argc, char **argv)
                "unchanged\n",
                file);
     else
-        printf("imported %d entr%s from %s into %s%s\n", n, n == 1 ? "y" : "ies", file,
-               kb_user_dir(k),
-               as_proposed ? " (as proposed: review them with 'ditto kb list "
-                             "--status proposed')"
-                           : "");
+        printf("imported %d entr%s from %s into %s, as proposed: review them with 'ditto kb "
+               "list --status proposed' and 'ditto kb approve ID'\n",
+               n, n == 1 ? "y" : "ies", file, kb_user_dir(k));
     kb_close(k);
     return CLI_OK;
 }
@@ -714,7 +713,8 @@ static int kb_cmd_retrieve(int argc, char **argv)
                    dtype ? dtype : "", cc ? " cc " : "", cc ? cc : "");
         for (const cJSON *e = hits ? hits->child : NULL; e != NULL; e = e->next) {
             const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "parameters");
-            printf("%7.3f  %-17s %-50s", dt_json_num(e, "distance", 0), dt_json_str(e, "kind", ""),
+            printf("%7.3f %2d  %-17s %-50s", dt_json_num(e, "distance", 0),
+                   (int)dt_json_num(e, "matched", 0), dt_json_str(e, "kind", ""),
                    dt_json_str(e, "id", ""));
             if (dt_streq(dt_json_str(e, "kind", ""), "rule"))
                 printf(" -> %s (score %g)", dt_json_str(p, "strategy", "?"),

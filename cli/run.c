@@ -333,16 +333,20 @@ static void decide_line(printer *p, const char *line)
     }
     case 'e': {
         const cJSON *art = ag_step_artifact(s);
+        const char *draft = ag_step_draft(s); /* a refused edit reopens */
+        ag_kind k = ag_step_kind(s);
         char *edited = NULL;
-        if (ag_step_kind(s) == AG_GENERATE) {
-            edited = edit_text(dt_json_str(art, "source", ""), ".cu");
+        if (k == AG_GENERATE || k == AG_COMPILE || k == AG_VERIFY) {
+            cJSON *view = ag_step_view(p->run, s);
+            edited = edit_text(draft ? draft : dt_json_str(view, "source", ""), ".cu");
+            cJSON_Delete(view);
             if (edited) {
                 cJSON *v = cJSON_CreateString(edited);
                 rc = ag_decide(p->run, AG_EDIT, v, NULL, &e);
                 cJSON_Delete(v);
             }
         } else {
-            char *text = dt_json_print(art, 1);
+            char *text = draft ? dt_xstrdup(draft) : dt_json_print(art, 1);
             edited = edit_text(text, ".json");
             free(text);
             if (edited) {
@@ -407,6 +411,7 @@ const char cli_run_usage[] =
     "                 [--lua-unsafe] [--workers N] [--launcher CMD] [--deadline S]\n"
     "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
     "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
+    "                 [--max-reviews N]\n"
     "       ditto resume SESSION [same options]\n"
     "\n"
     "Run the pipeline headless: profile, plan, check, generate, compile, verify, measure,\n"
@@ -416,6 +421,15 @@ const char cli_run_usage[] =
     "A (approve the rest), s (stop). --json prints the events as JSON Lines\n"
     "(agents/EVENTS.md), the last one {\"type\": \"session\", \"session\": ID, \"path\": DIR}\n"
     "when the session was recorded; prompts and messages then go to stderr.\n"
+    "The expert reads a reason for what it can act on and keeps it for the session: a\n"
+    "strategy or template name (\"r use merge-path\"), a parameter value or range\n"
+    "(\"BLOCK <= 128\", \"smaller BLOCK\"), \"no atomics\", \"no shared memory\", \"fewer\n"
+    "registers\", \"faster\", \"simpler\"; it says when it cannot. A rejected compile, verify\n"
+    "or measure goes back to the code generator. A failed step cannot be approved: send it\n"
+    "back (r REASON), edit it (e: at a failed compile or verify, the kernel) or stop. An\n"
+    "edit that cannot be used is refused with the reason; the next e reopens your text.\n"
+    "Lua review hooks run under --review auto too; --max-reviews N (default 10) ends the\n"
+    "run when one step kind is rejected more often.\n"
     "The session is recorded under $XDG_DATA_HOME/ditto/sessions (or --session-dir);\n"
     "`ditto resume ID` continues one after a crash from its last finished step.\n"
     "\n"
@@ -624,7 +638,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
                      a.tune_variants
                          ? a.tune_variants
                          : dt_json_int(cJSON_GetObjectItem(cfg, "tune"), "variants", 24),
-                 .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120)};
+                 .tune_budget_s = dt_json_num(cJSON_GetObjectItem(cfg, "tune"), "seconds", 120),
+                 .max_reviews = a.max_reviews ? a.max_reviews : dt_json_int(cfg, "max_reviews", 10)};
     cli_review_policy(&o, &spec, a.review);
     cli_lua_attach(&o, &lua);
     cli_session_sink ss = {.root = root};

@@ -137,6 +137,8 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
                  .kb = k,
                  .goal_speedup = a->goal > 0 ? a->goal : dt_json_num(cfg, "goal_speedup", 1.0),
                  .max_iterations = dt_json_int(cfg, "max_iterations", 8),
+                 .max_reviews = a->max_reviews ? a->max_reviews
+                                               : dt_json_int(cfg, "max_reviews", 10),
                  .tune_budget_variants =
                      a->tune_variants ? a->tune_variants : dt_json_int(tj, "variants", 24),
                  .tune_budget_s = dt_json_num(tj, "seconds", 120)};

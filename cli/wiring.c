@@ -143,14 +143,36 @@ static void lua_hook(ag_run *r, ag_kind kind, const char *phase, cJSON **data, d
     lx_run_hooks(lua->L, ag_kind_name(kind), phase, data, log, errors);
 }
 
+static cJSON *lua_rules(ag_run *r, const char *source, dt_buf *errors, void *ud)
+{
+    (void)r;
+    cli_lua *lua = ud;
+    return lx_rules(lua->L, source, errors);
+}
+
+static cJSON *lua_spaces(ag_run *r, void *ud)
+{
+    (void)r;
+    cli_lua *lua = ud;
+    return lx_param_spaces(lua->L);
+}
+
 void cli_lua_attach(ag_opts *o, cli_lua *lua)
 {
-    if (lua->L == NULL || lx_hook_count(lua->L) == 0)
+    if (lua->L == NULL)
+        return;
+    /* ditto.param_space alone registers no hook, and is still a wish */
+    cJSON *spaces = lx_param_spaces(lua->L);
+    int nspaces = cJSON_GetArraySize(spaces);
+    cJSON_Delete(spaces);
+    if (lx_hook_count(lua->L) == 0 && nspaces == 0)
         return;
     o->reviewer = lua_review;
     o->reviewer_ud = lua;
     o->hook = lua_hook;
     o->hook_ud = lua;
+    o->rules = lua_rules;
+    o->spaces = lua_spaces;
 }
 
 /* ---- flags recorded with a session ----------------------------------------------------------- */
@@ -291,6 +313,11 @@ int cli_run_args_parse(const char *cmd, int argc, char **argv, int headless, con
             a->workers = atoi(v);
             if (a->workers < 1 || a->workers > 64)
                 return cli_usage_error(cmd, "--workers: expected 1 to 64");
+            i++;
+        } else if (strcmp(s, "--max-reviews") == 0 && v) {
+            a->max_reviews = atoi(v);
+            if (a->max_reviews < 1 || a->max_reviews > 1000)
+                return cli_usage_error(cmd, "--max-reviews: expected 1 to 1000");
             i++;
         } else if (strcmp(s, "--tune-variants") == 0 && v) {
             a->tune_variants = atoi(v);

@@ -50,8 +50,9 @@ typedef struct cli_lua {
  * free with lx_free. */
 lx_state *cli_lua_open(int unsafe, const char *const *files, int nfiles);
 
-/* When lua->L has hooks, make it the run's reviewer and hook runner
- * (o->reviewer, o->hook, both with ud lua). This function can't fail. */
+/* When lua->L has hooks, make it the run's reviewer, hook runner, custom
+ * rules and parameter spaces (o->reviewer, o->hook, o->rules, o->spaces,
+ * all with ud lua). This function can't fail. */
 void cli_lua_attach(ag_opts *o, cli_lua *lua);
 
 /* ---- arguments ------------------------------------------------------------------------------- */
@@ -69,6 +70,7 @@ typedef struct cli_run_args {
     const char *hooks[16]; /* --hook FILE, in order; more than 16 are ignored */
     int nhooks;
     int lua_unsafe, json, verbose, workers, no_session, tune_variants;
+    int max_reviews; /* --max-reviews N: rejections of one step kind; 0: not given */
     double goal, deadline; /* 0: not given */
 } cli_run_args;
 

@@ -1127,10 +1127,12 @@ int kb_review(kb *k, const char *id, const char *status, const char *reviewer, c
 
 /* Equal apart from the times: importing the same file twice (as proposed,
  * which stamps updated) changes nothing. */
+/* Whether two entries say the same: their times, status and review (what
+ * a reviewer here decided) aside. */
 static int same_entry(const cJSON *a, const cJSON *b)
 {
     cJSON *x = cJSON_Duplicate(a, 1), *y = cJSON_Duplicate(b, 1);
-    static const char *times[] = {"created", "updated"};
+    static const char *times[] = {"created", "updated", "status", "review"};
     for (size_t i = 0; i < DT_ARRAY_LEN(times); i++) {
         cJSON_DeleteItemFromObjectCaseSensitive(x, times[i]);
         cJSON_DeleteItemFromObjectCaseSensitive(y, times[i]);
@@ -1141,7 +1143,7 @@ static int same_entry(const cJSON *a, const cJSON *b)
     return same;
 }
 
-int kb_import(kb *k, const char *path, int as_proposed, dt_buf *problems, dt_err *e)
+int kb_import(kb *k, const char *path, dt_buf *problems, dt_err *e)
 {
     cJSON *doc = dt_json_read_file(path, e);
     if (doc == NULL)
@@ -1166,7 +1168,9 @@ int kb_import(kb *k, const char *path, int as_proposed, dt_buf *problems, dt_err
         else
             snprintf(root, sizeof root, "$");
         cJSON *c = cJSON_Duplicate(it, 1);
-        if (as_proposed && cJSON_IsObject(c)) {
+        /* Someone else's approval is no review here: every imported entry
+         * arrives proposed, for a local reviewer. */
+        if (cJSON_IsObject(c)) {
             dt_json_set_str(c, "status", "proposed");
             dt_json_set_take(c, "review", cJSON_CreateNull());
             dt_json_set_str(c, "updated", now);
@@ -1286,8 +1290,12 @@ static double scaled(const kb_feature *f, double x)
     return f->log ? log2(1.0 + (x > 0 ? x : 0)) : x;
 }
 
-static double distance(const cJSON *entry, const cJSON *query)
+/* The distance of the query from the entry's feature ranges; *matched
+ * counts the ranges the query has a value inside (what makes an entry
+ * about this problem rather than merely not against it). */
+static double distance(const cJSON *entry, const cJSON *query, int *matched)
 {
+    *matched = 0;
     const cJSON *fs = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(entry, "applies_to"), "features");
     double d = 0.0;
@@ -1309,8 +1317,10 @@ static double distance(const cJSON *entry, const cJSON *query)
             out = l - v;
         else if (has_hi && v > h)
             out = v - h;
-        if (out <= 0)
+        if (out <= 0) {
+            *matched += cJSON_IsNumber(q) && (has_lo || has_hi);
             continue;
+        }
         double width = (has_lo && has_hi) ? h - l : 0.0;
         d += out / (width > f->unit ? width : f->unit);
     }
@@ -1320,6 +1330,7 @@ static double distance(const cJSON *entry, const cJSON *query)
 typedef struct scored {
     const cJSON *entry;
     double d;
+    int matched; /* feature ranges the query falls inside */
 } scored;
 
 static int cmp_scored(const void *a, const void *b)
@@ -1329,6 +1340,8 @@ static int cmp_scored(const void *a, const void *b)
         return -1;
     if (x->d > y->d)
         return 1;
+    if (x->matched != y->matched)
+        return x->matched > y->matched ? -1 : 1;
     return strcmp(entry_id(x->entry), entry_id(y->entry));
 }
 
@@ -1342,7 +1355,7 @@ cJSON *kb_retrieve(const kb *k, const char *kind, const char *op, const char *dt
         if (!matches_filter(e, kind, "approved") || !applies(e, op, dtype, cc))
             continue;
         s[n].entry = e;
-        s[n].d = distance(e, features_q);
+        s[n].d = distance(e, features_q, &s[n].matched);
         n++;
     }
     qsort(s, (size_t)n, sizeof *s, cmp_scored);
@@ -1350,6 +1363,7 @@ cJSON *kb_retrieve(const kb *k, const char *kind, const char *op, const char *dt
     for (int i = 0; i < n && (max <= 0 || i < max); i++) {
         cJSON *c = cJSON_Duplicate(s[i].entry, 1);
         dt_json_set_num(c, "distance", s[i].d);
+        dt_json_set_int(c, "matched", s[i].matched);
         cJSON_AddItemToArray(arr, c);
     }
     free(s);

@@ -90,14 +90,16 @@ int kb_review(kb *k, const char *id, const char *status, const char *reviewer, c
 /* Import entries from a file (one entry or an array): every entry is
  * validated and every problem reported (problems, "FILE: $[i].path: ...");
  * nothing is imported when any entry is invalid, when an id repeats in the
- * file, or when an id is already a user entry with different content (one
- * that differs at most in created/updated is skipped; a shipped-only id is
- * overridden, as a review would). Imported entries keep their status unless as_proposed is set
- * (then they arrive as proposed: review null, updated now, created kept or
- * now). A failed write removes the files this import wrote. Returns the
- * number imported (written), -1 on error (e says why; problems holds the
- * entries' problems). */
-int kb_import(kb *k, const char *path, int as_proposed, dt_buf *problems, dt_err *e);
+ * file, or when an id is already a user entry with other content (one that
+ * differs at most in created, updated, status or review is skipped, and
+ * keeps its local review; a shipped-only id is overridden, as a review
+ * would). The knowledge base stays human-reviewed: imported entries always
+ * arrive as proposed (review null, updated now, created kept or now),
+ * whatever status the file gives them -- a reviewer approves them here. A
+ * failed write removes the files this import wrote. Returns the number
+ * imported (written), -1 on error (e says why; problems holds the entries'
+ * problems). */
+int kb_import(kb *k, const char *path, dt_buf *problems, dt_err *e);
 /* All entries (or those of a status) as an array of copies in id order, for
  * `kb export`. Caller frees. */
 cJSON *kb_export(const kb *k, const char *status);
@@ -105,14 +107,17 @@ cJSON *kb_export(const kb *k, const char *status);
 /* Retrieval for the planner and prompts: APPROVED entries only, of kind
  * (NULL: any), whose applies_to matches op, dtype and cc (a NULL or "" query
  * part matches every entry; an entry without that part matches every
- * query), ranked by feature distance and then by id. The distance is the
+ * query), ranked by feature distance, then by the number of the entry's
+ * feature ranges the query falls inside (an entry about this problem
+ * before one that merely does not conflict with it), then by id. The distance is the
  * sum over the entry's feature ranges of the query value's distance outside
  * the range divided by max(range width, the feature's unit); counts and
  * wide-ranging ratios (kb_feature_is_log) are compared as log2(1 + x), so
  * their unit is one doubling. 0 means inside every range. features is an
  * object of NAME: number; features the query lacks, and names that are not
  * features, do not count. Returns an array of at most max entries (max <= 0:
- * all) of copies, each with an added "distance" (caller frees). */
+ * all) of copies, each with an added "distance" and "matched" (caller
+ * frees). */
 cJSON *kb_retrieve(const kb *k, const char *kind, const char *op, const char *dtype, const char *cc,
                    const cJSON *features, int max);
 

@@ -196,3 +196,19 @@ Test(retrieve, ranking_should_be_deterministic)
     cJSON_Delete(q);
     kb_close(k);
 }
+
+Test(retrieve, entries_matching_the_features_should_rank_above_those_that_merely_do_not_conflict)
+{
+    kb *k = fixture();
+    /* rule.j-big holds on two features, rule.a and rule.c on one each; the
+     * entries without feature ranges (hw.i, pitfall.g, rule.h-half) are at
+     * distance 0 too but say nothing about this matrix; rule.b misses. */
+    cJSON *q = kbt_parse("{\"row_cv\": 0.3, \"row_mean\": 12, \"nnz\": 2000000}");
+    cJSON *hits = kb_retrieve(k, NULL, "spmv", NULL, NULL, q, 0);
+    cr_assert_str_eq(ids(hits), "rule.j-big rule.a rule.c hw.i pitfall.g rule.h-half rule.b");
+    cr_assert_eq(dt_json_num(cJSON_GetArrayItem(hits, 0), "matched", -1), 2);
+    cr_assert_eq(dt_json_num(cJSON_GetArrayItem(hits, 3), "matched", -1), 0);
+    cJSON_Delete(hits);
+    cJSON_Delete(q);
+    kb_close(k);
+}
