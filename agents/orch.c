@@ -1942,7 +1942,7 @@ static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
     r->cur = NULL;
     if (last == NULL) {
         start_step(r, AG_PROFILE);
-    } else if (last->status == AG_FAILED) {
+    } else if (last->status == AG_FAILED && !(r->resume_failed && !last->ok)) {
         ag_log(r, "info", "resumed after step %d (%s v%d failed)", last->id,
                ag_kind_name(last->kind), last->version);
         advance(r, last);

@@ -133,6 +133,45 @@ static size_t longest_run(const char *s, size_t n, const char *p, const char *ep
     return best;
 }
 
+/* The start positions where the pattern's fixed prefix -- its
+ * single-character items before the first quantified or special one --
+ * matches: only from those can the items after it run. The pattern of a C
+ * comment (a slash, an escaped star, a lazy dot, an escaped star, a slash)
+ * on a kernel source starts at each slash-star, not at every byte. n when
+ * the pattern has no such prefix. */
+static size_t prefix_starts(const char *s, size_t n, const char *p, const char *end)
+{
+    const char *item[32], *item_end[32];
+    int k = 0;
+    while (p < end && k < 32) {
+        if (*p == '(' || *p == ')') {
+            p++;
+            continue;
+        }
+        if (*p == '$' && p + 1 == end)
+            break;
+        if (*p == '%' && p + 1 < end && (p[1] == 'b' || p[1] == 'f' || isdigit((unsigned char)p[1])))
+            break;
+        const char *ep = class_end(p, end);
+        if (ep == NULL || (ep < end && strchr("*+-?", *ep) != NULL))
+            break;
+        item[k] = p;
+        item_end[k] = ep;
+        k++;
+        p = ep;
+    }
+    if (k == 0)
+        return n;
+    size_t starts = 0;
+    for (size_t i = 0; i + (size_t)k <= n; i++) {
+        int ok = 1;
+        for (int j = 0; j < k && ok; j++)
+            ok = class_match((unsigned char)s[i + (size_t)j], item[j], item_end[j]);
+        starts += (size_t)ok;
+    }
+    return starts;
+}
+
 /* Raise unless matching pattern p against subject s can be done in a
  * bounded number of steps. */
 static void check_pattern(lua_State *L, const char *fname, const char *s, size_t n, const char *p,
@@ -146,7 +185,7 @@ static void check_pattern(lua_State *L, const char *fname, const char *s, size_t
     if (p < end && *p == '^' && strcmp(fname, "gmatch") != 0)
         p++;
     else
-        steps = log((double)n + 1);
+        steps = log((double)prefix_starts(s, n, p, end) + 1);
     while (p < end) {
         if (*p == '(' || *p == ')' || (*p == '$' && p + 1 == end)) {
             p++;

@@ -33,7 +33,7 @@ ditto.rule {
   check = function(source)
     local found = {}
     local n = 0
-    for text in (strip_comments(source) .. "\n"):gmatch("(.-)\n") do
+    for text in (strip_comments(source) .. "\n"):gmatch("([^\n]*)\n") do
       n = n + 1
       -- %f: printf as a whole word, so snprintf or my_printf do not match
       if text:find("%f[%w_]printf%s*%(") then

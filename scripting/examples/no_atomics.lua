@@ -28,7 +28,7 @@ end
 local function atomic_uses(src)
   local found = {}
   local n = 0
-  for text in (strip_comments(src) .. "\n"):gmatch("(.-)\n") do
+  for text in (strip_comments(src) .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
     for name in text:gmatch("%f[%w_](atomic%u[%w_]*)%s*%(") do
       found[#found + 1] = string.format("%s on line %d", name, n)

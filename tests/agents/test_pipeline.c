@@ -408,8 +408,9 @@ Test(pipeline, llm_feedback_should_reach_the_next_prompt_and_the_key_nowhere, .t
     free(tpl);
 }
 
-/* issue 37: a model that refuses used to end the run (exit 5). Two
- * unusable answers now hand that step to the expert backend. */
+/* issue 37: a model that refuses used to end the run (exit 5). The step's
+ * unusable answers (AG_LLM_ATTEMPTS of them) now hand that step to the
+ * expert backend. */
 Test(pipeline, a_model_refusal_should_fall_back_to_the_expert_for_that_step, .timeout = 300)
 {
     cJSON *t = cJSON_CreateArray();
@@ -426,7 +427,8 @@ Test(pipeline, a_model_refusal_should_fall_back_to_the_expert_for_that_step, .ti
     /* Plan and code from the expert; compiled; no GPU here for the rest. */
     cr_assert_eq(p.status, 3, "exit %d\n%s\n%s", p.status, p.out, p.err);
     cr_assert(strstr(p.out, "the expert backend does this step"), "%s", p.out);
-    cr_assert_eq(lt_server_count(srv), 4);
+    /* the plan's three attempts at least reached the model */
+    cr_assert_geq(lt_server_count(srv), 3, "%d requests", lt_server_count(srv));
     lt_server_stop(srv);
     tu_proc_free(&p);
     free(spec);

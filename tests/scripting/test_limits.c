@@ -259,6 +259,32 @@ Test(limits, ordinary_patterns_on_a_kernel_sized_subject_should_still_work, .tim
     lxt_close(&t);
 }
 
+/* A pattern that starts with fixed characters runs only from where they
+ * match: stripping the comments of a 30 KB kernel source with the shipped
+ * examples' pattern is allowed, while a lazy item free to start anywhere on
+ * the same subject is still refused. */
+Test(limits, a_fixed_prefix_should_bound_where_a_pattern_starts, .timeout = 20)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "pre.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  local src = string.rep('  y[i] = a[i] * x[col[i]]; /* c */\\n', 800)\n"
+            "  data.n = select(2, src:gsub('/%*.-%*/', ''))\n"
+            "  local k = 0\n"
+            "  for line in (src .. '\\n'):gmatch('([^\\n]*)\\n') do k = k + 1 end\n"
+            "  data.lines = k\n"
+            "  data.bad = pcall(string.find, string.rep('a', 30000), '.-b')\n"
+            "end)\n");
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    cr_assert_str_eq(dt_buf_str(&t.errors), "");
+    cr_assert(strstr(out, "\"n\":800"), "%s", out);
+    cr_assert(strstr(out, "\"lines\":801"), "%s", out);
+    cr_assert(strstr(out, "\"bad\":false"), "the free lazy item was not refused: %s", out);
+    free(out);
+    lxt_close(&t);
+}
+
 Test(limits, a_string_building_loop_should_end_on_the_clock, .timeout = 30)
 {
     lt t;
