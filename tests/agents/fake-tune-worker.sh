@@ -11,7 +11,9 @@
 # say "baseline":false also answers cuSPARSE CSR_ALG1 at that many us and
 # the speedup over it, as the worker's baseline does. With
 # FAKE_TUNE_FAST_STRATEGY set to a strategy's name, every variant of the
-# template whose manifest names it takes 0.25 us.
+# template whose manifest names it takes 0.25 us. With
+# FAKE_TUNE_COL_BASELINE_US set, a kernel whose contract is column-major
+# gets cuSPARSE at that many us instead (cuSPARSE in that layout).
 # Scheduling (the pool's tests): FAKE_TUNE_GPU=N reports GPU N
 # (FAKE_TUNE_NAME, default FakeGPU) on host "fakehost"; with FAKE_TUNE_LOCKS
 # set (a folder), each measure or verify holds that GPU's lock for 50 ms and
@@ -44,8 +46,12 @@ while IFS= read -r line; do
   fi
   extra=""
   if [ -n "${FAKE_TUNE_BASELINE_US:-}" ] && [[ "$line" != *'"baseline":false'* ]]; then
-    sp=$(awk -v b="$FAKE_TUNE_BASELINE_US" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
-    extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US}}]},\"speedup\":${sp}"
+    bus="$FAKE_TUNE_BASELINE_US"
+    if [ -n "${FAKE_TUNE_COL_BASELINE_US:-}" ] && [[ "$line" == *'\"layout\": \"col\"'* ]]; then
+      bus="$FAKE_TUNE_COL_BASELINE_US"
+    fi
+    sp=$(awk -v b="$bus" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
+    extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${bus},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${bus}}]},\"speedup\":${sp}"
   fi
   if [ -n "${FAKE_TUNE_LOCKS:-}" ] && { [ "$req" = measure ] || [ "$req" = verify ]; }; then
     if mkdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU" 2>/dev/null; then
