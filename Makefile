@@ -15,6 +15,8 @@
 #   make format     clang-format every C source
 #   make install PREFIX=/usr/local  (binary, data, man page, bash/zsh completions)
 #   make man        docs/ditto.1 from the --help texts
+#   make docs-lint  no local paths in knowledge/ and docs/, bench markers paired,
+#                   README's links present (scripts/docs-lint.sh)
 #
 # CUDA_HOME points at the CUDA toolkit (headers only at build time: every
 # CUDA library is loaded at run time). Set CI=1 for -Werror.
@@ -201,9 +203,12 @@ bench: all $(REL)/bench_cpu
 # The workbench's keys, timed through tmux while an LLM step streams
 # (tests/tui/bench/keys.py); its screens at 80x24, 120x40 and 200x50 into
 # docs/screens/ (the tmux tests of tests/tui/test_sizes.c).
-.PHONY: tui-latency screens
+.PHONY: tui-latency screens docs-lint
 tui-latency: ditto
 	@python3 tests/tui/bench/keys.py --ditto $(CURDIR)/ditto
+docs-lint:
+	@./scripts/docs-lint.sh
+
 screens: $(DBG)/tests/test_tui $(DBG)/ditto
 	@DITTO_SCREENS_OUT=$(CURDIR)/docs/screens DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) \
 	  DITTO_SHARE=$(CURDIR) $(DBG)/tests/test_tui --filter 'sizes/*'
