@@ -96,9 +96,12 @@ int gpu_cubinstore_ident(const cJSON *req, const cJSON *hello, const cJSON *load
     uint64_t h = DT_HASH_SEED;
     for (size_t i = 0; i < DT_ARRAY_LEN(fields); i++)
         h = hash_json(h, fields[i], cJSON_GetObjectItemCaseSensitive(req, fields[i]));
-    /* The matrix as loaded: a handle names different matrices in turn. */
+    /* The matrix as loaded (a handle names different matrices in turn),
+     * less what differs between workers for the same file. */
     h = hash_json(h, "matrix", cJSON_GetObjectItemCaseSensitive(req, "matrix"));
-    h = hash_json(h, "load", load);
+    for (const cJSON *f = load ? load->child : NULL; f != NULL; f = f->next)
+        if (!dt_streq(f->string, "blob") && !dt_streq(f->string, "id"))
+            h = hash_json(h, f->string, f);
     char arch[32];
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(hello, "device");
     const char *cc = dt_json_str(dev, "cc", NULL);
