@@ -41,7 +41,6 @@ gpu_cubinstore *gpu_cubinstore_new(int64_t max_bytes)
 {
     gpu_cubinstore *s = dt_xcalloc(1, sizeof *s);
     s->max_bytes = max_bytes > 0 ? max_bytes : GPU_CUBINSTORE_DEFAULT_BYTES;
-    s->ids = dt_xcalloc(IDENTS_MAX, sizeof *s->ids);
     return s;
 }
 
@@ -131,6 +130,8 @@ static ident *ident_find(gpu_cubinstore *s, const char *id)
 static void ident_add(gpu_cubinstore *s, const char *id, const char *key)
 {
     ident *d = ident_find(s, id);
+    if (s->ids == NULL)
+        s->ids = dt_xcalloc(IDENTS_MAX, sizeof *s->ids); /* on first use: 2.3 MB */
     if (d == NULL) {
         /* The oldest identity gives way when the ring is full. */
         d = &s->ids[s->next_id];

@@ -7,7 +7,9 @@
 #include "tests/common/testutil.h"
 
 #include "gpu/cubincache.h"
+#include "gpu/cubinstore.h"
 #include "gpu/gpu.h"
+#include "gpu/ship.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -404,4 +406,138 @@ Test(cubins, the_cap_should_come_from_the_environment_within_bounds)
     cr_assert(gpu_cubincache_arch_ok("sm_90") && gpu_cubincache_arch_ok("sm_100a"));
     cr_assert(!gpu_cubincache_arch_ok("compute_90") && !gpu_cubincache_arch_ok("sm_9") &&
               !gpu_cubincache_arch_ok("sm_90;rm") && !gpu_cubincache_arch_ok(NULL));
+}
+
+/* ---- the client's store ------------------------------------------------------------------ */
+
+/* A reply entry for a fake cubin of `bytes` bytes (the ELF magic, then
+ * byte i), its key i in hex. */
+static cJSON *fake_entry(int i, size_t bytes)
+{
+    unsigned char *img = dt_xmalloc(bytes);
+    memset(img, i, bytes);
+    memcpy(img, "\177ELF", 4);
+    char key[17], fnv[17];
+    snprintf(key, sizeof key, "%016x", i);
+    dt_hash_hex(dt_hash64(img, bytes, DT_HASH_SEED), fnv);
+    cJSON *meta = dt_json_obj();
+    dt_json_set_str(meta, "key", key);
+    dt_json_set_int(meta, "size", (int64_t)bytes);
+    dt_json_set_str(meta, "image_hash", fnv);
+    cJSON *e = dt_json_obj();
+    dt_json_set_str(e, "key", key);
+    dt_json_set_bool(e, "cached", 0);
+    dt_json_set_take(e, "meta", meta);
+    char *b64 = ship_b64_encode(img, bytes);
+    dt_json_set_str(e, "data", b64);
+    free(b64);
+    free(img);
+    return e;
+}
+
+static void no_mark(const char *key, void *ud)
+{
+    (void)key;
+    (void)ud;
+}
+
+static int holds_none(const char *key, void *ud)
+{
+    (void)key;
+    (void)ud;
+    return 0;
+}
+
+static void quiet_log(int w, const char *line, void *ud)
+{
+    (void)w;
+    (void)line;
+    (void)ud;
+}
+
+Test(cubins, the_client_store_should_stay_within_its_cap_and_hand_no_image_to_callers)
+{
+    /* Room for about three 10 KB images (base64 and metadata counted). */
+    gpu_cubinstore *s = gpu_cubinstore_new(45000);
+    cJSON *req = cJSON_Parse("{\"req\":\"compile\",\"source\":\"x\"}");
+    cJSON *hello = cJSON_Parse("{\"device\":{\"present\":true,\"cc\":\"8.0\"},"
+                               "\"libs\":{\"nvrtc\":{\"version\":\"13.0\"}}}");
+    char id[4][17];
+    for (int i = 0; i < 4; i++) {
+        cJSON *r = dt_json_obj();
+        dt_json_set_str(req, "source", i == 0 ? "a" : i == 1 ? "b" : i == 2 ? "c" : "d");
+        cr_assert(gpu_cubinstore_ident(req, hello, NULL, id[i]));
+        cJSON *arr = dt_json_arr();
+        cJSON_AddItemToArray(arr, fake_entry(i + 1, 10000));
+        dt_json_set_take(r, "cubins", arr);
+        gpu_cubinstore_learn(s, id[i], req, r, no_mark, NULL, quiet_log, NULL, 0);
+        const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "cubins"), 0);
+        cr_assert_null(cJSON_GetObjectItem(e, "data"), "the image reached the caller");
+        cr_assert_null(cJSON_GetObjectItem(e, "meta"));
+        cr_assert_not_null(cJSON_GetObjectItem(e, "key"));
+        cJSON_Delete(r);
+    }
+    gpu_cubin_stats st;
+    gpu_cubinstore_stats(s, &st);
+    cr_assert_eq(st.fetched, 4);
+    cr_assert_eq(st.misses, 4);
+    /* The first (least recently used) made room for the fourth. */
+    cJSON *out = cJSON_Parse("{\"req\":\"compile\"}");
+    cr_assert_eq(gpu_cubinstore_attach(s, id[0], out, holds_none, NULL), 0);
+    for (int i = 1; i < 4; i++) {
+        cr_assert_eq(gpu_cubinstore_attach(s, id[i], out, holds_none, NULL), 1, "entry %d", i);
+        size_t size = 0;
+        char why[300];
+        unsigned char *img = gpu_cubincache_check(
+            cJSON_GetArrayItem(cJSON_GetObjectItem(out, "cubins"), 0), &size, why, sizeof why);
+        cr_assert_not_null(img, "%s", why);
+        cr_assert_eq(size, 10000);
+        cr_assert_eq(img[9999], i + 1);
+        free(img);
+    }
+    cJSON_Delete(out);
+    cJSON_Delete(req);
+    cJSON_Delete(hello);
+    gpu_cubinstore_free(s);
+}
+
+Test(cubins, a_compile_should_be_known_by_what_the_worker_compiles_and_nothing_else)
+{
+    cJSON *h90 = cJSON_Parse("{\"device\":{\"present\":true,\"cc\":\"9.0\"},"
+                             "\"libs\":{\"nvrtc\":{\"version\":\"13.0\"}}}");
+    cJSON *h80 = cJSON_Parse("{\"device\":{\"present\":true,\"cc\":\"8.0\"},"
+                             "\"libs\":{\"nvrtc\":{\"version\":\"13.0\"}}}");
+    cJSON *none = cJSON_Parse("{\"device\":{\"present\":false},"
+                              "\"libs\":{\"nvrtc\":{\"version\":\"13.0\"}}}");
+    cJSON *nv12 = cJSON_Parse("{\"device\":{\"present\":false},"
+                              "\"libs\":{\"nvrtc\":{\"version\":\"12.8\"}}}");
+    cJSON *m = cJSON_Parse("{\"req\":\"measure\",\"matrix\":\"m\",\"op\":\"spmv\",\"fast\":true,"
+                           "\"kernel\":{\"source\":\"s\",\"params\":{\"A\":1}}}");
+    cJSON *c = cJSON_Parse("{\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"arch\":\"sm_90\","
+                           "\"kernel\":{\"source\":\"s\",\"params\":{\"A\":1}}}");
+    cJSON *load = cJSON_Parse("{\"req\":\"load_matrix\",\"matrix\":\"a.mtx\",\"handle\":\"m\"}");
+    cJSON *shipped = cJSON_Parse("{\"req\":\"load_matrix\",\"matrix\":\"a.mtx\",\"handle\":\"m\","
+                                 "\"blob\":\"0123456789abcdef/a.mtx\"}");
+    cJSON *other = cJSON_Parse("{\"req\":\"load_matrix\",\"matrix\":\"b.mtx\",\"handle\":\"m\"}");
+    char a[17], b[17];
+    /* A measure on an sm_90 GPU, a compile for sm_90 without one: the same. */
+    cr_assert(gpu_cubinstore_ident(m, h90, load, a));
+    cr_assert(gpu_cubinstore_ident(c, none, shipped, b));
+    cr_assert_str_eq(a, b);
+    /* Another GPU, another NVRTC, another matrix, another parameter: not. */
+    cr_assert(gpu_cubinstore_ident(m, h80, load, b));
+    cr_assert_str_neq(a, b);
+    cr_assert(gpu_cubinstore_ident(c, nv12, load, b));
+    cr_assert_str_neq(a, b);
+    cr_assert(gpu_cubinstore_ident(m, h90, other, b));
+    cr_assert_str_neq(a, b);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "kernel"), "params",
+                              cJSON_Parse("{\"A\":2}"));
+    cr_assert(gpu_cubinstore_ident(m, h90, load, b));
+    cr_assert_str_neq(a, b);
+    /* A request that compiles nothing has no identity. */
+    cJSON *ref = cJSON_Parse("{\"req\":\"reference\",\"matrix\":\"m\"}");
+    cr_assert(!gpu_cubinstore_ident(ref, h90, load, b));
+    cJSON_Delete(ref), cJSON_Delete(h90), cJSON_Delete(h80), cJSON_Delete(none), cJSON_Delete(nv12);
+    cJSON_Delete(m), cJSON_Delete(c), cJSON_Delete(load), cJSON_Delete(shipped), cJSON_Delete(other);
 }
