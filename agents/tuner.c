@@ -529,8 +529,8 @@ static const char *timing_model(ag_tuner *t)
         for (int k = i + 1; k < gpu_pool_size(t->o.pool); k++) {
             const cJSON *o = measuring_device(t, k);
             if (o != NULL && !dt_streq(dt_json_str(o, "name", ""), t->model))
-                progress(t, "timings on %s (worker %d's GPU): worker %d's %s compiles only", t->model,
-                         i, k, dt_json_str(o, "name", "?"));
+                progress(t, "timings on %s (worker %d's GPU): worker %d's %s compiles only",
+                         t->model, i, k, dt_json_str(o, "name", "?"));
         }
     }
     return t->model;

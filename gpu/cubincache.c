@@ -165,8 +165,8 @@ int gpu_cubincache_prune(const char *dir, int64_t max_bytes)
             char *meta = dt_xasprintf("%s/%s.json", dir, es[i].key);
             char *bin = dt_xasprintf("%s/%s.cubin", dir, es[i].key);
             if ((unlink(meta) != 0 && errno != ENOENT) || (unlink(bin) != 0 && errno != ENOENT))
-                dt_warn("cubin cache: cannot remove %s or %s to stay under %lld MiB: %s", meta,
-                        bin, (long long)(max_bytes >> 20), strerror(errno));
+                dt_warn("cubin cache: cannot remove %s or %s to stay under %lld MiB: %s", meta, bin,
+                        (long long)(max_bytes >> 20), strerror(errno));
             else {
                 total -= es[i].bytes;
                 removed++;

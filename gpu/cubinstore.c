@@ -9,16 +9,16 @@
 
 /* Compile identities remembered, and keys per identity (a verify compiles
  * the kernel for its matrix and for each edge matrix). */
-#define IDENTS_MAX 4096
+#define IDENTS_MAX     4096
 #define KEYS_PER_IDENT 32
 
 typedef struct entry {
     char key[17];
-    cJSON *meta;    /* the compile cache's HASH.json */
-    char *data;     /* the image, base64 */
-    size_t size;    /* image bytes */
-    int64_t cost;   /* what it counts against the cap */
-    uint64_t used;  /* tick of the last use */
+    cJSON *meta;   /* the compile cache's HASH.json */
+    char *data;    /* the image, base64 */
+    size_t size;   /* image bytes */
+    int64_t cost;  /* what it counts against the cap */
+    uint64_t used; /* tick of the last use */
 } entry;
 
 typedef struct ident {
@@ -112,8 +112,8 @@ int gpu_cubinstore_ident(const cJSON *req, const cJSON *hello, const cJSON *load
     else
         snprintf(arch, sizeof arch, "sm_90"); /* the worker's default without a GPU */
     h = hash_str(h, arch);
-    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(hello, "libs"), "nvrtc");
+    const cJSON *nv =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(hello, "libs"), "nvrtc");
     h = hash_str(h, dt_json_str(nv, "version", "?"));
     dt_hash_hex(h, id);
     return 1;
@@ -229,8 +229,8 @@ static void say(gpu_log_fn *log, void *log_ud, int worker, int sent, const char 
 {
     char m[600];
     if (sent)
-        snprintf(m, sizeof m, "compiled kernel %s refused by this worker: %s (it compiles it itself)",
-                 key, why);
+        snprintf(m, sizeof m,
+                 "compiled kernel %s refused by this worker: %s (it compiles it itself)", key, why);
     else
         snprintf(m, sizeof m, "compiled kernel %s from this worker not kept: %s", key, why);
     log(worker, m, log_ud);
@@ -247,9 +247,8 @@ void gpu_cubinstore_learn(gpu_cubinstore *s, const char *id, const cJSON *req, c
     {
         const char *key = dt_json_str(it, "key", "");
         const char *why = NULL;
-        cJSON_ArrayForEach(r, refused)
-            if (dt_streq(dt_json_str(r, "key", NULL), key))
-                why = dt_json_str(r, "reason", "?");
+        cJSON_ArrayForEach(r, refused) if (dt_streq(dt_json_str(r, "key", NULL), key)) why =
+            dt_json_str(r, "reason", "?");
         /* Either way the worker is not sent it again: it holds it now, or
          * compiles it itself. */
         mark(key, ud);
@@ -258,9 +257,9 @@ void gpu_cubinstore_learn(gpu_cubinstore *s, const char *id, const cJSON *req, c
             say(log, log_ud, worker, 1, key, why);
             continue;
         }
-        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(rep, "cubins_had"))
-            if (cJSON_IsString(r) && dt_streq(r->valuestring, key))
-                why = "";
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(
+                                  rep, "cubins_had")) if (cJSON_IsString(r) &&
+                                                          dt_streq(r->valuestring, key)) why = "";
         if (why != NULL)
             continue; /* its host had it: nothing was gained */
         entry *e = entry_find(s, key);

@@ -872,9 +872,10 @@ Test(tuner, without_a_named_gpu_timings_should_stay_on_the_first_workers_model, 
     char *reqs = dt_read_file(p, NULL, NULL);
     cr_assert_not_null(reqs);
     int compiles = 0;
-    for (char *line = strstr(reqs, "compile arch="); line; line = strstr(line + 1, "compile arch=")) {
-        cr_assert(strncmp(line, "compile arch=sm_80\n", 19) == 0, "a compile for another arch: %.40s",
-                  line);
+    for (char *line = strstr(reqs, "compile arch="); line;
+         line = strstr(line + 1, "compile arch=")) {
+        cr_assert(strncmp(line, "compile arch=sm_80\n", 19) == 0,
+                  "a compile for another arch: %.40s", line);
         compiles++;
     }
     cr_assert(compiles > 0, "no precompile was sent");

@@ -18,10 +18,10 @@
 #include <time.h>
 
 /* A kernel whose contract bakes in the matrix's row count. */
-#define KERNEL_JSON                                                                              \
+#define KERNEL_JSON                                                                                \
     "{\"name\":\"k.cu\",\"source\":\"/*@contract {\\\"entry\\\": \\\"k\\\", \\\"params\\\": "      \
-    "[\\\"y\\\"], \\\"block\\\": [32], \\\"grid\\\": [1], \\\"defines\\\": {\\\"ROWS\\\": "         \
-    "\\\"rows\\\"}} @*/\\nextern \\\"C\\\" __global__ void k(DITTO_T *y) { y[threadIdx.x] = "     \
+    "[\\\"y\\\"], \\\"block\\\": [32], \\\"grid\\\": [1], \\\"defines\\\": {\\\"ROWS\\\": "        \
+    "\\\"rows\\\"}} @*/\\nextern \\\"C\\\" __global__ void k(DITTO_T *y) { y[threadIdx.x] = "      \
     "(DITTO_T)ROWS; }\\n\"}"
 
 /* Run one worker over lines with XDG_CACHE_HOME=dir/cache; its replies. */
@@ -88,8 +88,8 @@ Test(cubins, a_worker_should_give_what_it_compiled_and_take_only_an_intact_cubin
     cr_assert(!dt_json_bool(got, "cached", 1), "a corrupted cubin was used");
     const cJSON *ref = cJSON_GetObjectItem(got, "cubins_refused");
     cr_assert_eq(cJSON_GetArraySize(ref), 2, "%s", cJSON_PrintUnformatted(got));
-    cr_assert(strstr(dt_json_str(cJSON_GetArrayItem(ref, 0), "reason", ""), "hash differs"),
-              "%s", cJSON_PrintUnformatted(ref));
+    cr_assert(strstr(dt_json_str(cJSON_GetArrayItem(ref, 0), "reason", ""), "hash differs"), "%s",
+              cJSON_PrintUnformatted(ref));
     cr_assert(strstr(dt_json_str(cJSON_GetArrayItem(ref, 1), "reason", ""), "key"));
     /* What it stored is its own compile, byte for byte the right image. */
     char *bstored = dt_xasprintf("%s/cache/ditto/cubin/%s.cubin", b, dt_json_str(e, "key", ""));
@@ -105,9 +105,9 @@ Test(cubins, a_worker_should_give_what_it_compiled_and_take_only_an_intact_cubin
     cr_assert_null(cJSON_GetObjectItem(got, "cubins_refused"), "%s", cJSON_PrintUnformatted(got));
     cr_assert(dt_json_bool(got, "cached", 0), "the cubin sent was not used");
     cr_assert_eq(dt_json_num(got, "seconds", 1), 0);
-    cr_assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(got, "cubins"), 0),
-                                       "data"),
-                   "a cached cubin is not sent back");
+    cr_assert_null(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(got, "cubins"), 0), "data"),
+        "a cached cubin is not sent back");
     cJSON_Delete(ra);
     cJSON_Delete(rb);
     cJSON_Delete(rc);
@@ -180,8 +180,8 @@ static void call_done(gpu_pool *p, const cJSON *reply, void *ud)
 /* The kernel compiled for matrix m on worker w. */
 static cJSON *compile_on(dt_loop *l, gpu_pool *p, int w)
 {
-    cJSON *r = cJSON_Parse("{\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"kernel\":" KERNEL_JSON
-                           "}");
+    cJSON *r = cJSON_Parse(
+        "{\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"kernel\":" KERNEL_JSON "}");
     cr_assert_not_null(r);
     call_slot s = {NULL, 0};
     gpu_pool_submit(p, r, w, 60, call_done, &s);
@@ -197,8 +197,7 @@ static char *cubin_file(const char *dir, int host, const cJSON *rep)
     return dt_xasprintf("%s/h%d/ditto/cubin/%s.cubin", dir, host, dt_json_str(e, "key", "?"));
 }
 
-Test(cubins, a_kernel_compiled_on_one_host_should_reach_another_without_a_recompile,
-     .timeout = 120)
+Test(cubins, a_kernel_compiled_on_one_host_should_reach_another_without_a_recompile, .timeout = 120)
 {
     char *dir = tu_tmpdir();
     dt_loop *l = dt_loop_new();
@@ -213,8 +212,7 @@ Test(cubins, a_kernel_compiled_on_one_host_should_reach_another_without_a_recomp
     cr_assert_null(cJSON_GetObjectItem(e0, "data"), "the image reached the caller");
     cJSON *r1 = compile_on(l, p, 1);
     cr_assert(dt_json_bool(r1, "compiled", 0));
-    cr_assert(dt_json_bool(r1, "cached", 0), "worker 1 compiled again: %s",
-              dt_buf_str(&cap.text));
+    cr_assert(dt_json_bool(r1, "cached", 0), "worker 1 compiled again: %s", dt_buf_str(&cap.text));
     gpu_cubin_stats st;
     gpu_pool_cubin_stats(p, &st);
     cr_assert_eq(st.misses, 1);
@@ -513,8 +511,9 @@ Test(cubins, a_compile_should_be_known_by_what_the_worker_compiles_and_nothing_e
                               "\"libs\":{\"nvrtc\":{\"version\":\"12.8\"}}}");
     cJSON *m = cJSON_Parse("{\"req\":\"measure\",\"matrix\":\"m\",\"op\":\"spmv\",\"fast\":true,"
                            "\"kernel\":{\"source\":\"s\",\"params\":{\"A\":1}}}");
-    cJSON *c = cJSON_Parse("{\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"arch\":\"sm_90\","
-                           "\"kernel\":{\"source\":\"s\",\"params\":{\"A\":1}}}");
+    cJSON *c =
+        cJSON_Parse("{\"req\":\"compile\",\"matrix\":\"m\",\"op\":\"spmv\",\"arch\":\"sm_90\","
+                    "\"kernel\":{\"source\":\"s\",\"params\":{\"A\":1}}}");
     cJSON *load = cJSON_Parse("{\"req\":\"load_matrix\",\"matrix\":\"a.mtx\",\"handle\":\"m\"}");
     cJSON *shipped = cJSON_Parse("{\"req\":\"load_matrix\",\"matrix\":\"a.mtx\",\"handle\":\"m\","
                                  "\"blob\":\"0123456789abcdef/a.mtx\"}");
@@ -531,13 +530,13 @@ Test(cubins, a_compile_should_be_known_by_what_the_worker_compiles_and_nothing_e
     cr_assert_str_neq(a, b);
     cr_assert(gpu_cubinstore_ident(m, h90, other, b));
     cr_assert_str_neq(a, b);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "kernel"), "params",
-                              cJSON_Parse("{\"A\":2}"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "kernel"), "params", cJSON_Parse("{\"A\":2}"));
     cr_assert(gpu_cubinstore_ident(m, h90, load, b));
     cr_assert_str_neq(a, b);
     /* A request that compiles nothing has no identity. */
     cJSON *ref = cJSON_Parse("{\"req\":\"reference\",\"matrix\":\"m\"}");
     cr_assert(!gpu_cubinstore_ident(ref, h90, load, b));
     cJSON_Delete(ref), cJSON_Delete(h90), cJSON_Delete(h80), cJSON_Delete(none), cJSON_Delete(nv12);
-    cJSON_Delete(m), cJSON_Delete(c), cJSON_Delete(load), cJSON_Delete(shipped), cJSON_Delete(other);
+    cJSON_Delete(m), cJSON_Delete(c), cJSON_Delete(load), cJSON_Delete(shipped),
+        cJSON_Delete(other);
 }
