@@ -981,13 +981,6 @@ static void mem_put(const char *key, gpu_cubin *c)
 }
 
 /* The disk folder (caller frees), or NULL when there is no home to put it. */
-static char *disk_dir(void);
-
-char *gpu_cache_disk_dir(void)
-{
-    return disk_dir();
-}
-
 static char *disk_dir(void)
 {
     if (cache_dir_override != NULL)
@@ -998,6 +991,11 @@ static char *disk_dir(void)
     char *d = dt_xasprintf("%s/cubin", base);
     free(base);
     return d;
+}
+
+char *gpu_cache_disk_dir(void)
+{
+    return disk_dir();
 }
 
 static int elf_magic(const void *p, size_t n)
