@@ -814,7 +814,7 @@ static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int 
                       .budget_s = 60,
                       .use_cache = 0,
                       .compile_only = compile_only,
-                      .progress = tune_quiet,
+                      .progress = tune_collect, /* into tune_lines when a test sets it */
                       .done = tune_done,
                       .ud = &w};
     ag_tuner *t = ag_tuner_start(&o, &e);
@@ -916,6 +916,88 @@ Test(tuner, a_compile_that_hangs_should_be_tried_once_more_and_every_variant_acc
     cr_assert_eq(dt_json_num(res, "lost", -1), 0);
     cr_assert_eq(restarts, 1, "the hung worker should have been killed and restarted once");
     cJSON_Delete(res);
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, without_a_named_gpu_timings_should_stay_on_the_first_workers_model, .timeout = 120)
+{
+    /* Workers 0 and 1: FakeGPU 0 and 1 (sm_80); worker 2: OtherGPU 2. No
+     * target named: timings on two models would not compare. */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU={device} FAKE_TUNE_CC=8.0 "
+                             "FAKE_TUNE_LOG='%s/requests' "
+                             "FAKE_TUNE_NAME=$( [ {device} = 2 ] && echo OtherGPU || echo FakeGPU)",
+                             dir, dir);
+    tune_lines = dt_json_arr();
+    cJSON *res = tune_scheduled(env, 3, NULL, 0, NULL);
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+        cr_assert(dt_json_num(v, "quick_us", 0) > 0 || cJSON_GetObjectItem(v, "same_as"),
+                  "a variant was not timed: %s", cJSON_PrintUnformatted(v));
+    char *p = dt_xasprintf("%s/timed", dir);
+    char *timed = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(timed);
+    cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
+    cr_assert(strstr(timed, "FakeGPU"), "%s", timed);
+    cr_assert(has_line(tune_lines, "timings on FakeGPU (worker 0's GPU): worker 2's OtherGPU "
+                                   "compiles only"));
+    /* Compiles, wherever they run, are for the timing GPU's architecture. */
+    free(p);
+    p = dt_xasprintf("%s/requests", dir);
+    char *reqs = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(reqs);
+    int compiles = 0;
+    for (char *line = strstr(reqs, "compile arch="); line;
+         line = strstr(line + 1, "compile arch=")) {
+        cr_assert(strncmp(line, "compile arch=sm_80\n", 19) == 0,
+                  "a compile for another arch: %.40s", line);
+        compiles++;
+    }
+    cr_assert(compiles > 0, "no precompile was sent");
+    free(reqs);
+    free(timed);
+    free(p);
+    cJSON_Delete(res);
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, the_summary_should_count_the_workers_compile_cache_hits_and_compiles, .timeout = 120)
+{
+    /* Two workers share one cache (FAKE_TUNE_CUBINS): each variant is
+     * compiled once, by its precompile; every later request hits. */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_GPU={device} FAKE_TUNE_CUBINS='%s'", dir);
+    tune_lines = dt_json_arr();
+    cJSON *res = tune_scheduled(env, 2, NULL, 0, NULL);
+    const cJSON *cc = cJSON_GetObjectItem(res, "compile_cache");
+    cr_assert_not_null(cc, "no compile_cache in the result");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    int timed = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+        timed += dt_json_num(v, "quick_us", 0) > 0;
+    /* Once per variant (12, and a reserve point the precompile may take),
+     * not once per request. */
+    int compiles = (int)dt_json_num(cc, "compiles", -1);
+    cr_assert(compiles >= 12 && compiles <= 14, "%s", cJSON_PrintUnformatted(cc));
+    cr_assert(dt_json_num(cc, "hits", 0) >= timed, "%s (timed %d)", cJSON_PrintUnformatted(cc),
+              timed);
+    char want[80];
+    snprintf(want, sizeof want, "compile cache: %d hits, %d compiles",
+             (int)dt_json_num(cc, "hits", 0), compiles);
+    cr_assert(has_line(tune_lines, want), "no line '%s'", want);
+    cJSON_Delete(res);
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
     free(env);
     tu_rmtree(dir);
     free(dir);
