@@ -481,6 +481,47 @@ Test(orch, a_failed_measurement_should_move_to_the_next_candidate, .timeout = 12
     ofx_free(&f);
 }
 
+/* Parameter spaces (as Lua's ditto.param_space) of one point: every
+ * candidate's space narrowed to its own parameters. */
+static cJSON *single_points(ag_run *r, void *ud)
+{
+    (void)ud;
+    cJSON *all = dt_json_obj();
+    const cJSON *c, *p;
+    cJSON_ArrayForEach(c, r->candidates)
+    {
+        cJSON *one = dt_json_obj();
+        cJSON_ArrayForEach(p, cJSON_GetObjectItem(c, "space"))
+        {
+            cJSON *v = dt_json_arr();
+            cJSON_AddItemToArray(v, cJSON_CreateNumber(
+                                        dt_json_num(cJSON_GetObjectItem(c, "params"), p->string, 0)));
+            dt_json_set_take(one, p->string, v);
+        }
+        dt_json_set_take(all, dt_json_str(c, "strategy", "?"), one);
+    }
+    return all;
+}
+
+Test(orch, a_generator_that_cannot_make_a_new_version_should_move_to_the_next_candidate,
+     .timeout = 120)
+{
+    ofx f;
+    ofx_init(&f, "FAKE_ORCH_COMPILE=err");
+    f.o.spaces = single_points; /* the expert has no other point to try */
+    ofx_start(&f, NULL);
+    ofx_until_done(&f);
+    EXPECT_KINDS(f.events, "profile plan check generate compile generate plan check generate "
+                           "compile verify measure tune learn");
+    EXPECT_EDGES(f.events, "compile->generate#1 generate->plan#1");
+    cr_assert_eq(ag_step_status(ag_step_at(f.run, 5)), AG_FAILED);
+    cr_assert(strstr(feedback_of(f.events, "plan", 2), "every point of this template's space"),
+              "%s", feedback_of(f.events, "plan", 2));
+    cr_assert_str_neq(strategy_of(f.events, 1), strategy_of(f.events, 2));
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_OK);
+    ofx_free(&f);
+}
+
 /* ---- iteration caps -------------------------------------------------------------------------- */
 
 Test(orch, compile_errors_past_the_edge_cap_should_move_to_the_next_candidate, .timeout = 120)
@@ -634,6 +675,42 @@ Test(orch, retry_should_run_the_same_step_kind_again, .timeout = 120)
     EXPECT_KINDS(f.events, "profile plan check check generate compile");
     ag_stop(f.run);
     ofx_until_done(&f);
+    ofx_free(&f);
+}
+
+Test(orch, rejecting_every_plan_should_end_the_run_when_no_candidate_is_left, .timeout = 120)
+{
+    ofx f;
+    ofx_init(&f, "");
+    ask_everything(&f);
+    f.o.max_reviews = 1000;
+    ofx_start(&f, NULL);
+    decide_at(&f, "profile", AG_APPROVE, NULL);
+    int rejected = 0;
+    for (ofx_until_gate(&f); ag_awaiting(f.run) && ag_awaiting(f.run)->ok && rejected < 100;
+         ofx_until_gate(&f)) {
+        decide_at(&f, "plan", AG_REJECT, "not this one");
+        rejected++;
+    }
+    cr_assert_gt(rejected, 1);
+    /* every plan a different strategy, then one that found none: it fails,
+     * and at its gate it cannot be approved, only sent on */
+    for (int v = 1; v <= rejected; v++)
+        for (int w = 1; w < v; w++)
+            cr_assert_str_neq(strategy_of(f.events, v), strategy_of(f.events, w), "v%d, v%d", v, w);
+    const ag_step *last = ag_awaiting(f.run);
+    cr_assert_not_null(last, "the run ended without a failed plan at its gate");
+    cr_assert_eq(ag_step_kind(last), AG_PLAN);
+    cr_assert_eq(ag_step_version(last), rejected + 1);
+    dt_err e = {0};
+    cr_assert_eq(ag_decide(f.run, AG_APPROVE, NULL, NULL, &e), -1);
+    decide_at(&f, "plan", AG_REJECT, "then stop");
+    cr_assert(ag_run_done(f.run));
+    cr_assert_eq(ag_step_status(last), AG_REJECTED);
+    EXPECT_EDGES(f.events, "");
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_NOT_VERIFIED);
+    cr_assert(strstr(dt_json_str(result_of(f.events), "reason", ""), "every candidate was rejected"),
+              "%s", dt_json_str(result_of(f.events), "reason", ""));
     ofx_free(&f);
 }
 
