@@ -412,7 +412,7 @@ const char cli_run_usage[] =
     "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
     "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
     "                 [--max-reviews N]\n"
-    "       ditto resume SESSION [same options]\n"
+    "       ditto resume SESSION [same options] [--clear FLAG[,FLAG...]]\n"
     "\n"
     "Run the pipeline headless: profile, plan, check, generate, compile, verify, measure,\n"
     "tune, learn -- one line per step (-v streams each agent's reasoning). With --review ask\n"
@@ -436,7 +436,11 @@ const char cli_run_usage[] =
     "The flags given (--review, --backend, --api, --endpoint, --model, --api-key-env,\n"
     "--hook, --lua-unsafe, --launcher, --workers, --deadline, --goal, --tune-variants,\n"
     "--out) are recorded with the session; resume restores them, and flags given to\n"
-    "resume replace the recorded ones (and are recorded in turn). A session that cannot\n"
+    "resume replace the recorded ones (and are recorded in turn). resume --clear drops\n"
+    "recorded flags, back to config.json's or the spec's setting, and records that:\n"
+    "--clear hooks (no recorded --hook file; the hooks folder still loads), --clear\n"
+    "model, and so for review, backend, api, endpoint, api-key-env, launcher, out,\n"
+    "lua-unsafe, workers, deadline, tune-variants, goal. A session that cannot\n"
     "be recorded stops the run before any step (exit 6) unless --no-session is given.\n"
     "--deadline S bounds every worker request (a hung compile is killed after S s).\n"
     "A run that ends on a failure that was not a person's decision (a crashed worker,\n"
@@ -474,8 +478,8 @@ static const cJSON *recorded_flags(const cJSON *events)
 }
 
 /* Fill the flags not given on resume's command line from the recorded
- * ones (rec, borrowed: it must outlive a). A recorded value of the wrong
- * type is skipped and named in probs. */
+ * ones (rec, borrowed: it must outlive a), except those --clear dropped. A
+ * recorded value of the wrong type is skipped and named in probs. */
 static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
 {
     if (rec == NULL)
@@ -489,7 +493,7 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
                 {"launcher", &a->launcher},   {"out", &a->out}};
     for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++) {
         const cJSON *v = cJSON_GetObjectItem(rec, strs[i].key);
-        if (v == NULL || *strs[i].field != NULL)
+        if (v == NULL || *strs[i].field != NULL || cli_run_flag_cleared(a, strs[i].key))
             continue;
         if (cJSON_IsString(v))
             *strs[i].field = v->valuestring;
@@ -497,7 +501,7 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
             dt_buf_printf(probs, "recorded flag %s is not a string: ignored\n", strs[i].key);
     }
     const cJSON *nr = cJSON_GetObjectItem(rec, "endpoint_not_recorded");
-    if (a->llm.endpoint == NULL && cJSON_IsString(nr))
+    if (a->llm.endpoint == NULL && cJSON_IsString(nr) && !cli_run_flag_cleared(a, "endpoint"))
         dt_buf_printf(probs,
                       "the run's endpoint (%s) carried credentials in its URL and was not "
                       "recorded: give --endpoint again (config.json's endpoint is used "
@@ -513,24 +517,25 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
         a->backend = NULL;
     }
     const cJSON *h = cJSON_GetObjectItem(rec, "hooks");
-    if (a->nhooks == 0 && cJSON_IsArray(h)) {
+    if (a->nhooks == 0 && cJSON_IsArray(h) && !cli_run_flag_cleared(a, "hooks")) {
         const cJSON *x;
         cJSON_ArrayForEach(x, h)
             if (cJSON_IsString(x) && a->nhooks < (int)DT_ARRAY_LEN(a->hooks))
                 a->hooks[a->nhooks++] = x->valuestring;
     }
-    if (!a->lua_unsafe && dt_json_bool(rec, "lua_unsafe", 0))
+    if (!a->lua_unsafe && dt_json_bool(rec, "lua_unsafe", 0) &&
+        !cli_run_flag_cleared(a, "lua_unsafe"))
         a->lua_unsafe = 1;
-    double x = dt_json_num(rec, "workers", 0);
+    double x = cli_run_flag_cleared(a, "workers") ? 0 : dt_json_num(rec, "workers", 0);
     if (!a->workers && x >= 1 && x <= 64)
         a->workers = (int)x;
-    x = dt_json_num(rec, "tune_variants", 0);
+    x = cli_run_flag_cleared(a, "tune_variants") ? 0 : dt_json_num(rec, "tune_variants", 0);
     if (!a->tune_variants && x >= 1 && x <= 1e6)
         a->tune_variants = (int)x;
-    x = dt_json_num(rec, "deadline", 0);
+    x = cli_run_flag_cleared(a, "deadline") ? 0 : dt_json_num(rec, "deadline", 0);
     if (a->deadline <= 0 && x > 0)
         a->deadline = x;
-    x = dt_json_num(rec, "goal", 0);
+    x = cli_run_flag_cleared(a, "goal") ? 0 : dt_json_num(rec, "goal", 0);
     if (a->goal <= 0 && x > 0)
         a->goal = x;
 }
@@ -650,24 +655,18 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
     if (resume && !a.no_session) {
         ss.s = sess_open(root, a.spec, &e);
+        if (ss.s == NULL)
+            fprintf(stderr,
+                    "ditto %s: cannot record the session: %s\nnothing was run: make the "
+                    "session folder writable (or give --session-dir DIR), or pass --no-session "
+                    "to run without recording\n",
+                    cmd, e.msg);
     } else if (!a.no_session) {
         /* Created before the run, so that its id is known to the run (the
-         * knowledge base's evidence names it). */
-        gpu_pool_wait_ready(pool, 60);
-        cJSON *sj = sp_spec_json(&spec);
-        cJSON *fp = ag_fingerprint(pool);
-        ss.s = sess_create(root, sj, fp, &e);
-        cJSON_Delete(sj);
-        cJSON_Delete(fp);
+         * knowledge base's evidence names it); the message is printed there. */
+        ss.s = cli_session_create(cmd, root, &spec, pool);
     }
     if (!a.no_session && ss.s == NULL) {
-        /* Results nobody can find again are worse than no run: say so
-         * before any step, and let the person choose. */
-        fprintf(stderr,
-                "ditto %s: cannot record the session: %s\nnothing was run: make the session "
-                "folder writable (or give --session-dir DIR), or pass --no-session to run "
-                "without recording\n",
-                cmd, e.msg);
         status = AG_EXIT_UNRECORDED;
         goto done;
     }

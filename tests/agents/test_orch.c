@@ -109,6 +109,7 @@ static void ofx_init(ofx *f, const char *env)
     f->o = (ag_opts){.spec = &f->spec,
                      .pool = f->pool,
                      .backend = "expert",
+                     .out_dir = f->dir, /* best_kernel.cu */
                      .tune_budget_variants = 2,
                      .tune_budget_s = 20,
                      .rules = fake_rules,
