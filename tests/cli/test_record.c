@@ -39,10 +39,11 @@ Test(record, the_workbench_should_not_open_on_a_session_it_cannot_record, .timeo
                                   "%s/tests/agents/fake-orch-worker.sh",
                                   log, report, tu_src_dir());
     /* the workbench needs a terminal: script gives it one; a workbench
-     * that opens anyway runs until the timeout (status 124) */
-    tu_proc p = tu_run(ENV "timeout -k 5 60 script -qec \"'%s' tui '%s' --session-dir "
-                           "'%s/sessions' --launcher '%s'\" /dev/null < /dev/null",
-                       dir, dir, dir, tu_ditto_bin(), spec, file, launcher);
+     * that opens anyway runs until the timeout (status 124), in DIR (where
+     * an unrecorded run writes its best kernel) */
+    tu_proc p = tu_run("cd '%s' && " ENV "timeout -k 5 60 script -qec \"'%s' tui '%s' "
+                       "--session-dir '%s/sessions' --launcher '%s'\" /dev/null < /dev/null",
+                       dir, dir, dir, dir, tu_ditto_bin(), spec, file, launcher);
     cr_assert_eq(p.status, 6, SHOW(p));
     cr_assert(strstr(p.out, "cannot record the session") && strstr(p.out, "Not a directory") &&
                   strstr(p.out, "--no-session"),
