@@ -560,6 +560,23 @@ Test(orch, the_overall_generate_cap_should_end_the_run_unverified, .timeout = 12
     ofx_free(&f);
 }
 
+Test(orch, the_candidate_cap_should_end_the_run_after_max_edge_plus_two_new_plans,
+     .timeout = 120)
+{
+    ofx f;
+    ofx_init(&f, "FAKE_ORCH_MEASURE='err err err err err'");
+    f.o.max_edge = 1; /* generate->plan is allowed max_edge + 2 = 3 times */
+    ofx_start(&f, NULL);
+    ofx_until_done(&f);
+#define ONE_PLAN "plan check generate compile verify measure"
+    EXPECT_KINDS(f.events, "profile " ONE_PLAN " " ONE_PLAN " " ONE_PLAN " " ONE_PLAN);
+#undef ONE_PLAN
+    EXPECT_EDGES(f.events, "generate->plan#1 generate->plan#2 generate->plan#3");
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_NOT_VERIFIED);
+    cr_assert(dt_json_bool(result_of(f.events), "resumable", 0));
+    ofx_free(&f);
+}
+
 Test(orch, the_measure_edge_cap_should_send_a_slow_kernel_to_tuning, .timeout = 120)
 {
     ofx f;
