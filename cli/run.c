@@ -462,21 +462,6 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 
 /* ---- flags recorded with the session ---------------------------------------------------- */
 
-/* The flags in force when the session was last run: those of its last
- * session_resumed, else of session_started. Borrowed from events. */
-static const cJSON *recorded_flags(const cJSON *events)
-{
-    const cJSON *flags = NULL, *ev;
-    cJSON_ArrayForEach(ev, events)
-    {
-        const char *type = dt_json_str(ev, "type", "");
-        if (dt_streq(type, "session_started") || dt_streq(type, "session_resumed"))
-            if (cJSON_IsObject(cJSON_GetObjectItem(ev, "flags")))
-                flags = cJSON_GetObjectItem(ev, "flags");
-    }
-    return flags;
-}
-
 /* Fill the flags not given on resume's command line from the recorded
  * ones (rec, borrowed: it must outlive a), except those --clear dropped. A
  * recorded value of the wrong type is skipped and named in probs. */
@@ -581,7 +566,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
             goto out;
         }
         /* The run's own flags, under those given now. */
-        restore_flags(&a, recorded_flags(log->events), &probs);
+        restore_flags(&a, sess_log_flags(log->events), &probs);
         if (probs.len)
             fprintf(stderr, "ditto resume: %s", probs.data);
         dt_buf_reset(&probs);

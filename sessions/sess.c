@@ -451,6 +451,19 @@ void sess_log_free(sess_log *l)
     free(l);
 }
 
+const cJSON *sess_log_flags(const cJSON *events)
+{
+    const cJSON *flags = NULL, *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        if (dt_streq(type, "session_started") || dt_streq(type, "session_resumed"))
+            if (cJSON_IsObject(cJSON_GetObjectItem(ev, "flags")))
+                flags = cJSON_GetObjectItem(ev, "flags");
+    }
+    return flags;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 static sess *sess_new(char *dir)

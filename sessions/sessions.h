@@ -122,6 +122,11 @@ typedef struct sess_log {
  * at PATH") or one without events.jsonl ("DIR: not a session folder ..."). */
 sess_log *sess_log_read(const char *root, const char *id_or_path, dt_err *e);
 void sess_log_free(sess_log *l);
+/* The run's flags in force at the end of a log (what `ditto resume`
+ * restores): the "flags" object of its last session_resumed that has one,
+ * else of session_started; NULL when none. Borrowed from events. This
+ * function can't fail. */
+const cJSON *sess_log_flags(const cJSON *events);
 
 /* One line per session for `ditto sessions`. */
 typedef struct sess_info {

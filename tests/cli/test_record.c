@@ -178,6 +178,27 @@ Test(record, resume_clear_should_drop_recorded_flags_and_record_that, .timeout =
     cr_assert_eq(dt_json_num(fl, "goal", 0), 1.5, "a flag not cleared was lost");
     cr_assert_eq(hook_lines_since_resume(ev), 0, "the cleared hook ran");
     cJSON_Delete(ev);
+    /* `sessions show` says what the next resume restores */
+    p = tu_run(ENV "'%s' sessions show '%s' --session-dir '%s'", dir, dir, dir, tu_ditto_bin(),
+               id, sroot);
+    cr_assert_eq(p.status, 0, SHOW(p));
+    cr_assert(strstr(p.out, "state          stopped, resumable\n"), SHOW(p));
+    const char *sec = strstr(p.out, "flags (what ditto resume restores)");
+    cr_assert(sec && strstr(sec, "cleared") && strstr(sec, "[\"model\",\"hooks\"]") &&
+                  strstr(sec, "goal"),
+              SHOW(p));
+    cr_assert(strstr(sec, "my-model") == NULL, SHOW(p));
+    tu_proc_free(&p);
+    p = tu_run(ENV "'%s' sessions show '%s' --session-dir '%s' --json", dir, dir, dir,
+               tu_ditto_bin(), id, sroot);
+    cJSON *sj = cJSON_Parse(p.out);
+    cr_assert_not_null(sj, SHOW(p));
+    cr_assert_eq(dt_json_num(cJSON_GetObjectItem(sj, "flags"), "goal", 0), 1.5, SHOW(p));
+    cr_assert(has_string(cJSON_GetObjectItem(cJSON_GetObjectItem(sj, "flags"), "cleared"),
+                         "hooks"),
+              SHOW(p));
+    cJSON_Delete(sj);
+    tu_proc_free(&p);
 
     /* the next plain resume keeps them cleared */
     p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir,
