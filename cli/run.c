@@ -641,11 +641,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     if (resume && !a.no_session) {
         ss.s = sess_open(root, a.spec, &e);
         if (ss.s == NULL)
-            fprintf(stderr,
-                    "ditto %s: cannot record the session: %s\nnothing was run: make the "
-                    "session folder writable (or give --session-dir DIR), or pass --no-session "
-                    "to run without recording\n",
-                    cmd, e.msg);
+            cli_session_refused(cmd, e.msg);
     } else if (!a.no_session) {
         /* Created before the run, so that its id is known to the run (the
          * knowledge base's evidence names it); the message is printed there. */

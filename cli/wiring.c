@@ -298,14 +298,19 @@ sess *cli_session_create(const char *cmd, const char *root, const sp_spec *spec,
     cJSON_Delete(sj);
     cJSON_Delete(fp);
     if (s == NULL)
-        /* Results nobody can find again are worse than no run: say so
-         * before any step, and let the person choose. */
-        fprintf(stderr,
-                "ditto %s: cannot record the session: %s\nnothing was run: make the session "
-                "folder writable (or give --session-dir DIR), or pass --no-session to run "
-                "without recording\n",
-                cmd, e.msg);
+        cli_session_refused(cmd, e.msg);
     return s;
+}
+
+void cli_session_refused(const char *cmd, const char *why)
+{
+    /* Results nobody can find again are worse than no run: say so before
+     * any step, and let the person choose. */
+    fprintf(stderr,
+            "ditto %s: cannot record the session: %s\nnothing was run: make the session "
+            "folder writable (or give --session-dir DIR), or pass --no-session to run "
+            "without recording\n",
+            cmd, why);
 }
 
 /* ---- settings -------------------------------------------------------------------------------- */

@@ -103,6 +103,9 @@ int cli_run_flag_cleared(const cli_run_args *a, const char *key);
  * on stderr ("ditto CMD: cannot record the session: ...") that nothing ran
  * and what the person can do, and returns NULL. */
 sess *cli_session_create(const char *cmd, const char *root, const sp_spec *spec, gpu_pool *pool);
+/* Say on stderr that the session cannot be recorded (why), so nothing ran,
+ * and what the person can do. This function can't fail. */
+void cli_session_refused(const char *cmd, const char *why);
 
 /* ---- settings -------------------------------------------------------------------------------- */
 
