@@ -547,6 +547,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     sp_spec spec;
     sp_spec_init(&spec);
     sess_log *log = NULL;
+    cJSON *rec_flags = NULL; /* resume: the recorded flags; a's strings point into it */
     char *root = sess_root(a.session_dir);
     dt_err e = {0};
     int status = AG_EXIT_ERROR;
@@ -566,7 +567,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
             goto out;
         }
         /* The run's own flags, under those given now. */
-        restore_flags(&a, sess_log_flags(log->events), &probs);
+        rec_flags = sess_log_flags(log->events);
+        restore_flags(&a, rec_flags, &probs);
         if (probs.len)
             fprintf(stderr, "ditto resume: %s", probs.data);
         dt_buf_reset(&probs);
@@ -706,6 +708,7 @@ done:
     dt_loop_free(loop);
     llm_config_clear(&lc);
 out:
+    cJSON_Delete(rec_flags);
     sess_log_free(log);
     free(root);
     dt_buf_free(&probs);

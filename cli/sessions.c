@@ -343,8 +343,10 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
     printf("events         %d (last seq %.0f)\n", nev, dt_json_num(last, "seq", 0));
     print_object("spec", l->spec);
     print_object("fingerprint", l->fingerprint);
-    if (sess_log_flags(l->events))
-        print_object("flags (what ditto resume restores)", sess_log_flags(l->events));
+    cJSON *flags = sess_log_flags(l->events);
+    if (flags)
+        print_object("flags (what ditto resume restores)", flags);
+    cJSON_Delete(flags);
     printf("steps\n");
     if (cJSON_GetArraySize(steps) == 0)
         printf("  (none)\n");
@@ -432,8 +434,8 @@ static int show_session(const char *root, const char *id, int json, int events)
         dt_json_set_take(o, "spec", l->spec ? cJSON_Duplicate(l->spec, 1) : cJSON_CreateNull());
         dt_json_set_take(o, "fingerprint",
                          l->fingerprint ? cJSON_Duplicate(l->fingerprint, 1) : cJSON_CreateNull());
-        const cJSON *flags = sess_log_flags(l->events);
-        dt_json_set_take(o, "flags", flags ? cJSON_Duplicate(flags, 1) : cJSON_CreateNull());
+        cJSON *flags = sess_log_flags(l->events);
+        dt_json_set_take(o, "flags", flags ? flags : cJSON_CreateNull());
         dt_json_set_take(o, "steps", steps);
         const cJSON *res = result_of(l);
         dt_json_set_take(o, "result", res ? cJSON_Duplicate(res, 1) : cJSON_CreateNull());

@@ -231,6 +231,55 @@ Test(record, resume_clear_should_drop_recorded_flags_and_record_that, .timeout =
     free(dir);
 }
 
+Test(record, a_switch_made_in_the_workbench_should_be_restored_on_resume, .timeout = 240)
+{
+    char *dir = tu_tmpdir();
+    char *spec = write_spec(dir, "ask");
+    char *sroot = dt_xasprintf("%s/sessions", dir);
+    tu_proc p = tu_run(ENV "'%s' run '%s' --session-dir '%s' --model flag-model < /dev/null",
+                       dir, dir, dir, tu_ditto_bin(), spec, sroot);
+    cr_assert_eq(p.status, 4, SHOW(p));
+    tu_proc_free(&p);
+    p = tu_run("ls -d '%s'/*/ | head -n 1", sroot);
+    char *sd = dt_xstrdup(p.out);
+    tu_proc_free(&p);
+    sd[strcspn(sd, "\n")] = '\0';
+    if (sd[0] && sd[strlen(sd) - 1] == '/')
+        sd[strlen(sd) - 1] = '\0';
+    cr_assert(sd[0], "no session");
+    /* the person switched the model with ':' after the run started: the
+     * event the workbench records (ag_set_brain) */
+    cJSON *ev = events_of(sd);
+    cJSON *last = cJSON_GetArrayItem(ev, cJSON_GetArraySize(ev) - 1);
+    char *line = dt_xasprintf("{\"seq\":%.0f,\"t\":%.3f,\"type\":\"log\",\"level\":\"info\","
+                              "\"message\":\"model switched to switched-model for the next "
+                              "steps\",\"setting\":\"model\",\"value\":\"switched-model\","
+                              "\"by\":\"person\"}\n",
+                              dt_json_num(last, "seq", 0) + 1, dt_json_num(last, "t", 0) + 1);
+    cJSON_Delete(ev);
+    char *lp = dt_xasprintf("%s/events.jsonl", sd);
+    FILE *f = fopen(lp, "a");
+    cr_assert_not_null(f);
+    fputs(line, f);
+    fclose(f);
+    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir,
+               tu_ditto_bin(), strrchr(sd, '/') + 1, sroot);
+    cr_assert_eq(p.status, 4, SHOW(p));
+    tu_proc_free(&p);
+    ev = events_of(sd);
+    const cJSON *fl = cJSON_GetObjectItem(last_of(ev, "session_resumed"), "flags");
+    cr_assert_str_eq(dt_json_str(fl, "model", ""), "switched-model",
+                     "the person's switch was replaced by the flag given at the start");
+    cJSON_Delete(ev);
+    free(lp);
+    free(line);
+    free(sd);
+    free(sroot);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 Test(record, clear_should_be_refused_outside_resume_and_for_unknown_flags)
 {
     tu_proc p = tu_run("'%s' run spec.json --clear hooks", tu_ditto_bin());
