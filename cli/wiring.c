@@ -177,10 +177,10 @@ void cli_lua_attach(ag_opts *o, cli_lua *lua)
 
 /* ---- flags recorded with a session ----------------------------------------------------------- */
 
-const char *const cli_run_flag_names[] = {
-    "review",   "backend", "api",   "endpoint", "model",    "api-key-env",   "launcher",
-    "out",      "hooks",   "lua-unsafe", "workers", "deadline", "tune-variants", "goal",
-    NULL};
+const char *const cli_run_flag_names[] = {"review",        "backend",     "api",      "endpoint",
+                                          "model",         "api-key-env", "launcher", "out",
+                                          "hooks",         "lua-unsafe",  "workers",  "deadline",
+                                          "tune-variants", "goal",        NULL};
 
 /* The JSON key of a --clear name: dashes become underscores. */
 static void flag_key(const char *name, char *key, size_t len)

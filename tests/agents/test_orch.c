@@ -66,8 +66,8 @@ static void start_pool(ofx *f, const char *env)
     char *la = dt_xasprintf("env FAKE_ORCH_REPORT='%s' FAKE_ORCH_LOG='%s' %s "
                             "'%s/tests/agents/fake-orch-worker.sh'",
                             f->report, f->log, env, tu_src_dir());
-    gpu_pool_opts po = {.workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20,
-                        .log = pool_quiet};
+    gpu_pool_opts po = {
+        .workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20, .log = pool_quiet};
     dt_err e = {0};
     f->pool = gpu_pool_new(f->loop, &po, &e);
     cr_assert_not_null(f->pool, "%s", e.msg);
@@ -183,8 +183,10 @@ static char *kinds(const cJSON *ev)
     dt_buf b = DT_BUF_INIT;
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(type_of(e), "step_started"))
             dt_buf_printf(&b, "%s%s", b.len ? " " : "", dt_json_str(e, "kind", "?"));
+    }
     return dt_buf_take(&b);
 }
 
@@ -194,9 +196,11 @@ static char *edges(const cJSON *ev)
     dt_buf b = DT_BUF_INIT;
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(type_of(e), "transition") && dt_json_str(e, "edge", NULL))
             dt_buf_printf(&b, "%s%s#%d", b.len ? " " : "", dt_json_str(e, "edge", ""),
                           dt_json_int(e, "iteration", 0));
+    }
     return dt_buf_take(&b);
 }
 
@@ -205,9 +209,11 @@ static const cJSON *started(const cJSON *ev, const char *kind, int version)
 {
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(type_of(e), "step_started") && dt_streq(dt_json_str(e, "kind", ""), kind) &&
             dt_json_int(e, "version", 0) == version)
             return e;
+    }
     return NULL;
 }
 
@@ -223,8 +229,10 @@ static const cJSON *event_of(const cJSON *ev, const char *type, int step)
 {
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(type_of(e), type) && (step == 0 || dt_json_int(e, "step", 0) == step))
             return e;
+    }
     return NULL;
 }
 
@@ -241,8 +249,10 @@ static const char *strategy_of(const cJSON *ev, int version)
     int id = step_of(ev, "plan", version);
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(type_of(e), "artifact") && dt_json_int(e, "step", 0) == id)
             return dt_json_str(cJSON_GetObjectItem(e, "json"), "strategy", "");
+    }
     cr_assert_fail("no artifact for plan v%d", version);
     return "";
 }
@@ -495,8 +505,8 @@ static cJSON *single_points(ag_run *r, void *ud)
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(c, "space"))
         {
             cJSON *v = dt_json_arr();
-            cJSON_AddItemToArray(v, cJSON_CreateNumber(
-                                        dt_json_num(cJSON_GetObjectItem(c, "params"), p->string, 0)));
+            cJSON_AddItemToArray(
+                v, cJSON_CreateNumber(dt_json_num(cJSON_GetObjectItem(c, "params"), p->string, 0)));
             dt_json_set_take(one, p->string, v);
         }
         dt_json_set_take(all, dt_json_str(c, "strategy", "?"), one);
@@ -560,8 +570,7 @@ Test(orch, the_overall_generate_cap_should_end_the_run_unverified, .timeout = 12
     ofx_free(&f);
 }
 
-Test(orch, the_candidate_cap_should_end_the_run_after_max_edge_plus_two_new_plans,
-     .timeout = 120)
+Test(orch, the_candidate_cap_should_end_the_run_after_max_edge_plus_two_new_plans, .timeout = 120)
 {
     ofx f;
     ofx_init(&f, "FAKE_ORCH_MEASURE='err err err err err'");
@@ -591,7 +600,7 @@ Test(orch, the_measure_edge_cap_should_send_a_slow_kernel_to_tuning, .timeout = 
     ofx_free(&f);
 }
 
-/* ---- review decisions -------------------------------------------------------------------------- */
+/* ---- review decisions ------------------------------------------------------------------------ */
 
 static void ask_everything(ofx *f)
 {
@@ -727,8 +736,9 @@ Test(orch, rejecting_every_plan_should_end_the_run_when_no_candidate_is_left, .t
     cr_assert_eq(ag_step_status(last), AG_REJECTED);
     EXPECT_EDGES(f.events, "");
     cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_NOT_VERIFIED);
-    cr_assert(strstr(dt_json_str(result_of(f.events), "reason", ""), "every candidate was rejected"),
-              "%s", dt_json_str(result_of(f.events), "reason", ""));
+    cr_assert(
+        strstr(dt_json_str(result_of(f.events), "reason", ""), "every candidate was rejected"),
+        "%s", dt_json_str(result_of(f.events), "reason", ""));
     ofx_free(&f);
 }
 
@@ -752,8 +762,7 @@ Test(orch, the_review_cap_should_end_the_run_after_too_many_rejections, .timeout
     ofx_free(&f);
 }
 
-Test(orch, a_failed_step_should_refuse_approval_and_go_back_with_the_reviewers_note,
-     .timeout = 120)
+Test(orch, a_failed_step_should_refuse_approval_and_go_back_with_the_reviewers_note, .timeout = 120)
 {
     ofx f;
     ofx_init(&f, "FAKE_ORCH_COMPILE=err");
@@ -913,13 +922,15 @@ Test(orch, a_tune_request_should_tune_after_measure_even_below_the_goal, .timeou
     int found = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, f.events)
+    {
         found |= dt_streq(type_of(e), "transition") &&
                  dt_streq(dt_json_str(e, "reason", ""), "tune requested");
+    }
     cr_assert(found, "no transition says the tune was requested");
     ofx_free(&f);
 }
 
-/* ---- resume points ------------------------------------------------------------------------------ */
+/* ---- resume points --------------------------------------------------------------------------- */
 
 Test(orch, resume_after_an_approved_step_should_continue_with_the_next_one, .timeout = 120)
 {
@@ -1046,8 +1057,10 @@ Test(orch, resume_of_a_run_that_failed_should_rerun_the_failed_step, .timeout = 
     const cJSON *e;
     int rerun = 0;
     cJSON_ArrayForEach(e, f.events)
+    {
         rerun |= dt_streq(type_of(e), "transition") &&
                  strstr(dt_json_str(e, "reason", ""), "re-running the step that failed") != NULL;
+    }
     cr_assert(rerun);
     cJSON_Delete(log);
     ofx_free(&f);

@@ -103,8 +103,10 @@ static const cJSON *last_of(const cJSON *ev, const char *type)
 {
     const cJSON *found = NULL, *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(dt_json_str(e, "type", ""), type))
             found = e;
+    }
     return found;
 }
 
@@ -127,8 +129,10 @@ static int has_string(const cJSON *arr, const char *s)
 {
     const cJSON *x;
     cJSON_ArrayForEach(x, arr)
+    {
         if (cJSON_IsString(x) && dt_streq(x->valuestring, s))
             return 1;
+    }
     return 0;
 }
 
@@ -163,8 +167,8 @@ Test(record, resume_clear_should_drop_recorded_flags_and_record_that, .timeout =
     cJSON_Delete(ev);
 
     /* resume dropping the hook and the model; the goal stays recorded */
-    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' --clear hooks,model < /dev/null", dir,
-               dir, dir, tu_ditto_bin(), id, sroot);
+    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' --clear hooks,model < /dev/null", dir, dir,
+               dir, tu_ditto_bin(), id, sroot);
     cr_assert_eq(p.status, 4, SHOW(p));
     tu_proc_free(&p);
     ev = events_of(sd);
@@ -179,8 +183,8 @@ Test(record, resume_clear_should_drop_recorded_flags_and_record_that, .timeout =
     cr_assert_eq(hook_lines_since_resume(ev), 0, "the cleared hook ran");
     cJSON_Delete(ev);
     /* `sessions show` says what the next resume restores */
-    p = tu_run(ENV "'%s' sessions show '%s' --session-dir '%s'", dir, dir, dir, tu_ditto_bin(),
-               id, sroot);
+    p = tu_run(ENV "'%s' sessions show '%s' --session-dir '%s'", dir, dir, dir, tu_ditto_bin(), id,
+               sroot);
     cr_assert_eq(p.status, 0, SHOW(p));
     cr_assert(strstr(p.out, "state          stopped, resumable\n"), SHOW(p));
     const char *sec = strstr(p.out, "flags (what ditto resume restores)");
@@ -194,15 +198,14 @@ Test(record, resume_clear_should_drop_recorded_flags_and_record_that, .timeout =
     cJSON *sj = cJSON_Parse(p.out);
     cr_assert_not_null(sj, SHOW(p));
     cr_assert_eq(dt_json_num(cJSON_GetObjectItem(sj, "flags"), "goal", 0), 1.5, SHOW(p));
-    cr_assert(has_string(cJSON_GetObjectItem(cJSON_GetObjectItem(sj, "flags"), "cleared"),
-                         "hooks"),
+    cr_assert(has_string(cJSON_GetObjectItem(cJSON_GetObjectItem(sj, "flags"), "cleared"), "hooks"),
               SHOW(p));
     cJSON_Delete(sj);
     tu_proc_free(&p);
 
     /* the next plain resume keeps them cleared */
-    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir,
-               tu_ditto_bin(), id, sroot);
+    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir, tu_ditto_bin(),
+               id, sroot);
     cr_assert_eq(p.status, 4, SHOW(p));
     tu_proc_free(&p);
     ev = events_of(sd);
@@ -236,8 +239,8 @@ Test(record, a_switch_made_in_the_workbench_should_be_restored_on_resume, .timeo
     char *dir = tu_tmpdir();
     char *spec = write_spec(dir, "ask");
     char *sroot = dt_xasprintf("%s/sessions", dir);
-    tu_proc p = tu_run(ENV "'%s' run '%s' --session-dir '%s' --model flag-model < /dev/null",
-                       dir, dir, dir, tu_ditto_bin(), spec, sroot);
+    tu_proc p = tu_run(ENV "'%s' run '%s' --session-dir '%s' --model flag-model < /dev/null", dir,
+                       dir, dir, tu_ditto_bin(), spec, sroot);
     cr_assert_eq(p.status, 4, SHOW(p));
     tu_proc_free(&p);
     p = tu_run("ls -d '%s'/*/ | head -n 1", sroot);
@@ -262,8 +265,8 @@ Test(record, a_switch_made_in_the_workbench_should_be_restored_on_resume, .timeo
     cr_assert_not_null(f);
     fputs(line, f);
     fclose(f);
-    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir,
-               tu_ditto_bin(), strrchr(sd, '/') + 1, sroot);
+    p = tu_run(ENV "'%s' resume '%s' --session-dir '%s' < /dev/null", dir, dir, dir, tu_ditto_bin(),
+               strrchr(sd, '/') + 1, sroot);
     cr_assert_eq(p.status, 4, SHOW(p));
     tu_proc_free(&p);
     ev = events_of(sd);

@@ -34,11 +34,12 @@ static void expect_flags(cJSON *f, const char *want_json)
 Test(flags, the_last_recorded_flags_should_be_in_force)
 {
     cr_assert_null(flags_of("[{\"type\": \"session_started\", \"seq\": 1}]"));
-    expect_flags(flags_of("[{\"type\": \"session_started\", \"seq\": 1,"
-                          "  \"flags\": {\"review\": \"auto\", \"model\": \"a\"}},"
-                          " {\"type\": \"session_resumed\", \"seq\": 2, \"flags\": {\"model\": \"b\"}},"
-                          " {\"type\": \"session_resumed\", \"seq\": 3}]"),
-                 "{\"model\": \"b\"}");
+    expect_flags(
+        flags_of("[{\"type\": \"session_started\", \"seq\": 1,"
+                 "  \"flags\": {\"review\": \"auto\", \"model\": \"a\"}},"
+                 " {\"type\": \"session_resumed\", \"seq\": 2, \"flags\": {\"model\": \"b\"}},"
+                 " {\"type\": \"session_resumed\", \"seq\": 3}]"),
+        "{\"model\": \"b\"}");
 }
 
 Test(flags, a_persons_switch_in_the_workbench_should_be_restored_over_the_flags)
@@ -70,11 +71,12 @@ Test(flags, a_persons_switch_in_the_workbench_should_be_restored_over_the_flags)
 
 Test(flags, a_switched_endpoint_without_its_credentials_should_not_be_restored_as_whole)
 {
-    expect_flags(flags_of("[{\"type\": \"session_started\", \"seq\": 1,"
-                          "  \"flags\": {\"endpoint\": \"http://old/v1\"}},"
-                          " {\"type\": \"log\", \"seq\": 2, \"setting\": \"endpoint\","
-                          "  \"value\": \"https://h/v1\", \"redacted\": true, \"by\": \"person\"}]"),
-                 "{\"endpoint_not_recorded\": \"https://h/v1\"}");
+    expect_flags(
+        flags_of("[{\"type\": \"session_started\", \"seq\": 1,"
+                 "  \"flags\": {\"endpoint\": \"http://old/v1\"}},"
+                 " {\"type\": \"log\", \"seq\": 2, \"setting\": \"endpoint\","
+                 "  \"value\": \"https://h/v1\", \"redacted\": true, \"by\": \"person\"}]"),
+        "{\"endpoint_not_recorded\": \"https://h/v1\"}");
     /* and a plain endpoint switched to after it is used again */
     expect_flags(flags_of("[{\"type\": \"session_started\", \"seq\": 1,"
                           "  \"flags\": {\"endpoint_not_recorded\": \"https://h/v1\"}},"
