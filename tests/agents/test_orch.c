@@ -379,6 +379,25 @@ Test(orch, without_a_gpu_the_run_should_stop_after_compile_with_exit_3, .timeout
     ofx_free(&f);
 }
 
+Test(orch, a_tune_that_verifies_nothing_should_still_learn_and_keep_the_measured_best,
+     .timeout = 120)
+{
+    ofx f;
+    /* the pipeline's verify passes; every one the tuner asks for fails */
+    ofx_init(&f, "FAKE_ORCH_VERIFY='ok fail fail fail fail fail fail fail fail fail fail fail'");
+    ofx_start(&f, NULL);
+    ofx_until_done(&f);
+    EXPECT_KINDS(f.events, FULL);
+    const ag_step *tune = ag_step_at(f.run, 7);
+    cr_assert_eq(ag_step_kind(tune), AG_TUNE);
+    cr_assert_eq(ag_step_status(tune), AG_FAILED);
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_OK);
+    const cJSON *best = cJSON_GetObjectItem(result_of(f.events), "best");
+    cr_assert_eq(dt_json_int(best, "version", 0), 1, "the measured kernel v1 is the best");
+    cr_assert_float_eq(dt_json_num(best, "speedup", 0), 2.0, 1e-9);
+    ofx_free(&f);
+}
+
 /* ---- feedback edges -------------------------------------------------------------------------- */
 
 Test(orch, a_compile_error_should_go_back_to_the_generator_with_the_diagnostic, .timeout = 120)
@@ -1062,6 +1081,25 @@ Test(orch, resume_of_a_run_that_failed_should_rerun_the_failed_step, .timeout = 
                  strstr(dt_json_str(e, "reason", ""), "re-running the step that failed") != NULL;
     }
     cr_assert(rerun);
+    cJSON_Delete(log);
+    ofx_free(&f);
+}
+
+Test(orch, a_compile_only_session_resumed_where_there_is_a_gpu_should_verify_next,
+     .timeout = 120)
+{
+    ofx f;
+    ofx_init(&f, "FAKE_ORCH_NOGPU=1");
+    ofx_start(&f, NULL);
+    ofx_until_done(&f);
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_NO_GPU);
+    cJSON *log = cJSON_Duplicate(f.events, 1);
+    ofx_restart(&f, "");
+    ofx_start(&f, log);
+    ofx_until_done(&f);
+    /* the compiled kernel is not compiled again */
+    EXPECT_KINDS(f.events, "verify measure tune learn");
+    cr_assert_eq(ag_run_exit_code(f.run), AG_EXIT_OK);
     cJSON_Delete(log);
     ofx_free(&f);
 }
