@@ -1085,8 +1085,7 @@ Test(orch, resume_of_a_run_that_failed_should_rerun_the_failed_step, .timeout = 
     ofx_free(&f);
 }
 
-Test(orch, a_compile_only_session_resumed_where_there_is_a_gpu_should_verify_next,
-     .timeout = 120)
+Test(orch, a_compile_only_session_resumed_where_there_is_a_gpu_should_verify_next, .timeout = 120)
 {
     ofx f;
     ofx_init(&f, "FAKE_ORCH_NOGPU=1");
