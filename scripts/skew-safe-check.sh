@@ -1,62 +1,48 @@
 #!/usr/bin/env bash
-# skew-safe-check.sh -- `ditto tune --dry-run --strategies 3` on every matrix of the given
-# folders (their *.mtx and dlmc/*.smtx), for every op the bench runs, at original size and
-# replicated to HBM size: one TSV line per case naming the strategy safe for skewed rows
-# among the candidates (NONE, or ERROR with ditto's message), then a count on stderr. Exit 1
-# when any case has none. Each case profiles its matrix anew (about 3 s a case at 32M
-# nonzeros): -j N runs N matrices at a time.
-#   scripts/skew-safe-check.sh [-j N] [--hbm-nnz 32M] DIR... > out.tsv
+# skew-safe-check.sh -- `ditto tune --dry-run --strategies 3` on every matrix
+# of a part of the corpus split (default validate) for the six bench ops, and
+# whether the strategies it would tune include one safe for skewed rows.
+#
+#   scripts/skew-safe-check.sh [DITTO] [MATRICES_DIR...] [--part NAME]
+#
+# DITTO defaults to ./ditto; folders default to ../shared/matrices and
+# ../shared/matrices/train2. Prints one line per case (matrix, op, the
+# strategies, * marking the skew-safe ones) and a count; exit 1 when a case
+# has none, or the dry run failed.
 set -u
-DITTO=${DITTO:-./ditto}
-HBM=32M
-JOBS=1
+ditto=./ditto part=validate dirs=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -j) JOBS=$2; shift 2 ;;
-    --hbm-nnz) HBM=$2; shift 2 ;;
-    *) break ;;
+    --part) part=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) if [ -x "$1" ] && [ -f "$1" ]; then ditto=$1; else dirs+=("$1"); fi; shift ;;
   esac
 done
-[ $# -gt 0 ] || { echo "usage: $0 [-j N] [--hbm-nnz N] DIR..." >&2; exit 2; }
-
-# One matrix (its folder, its path): every op at both sizes, a line each.
-one_matrix() {
-  local dir=$1 m=$2 tmp size src o op dtype n out cnt safe
-  tmp=$(mktemp -d)
-  for size in orig hbm; do
-    src=$m
-    [ "$size" = hbm ] && src="rep:$m:nnz=$HBM"
-    for o in "spmv fp32 1" "spmv fp64 1" "spmm fp32 32" "spmm fp32 128" "sddmm fp32 32" \
-             "sddmm fp32 128"; do
-      read -r op dtype n <<< "$o"
-      printf '{"op": "%s", "dtype": "%s", "n": %s, "gpu": "h200", "matrix": "%s"}\n' \
-        "$op" "$dtype" "$n" "$src" > "$tmp/spec.json"
-      out=$("$DITTO" tune "$tmp/spec.json" --dry-run --strategies 3 --variants 1 2>&1)
-      cnt=$(printf '%s\n' "$out" | sed -n '1s/.*: \([0-9]*\) strateg.*/\1/p')
-      safe=$(printf '%s\n' "$out" | sed -n 's/^safe for skewed rows: \([^ ]*\) (place \([0-9]*\))$/\1\t\2/p')
-      if [ -z "$cnt" ]; then
-        # ditto failed: say why rather than count it as a ranking without one
-        safe=$(printf 'ERROR\t%s' "$(printf '%s\n' "$out" | head -1)")
-      elif [ -z "$safe" ]; then
-        safe=$(printf 'NONE\t-')
-      fi
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "${m#"$dir"/}" "$size" "$op" "$dtype" "$n" "${cnt:-?}" \
-        "$safe"
-    done
+[ ${#dirs[@]} -gt 0 ] || dirs=(../shared/matrices ../shared/matrices/train2)
+split=$(dirname "$0")/../knowledge/corpus-split.tsv
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cases=0 bad=0
+while IFS=$'\t' read -r name p folder; do
+  [ "$p" = "$part" ] || continue
+  path=
+  for d in "${dirs[@]}"; do
+    [ "$(basename "$d")" = "$folder" ] && [ -f "$d/$name" ] && path=$d/$name
   done
-  rm -rf "$tmp"
-}
-export -f one_matrix
-export DITTO HBM
-
-printf "matrix\tsize\top\tdtype\tn\tstrategies\tskew_safe\tplace\n"
-result=$(for dir in "$@"; do
-  for m in "$dir"/*.mtx "$dir"/dlmc/*.smtx; do
-    [ -e "$m" ] && printf '%s\0%s\0' "$dir" "$m"
+  if [ -z "$path" ]; then echo "$name: not found in ${dirs[*]}" >&2; bad=$((bad + 1)); continue; fi
+  for op in "spmv fp32 1" "spmv fp64 1" "spmm fp32 32" "spmm fp32 128" "sddmm fp32 32" "sddmm fp32 128"; do
+    set -- $op
+    printf '{"op":"%s","dtype":"%s","n":%s,"matrix":"%s"}' "$1" "$2" "$3" "$path" > "$tmp/s.json"
+    cases=$((cases + 1))
+    if ! timeout 300 "$ditto" tune "$tmp/s.json" --dry-run --json --strategies 3 > "$tmp/o.json" 2> "$tmp/e"; then
+      echo "$name $1-$2-n$3: dry run failed: $(head -c 300 "$tmp/e")"; bad=$((bad + 1)); continue
+    fi
+    line=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join(c["strategy"] + ("*" if c.get("skew_safe") else "") for c in d))' "$tmp/o.json")
+    case "$line" in *\**) ;; *) bad=$((bad + 1)); line="$line   <- no skew-safe strategy" ;; esac
+    echo "$name $1-$2-n$3: $line"
   done
-done | xargs -0 -n 2 -P "$JOBS" bash -c 'one_matrix "$1" "$2"' _)
-[ -n "$result" ] && printf '%s\n' "$result"
-cases=$(printf '%s' "$result" | grep -c . || true)
-missing=$(printf '%s\n' "$result" | awk -F'\t' '$7 == "NONE" || $7 == "ERROR"' | grep -c . || true)
-echo "# $cases cases, $missing without a skew-safe candidate (or failed)" >&2
-[ "$missing" -eq 0 ]
+done < "$split"
+echo "skew-safe-check: $cases cases of the '$part' part, $((cases - bad)) with a skew-safe strategy among those tuned"
+[ "$bad" -eq 0 ]
