@@ -1,5 +1,6 @@
 /* llm.c -- the LLM client: OpenAI / Anthropic streaming over libcurl multi,
- * driven by dt_loop, with retries, stall detection, usage, cost and a cache. */
+ * driven by dt_loop, with retries, stall detection, usage, cost and a cache.
+ * Over 1,000 lines: two providers' wire formats over one streaming client. */
 #include "agents/llm.h"
 
 #include <curl/curl.h>

@@ -1,7 +1,9 @@
 /* orch.c -- the orchestrator: an explicit state machine over pipeline steps
  * with review gates, feedback edges, iteration caps, events, resume, and the
  * agents that need no backend (profiler, constraint checker, verifier,
- * evaluator, librarian). */
+ * evaluator, librarian).
+ * Over 1,000 lines: the state machine's transitions, caps and resume points are
+ * one table of cases that reads best in one file (tests/agents/test_orch.c). */
 #include "agents/internal.h"
 #include "hardware/hardware.h"
 

@@ -1,7 +1,9 @@
 /* tuner.c -- successive halving over kernel parameter spaces through the
  * worker pool: cheap timings for every variant, the full verification
  * battery and a full measurement next to cuSPARSE for the survivors, and a
- * cache of results by matrix, problem, GPU and template. */
+ * cache of results by matrix, problem, GPU and template.
+ * Over 1,000 lines: the stages share one variant table and one pump; split,
+ * each part would reach into the others' state. */
 #include "agents/internal.h"
 #include "gpu/contract.h"
 

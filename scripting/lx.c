@@ -1,5 +1,6 @@
 /* lx.c -- the Lua 5.4 hook runtime: sandboxed state, the ditto module, budgets and guarded calls.
- */
+ * Over 1,000 lines: the sandbox, the budgets and the whole ditto module the
+ * hooks see are one Lua state's setup. */
 #include "scripting/scripting.h"
 
 #include "scripting/lx_int.h"

@@ -1,4 +1,6 @@
-/* sess.c -- the session store: folders, the append-only event log, artifacts, reading back. */
+/* sess.c -- the session store: folders, the append-only event log, artifacts, reading back.
+ * Over 1,000 lines: writing and reading the log must stay in one place, so that
+ * every event written is one the reader knows. */
 #include "sessions/sessions.h"
 
 #include <dirent.h>
