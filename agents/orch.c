@@ -793,6 +793,9 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
         }
         hw_spec_free(g);
     }
+    if (r->kernel_option)
+        ag_text(r, s, "Compiled with %s: a reviewer asked for fewer registers.\n",
+                r->kernel_option);
     int ok = compiled && errors == 0;
     if (!compiled) {
         const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "diagnostics"), 0);
@@ -1883,10 +1886,15 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                               dt_streq(by, "lua") ? "a review hook" : "a person", why);
                 if (r->candidates == NULL && r->report)
                     r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, NULL);
-                ag_wishes_from_reason(r, s->kind, why);
+                int level = ag_wishes_from_reason(r, s->kind, why);
                 r->reviews[s->kind]++;
-                if (s->kind == AG_PLAN)
-                    ag_drop_strategy(r, dt_json_str(s->artifact, "strategy", ""), why);
+                /* as apply_decision did: a reason that asked only for
+                 * parameters or registers kept the strategy */
+                if ((s->kind == AG_PLAN || s->kind == AG_CHECK) && level != 1)
+                    ag_drop_strategy(r,
+                                     dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan,
+                                                 "strategy", ""),
+                                     why);
             }
         } else if (strcmp(type, "transition") == 0) {
             const char *edge = dt_json_str(ev, "edge", NULL);

@@ -1,0 +1,172 @@
+/* test_wishes.c -- a person's wishes (issue 38) outlive the run they were
+ * said in: on the built binary without a GPU, a register cap named at the
+ * plan review is recorded in the session, restored by `ditto resume`, and
+ * still applied after it -- the same strategy (only registers were asked
+ * for), the wish shown in the code generator's reasoning, the kernel
+ * compiled with the cap. */
+#include "tests/common/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ENV(dir) "XDG_DATA_HOME='%s' XDG_CACHE_HOME='%s/cache' XDG_CONFIG_HOME='%s/config' "
+
+static char *only_session(const char *dir)
+{
+    tu_proc p = tu_run("ls -d '%s'/ditto/sessions/*/ | head -n 1", dir);
+    char *s = dt_xstrdup(p.out);
+    tu_proc_free(&p);
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '/'))
+        s[--n] = '\0';
+    cr_assert(n > 0, "no session under %s", dir);
+    return s;
+}
+
+static cJSON *events_of(const char *sdir)
+{
+    char *p = dt_xasprintf("%s/events.jsonl", sdir);
+    char *text = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(text, "no %s", p);
+    cJSON *arr = cJSON_CreateArray();
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        cr_assert_not_null(j, "bad line in %s: %s", p, l);
+        cJSON_AddItemToArray(arr, j);
+    }
+    free(text);
+    free(p);
+    return arr;
+}
+
+/* The plan artifact's strategy of plan version v, or "". */
+static const char *plan_strategy(const cJSON *ev, int v)
+{
+    const cJSON *e;
+    const char *found = "";
+    cJSON_ArrayForEach(e, ev)
+        if (dt_streq(dt_json_str(e, "type", ""), "artifact") &&
+            dt_streq(dt_json_str(e, "name", ""), "plan") && dt_json_int(e, "version", 0) == v)
+            found = dt_json_str(cJSON_GetObjectItem(e, "json"), "strategy", "");
+    return found;
+}
+
+/* The text of every step of kind `kind` that started after event seq `after`,
+ * concatenated (caller frees). */
+static char *texts_after(const cJSON *ev, const char *kind, long after)
+{
+    int ids[64], n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+        if (dt_streq(dt_json_str(e, "type", ""), "step_started") &&
+            dt_streq(dt_json_str(e, "kind", ""), kind) && dt_json_i64(e, "seq", 0) > after &&
+            n < 64)
+            ids[n++] = dt_json_int(e, "step", 0);
+    dt_buf b = DT_BUF_INIT;
+    cJSON_ArrayForEach(e, ev)
+    {
+        if (!dt_streq(dt_json_str(e, "type", ""), "text"))
+            continue;
+        for (int i = 0; i < n; i++)
+            if (dt_json_int(e, "step", 0) == ids[i])
+                dt_buf_puts(&b, dt_json_str(e, "text", ""));
+    }
+    return dt_buf_take(&b);
+}
+
+/* Say `reason` at the plan review, let the run stop unattended, resume it:
+ * the cap `cap` (and the strategy) must hold after the resume. `named`:
+ * the reason names the cap itself. */
+static void wish_survives_resume(const char *reason, int cap, int named)
+{
+    char *dir = tu_tmpdir();
+    char *spec = tu_write(dir, "spec.json",
+                          "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=30000,"
+                          "seed=2\", \"dtype\": \"fp32\", \"review\": \"ask\"}");
+    /* the reason at the plan review; then stdin closes at plan v2's review:
+     * the run stops unattended and stays resumable */
+    tu_proc p = tu_run("printf 'a\\nr %s\\n' | " ENV(dir) "'%s' run '%s'", reason, dir, dir, dir,
+                       tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 4, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    /* recorded: the reason, and the cap it became */
+    int recorded = 0;
+    long last_seq = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        recorded |= dt_streq(dt_json_str(e, "type", ""), "decision") &&
+                    dt_streq(dt_json_str(e, "reason", ""), reason);
+        last_seq = dt_json_i64(e, "seq", last_seq);
+    }
+    cr_assert(recorded, "the reason is not in the session\n%s", p.out);
+    const char *s1 = plan_strategy(ev, 1);
+    cr_assert(*s1, "no plan v1");
+    char *strategy = dt_xstrdup(s1);
+    cr_assert_str_eq(plan_strategy(ev, 2), strategy, "only registers were asked for");
+    char *pt = texts_after(ev, "plan", 0);
+    char *said = dt_xasprintf("NVRTC caps registers at %d per thread%s", cap,
+                              named ? ", as you named" : "");
+    cr_assert(strstr(pt, said), "no [%s] in\n%s", said, pt);
+    free(said);
+    free(pt);
+    cJSON_Delete(ev);
+    tu_proc_free(&p);
+    /* resume, with nobody at the gates */
+    const char *id = strrchr(sd, '/') + 1;
+    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir,
+               tu_ditto_bin(), id);
+    cr_assert_eq(p.status, 3, "resume exit %d\n%s\n%s", p.status, p.out, p.err);
+    ev = events_of(sd);
+    /* the plan made after the resume keeps the strategy: the wish asked for
+     * registers, not for another strategy */
+    int v = 0;
+    cJSON_ArrayForEach(e, ev)
+        if (dt_streq(dt_json_str(e, "type", ""), "step_started") &&
+            dt_streq(dt_json_str(e, "kind", ""), "plan") && dt_json_i64(e, "seq", 0) > last_seq)
+            v = dt_json_int(e, "version", 0);
+    cr_assert_gt(v, 2, "no plan after the resume\n%s", p.out);
+    cr_assert_str_eq(plan_strategy(ev, v), strategy, "after the resume the strategy changed");
+    /* the wish is shown to the code generator, and the kernel is compiled
+     * with the cap */
+    char *gt = texts_after(ev, "generate", last_seq);
+    char *want = dt_xasprintf("because you said \"%s\": at most %d registers per thread", reason,
+                              cap);
+    cr_assert(strstr(gt, want), "the code generator after the resume does not show [%s]:\n%s",
+              want, gt);
+    free(want);
+    free(gt);
+    char *ct = texts_after(ev, "compile", last_seq);
+    want = dt_xasprintf("Compiled with --maxrregcount=%d", cap);
+    cr_assert(strstr(ct, want), "no [%s] in\n%s", want, ct);
+    free(want);
+    free(ct);
+    /* (the register count itself needs a GPU to be read back: without one
+     * the worker reports no real count) */
+    int compiled = 0;
+    cJSON_ArrayForEach(e, ev)
+        compiled |= dt_streq(dt_json_str(e, "type", ""), "artifact") &&
+                    dt_streq(dt_json_str(e, "name", ""), "compile") &&
+                    dt_json_i64(e, "seq", 0) > last_seq;
+    cr_assert(compiled, "nothing compiled after the resume\n%s", p.out);
+    cJSON_Delete(ev);
+    free(strategy);
+    free(sd);
+    tu_proc_free(&p);
+    free(spec);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(wishes, a_register_cap_should_survive_resume_and_still_apply, .timeout = 300)
+{
+    /* nothing compiled before it: the expert's own cap */
+    wish_survives_resume("fewer registers", 32, 0);
+}
+
+Test(wishes, a_named_register_cap_should_be_the_persons_number_after_resume_too, .timeout = 300)
+{
+    wish_survives_resume("fewer registers: at most 40 registers", 40, 1);
+}
