@@ -1549,6 +1549,17 @@ void ag_narrow_spaces(ag_run *r, ag_step *s)
 
 /* ---- edits --------------------------------------------------------------------------------------- */
 
+void ag_wish_from_plan_edit(ag_run *r, const cJSON *plan, int changed)
+{
+    if (changed) {
+        cJSON *w = wish("use", "(your edit of the plan)");
+        dt_json_set_str(w, "strategy", dt_json_str(plan, "strategy", ""));
+        add_wish(r, w);
+    }
+    dt_buf_printf(&r->reasons, "- at the plan review: a person edited the plan to %s with %s\n",
+                  dt_json_str(plan, "strategy", ""), "its parameters");
+}
+
 cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e)
 {
     if (!cJSON_IsObject(edited)) {
@@ -1677,13 +1688,7 @@ cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e)
             dt_json_set_take(cJSON_GetObjectItem(plan, "space"), p->string, cJSON_Duplicate(p, 1));
     }
     r->cand_index = idx;
-    if (s_changed || t_changed) {
-        cJSON *w = wish("use", "(your edit of the plan)");
-        dt_json_set_str(w, "strategy", dt_json_str(plan, "strategy", ""));
-        add_wish(r, w);
-    }
-    dt_buf_printf(&r->reasons, "- at the plan review: a person edited the plan to %s with %s\n",
-                  dt_json_str(plan, "strategy", ""), "its parameters");
+    ag_wish_from_plan_edit(r, plan, s_changed || t_changed);
     if (r->cur) {
         ag_text(r, r->cur, "\nYour edit is used: %s (%s) re-derived from %s%s%s.\n",
                 dt_json_str(plan, "strategy", ""), dt_json_str(plan, "summary", ""),

@@ -170,3 +170,96 @@ Test(wishes, a_named_register_cap_should_be_the_persons_number_after_resume_too,
 {
     wish_survives_resume("fewer registers: at most 40 registers", 40, 1);
 }
+
+/* Run `ditto run` with the review answers `answers` (printf text) and
+ * VISUAL=`editor` (a script body), then resume the session with nobody at
+ * the gates. Returns the session folder (caller frees); *cut gets the last
+ * event's seq before the resume. */
+static char *run_then_resume(const char *dir, const char *answers, const char *editor, long *cut)
+{
+    char *spec = tu_write(dir, "spec.json",
+                          "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=30000,"
+                          "seed=2\", \"dtype\": \"fp32\", \"review\": \"ask\"}");
+    char *ed = tu_write(dir, "ed.sh", editor);
+    tu_proc p = tu_run("chmod +x '%s'; printf '%s' | VISUAL='%s' " ENV(dir) "'%s' run '%s'", ed,
+                       answers, ed, dir, dir, dir, tu_ditto_bin(), spec);
+    cr_assert_eq(p.status, 4, "stdin closed at a review: exit %d\n%s\n%s", p.status, p.out, p.err);
+    cr_assert(strstr(p.out, "stdin is closed"), "%s", p.out);
+    tu_proc_free(&p);
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    *cut = dt_json_i64(cJSON_GetArrayItem(ev, cJSON_GetArraySize(ev) - 1), "seq", 0);
+    cJSON_Delete(ev);
+    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir,
+               tu_ditto_bin(), strrchr(sd, '/') + 1);
+    cr_assert_eq(p.status, 3, "resume exit %d\n%s\n%s", p.status, p.out, p.err);
+    tu_proc_free(&p);
+    free(ed);
+    free(spec);
+    return sd;
+}
+
+static int started_after(const cJSON *ev, const char *kind, long after)
+{
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+        n += dt_streq(dt_json_str(e, "type", ""), "step_started") &&
+             dt_streq(dt_json_str(e, "kind", ""), kind) && dt_json_i64(e, "seq", 0) > after;
+    return n;
+}
+
+Test(wishes, a_hand_edited_kernel_whose_review_was_pending_should_survive_resume, .timeout = 300)
+{
+    char *dir = tu_tmpdir();
+    long cut = 0;
+    /* profile, plan, check approved; the kernel edited; its compile's
+     * review is left pending when stdin closes */
+    char *sd = run_then_resume(dir, "a\\na\\na\\ne\\n",
+                               "#!/bin/sh\necho '/* my hand edit */' >> \"$1\"\n", &cut);
+    cJSON *ev = events_of(sd);
+    cr_assert_eq(started_after(ev, "generate", cut), 0,
+                 "the resume wrote a new kernel over the person's edit");
+    cr_assert_eq(started_after(ev, "compile", cut), 1, "the pending compile was not asked again");
+    /* every kernel of the session is the edited one */
+    tu_proc p = tu_run("ls '%s'/kernel_v*.cu | wc -l; grep -L 'my hand edit' '%s'/kernel_v*.cu",
+                       sd, sd);
+    cr_assert(dt_startswith(p.out, "1\n") && strchr(p.out, '/') == NULL,
+              "kernels without the edit:\n%s", p.out);
+    tu_proc_free(&p);
+    cJSON_Delete(ev);
+    free(sd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(wishes, an_edited_plan_should_stay_the_persons_after_resume, .timeout = 300)
+{
+    char *dir = tu_tmpdir();
+    long cut = 0;
+    /* the plan edited to merge-path; the check's review left pending */
+    char *sd = run_then_resume(
+        dir, "a\\ne\\n",
+        "#!/bin/sh\nsed -E -i 's/\"strategy\":[[:space:]]*\"[a-z0-9-]+\"/\"strategy\": "
+        "\"merge-path\"/' \"$1\"\n",
+        &cut);
+    cJSON *ev = events_of(sd);
+    cr_assert_eq(started_after(ev, "plan", cut), 0, "the resume planned again");
+    int v = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+        if (dt_streq(dt_json_str(e, "type", ""), "artifact") &&
+            dt_streq(dt_json_str(e, "name", ""), "plan"))
+            v = dt_json_int(e, "version", 0);
+    cr_assert_str_eq(plan_strategy(ev, v), "merge-path");
+    /* the code generator after the resume still knows the person chose it */
+    char *gt = texts_after(ev, "generate", cut);
+    cr_assert(strstr(gt, "because you said \"(your edit of the plan)\": use merge-path"),
+              "the edit's wish was lost in the resume:\n%s", gt);
+    cr_assert(strstr(gt, "spmv_merge_path") || strstr(gt, "merge_path"), "%s", gt);
+    free(gt);
+    cJSON_Delete(ev);
+    free(sd);
+    tu_rmtree(dir);
+    free(dir);
+}
