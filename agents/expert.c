@@ -1189,7 +1189,8 @@ int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
                           dt_json_str(cJSON_GetArrayItem(r->candidates, i), "strategy", ""));
         dt_buf_puts(&r->news, "), parameter values or ranges (\"BLOCK 128\", \"BLOCK <= 256\", "
                               "\"smaller BLOCK\"), \"no atomics\", \"no shared memory\", \"fewer "
-                              "registers\", \"faster\" and \"simpler\". The reason stays in the "
+                              "registers\" (or \"at most 64 registers\"), \"faster\" and "
+                              "\"simpler\". The reason stays in the "
                               "feedback");
         dt_buf_puts(&r->news, k == AG_PLAN ? "; the rejected strategy is set aside.\n" : ".\n");
     }
