@@ -1,9 +1,11 @@
-/* test_wishes.c -- a person's wishes (issue 38) outlive the run they were
- * said in: on the built binary without a GPU, a register cap named at the
- * plan review is recorded in the session, restored by `ditto resume`, and
- * still applied after it -- the same strategy (only registers were asked
- * for), the wish shown in the code generator's reasoning, the kernel
- * compiled with the cap. */
+/* test_wishes.c -- a person's wishes (issue 38) reach everything they are
+ * about and outlive the run they were said in, on the built binary without
+ * a GPU: a register cap said at the plan review is recorded in the session,
+ * restored by `ditto resume` and still applied after it (the same strategy,
+ * the wish shown to the code generator, the kernel compiled with the cap);
+ * a review nobody answered is asked again on resume, never replacing an
+ * edited kernel or plan; and with a GPU the launcher fakes, the cap reaches
+ * every variant the tuner times, and the tuner says so. */
 #include "tests/common/testutil.h"
 
 #include <stdlib.h>
@@ -260,6 +262,56 @@ Test(wishes, an_edited_plan_should_stay_the_persons_after_resume, .timeout = 300
     free(gt);
     cJSON_Delete(ev);
     free(sd);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The whole pipeline with a GPU that the launcher fakes
+ * (tests/agents/fake-gpu-worker.sh: NVRTC is real, timings are made up):
+ * "fewer registers" said at the plan review caps the kernel and every
+ * variant the tuner verifies and times, and the tuner says so. */
+Test(wishes, fewer_registers_should_cap_every_tuner_variant_and_be_said, .timeout = 300)
+{
+    char *dir = tu_tmpdir();
+    char *spec = tu_write(dir, "spec.json",
+                          "{\"op\": \"spmv\", \"matrix\": \"gen:uniform:rows=3000,nnz=30000,"
+                          "seed=2\", \"dtype\": \"fp32\", \"review\": \"ask\"}");
+    char *log = dt_xasprintf("%s/requests.log", dir);
+    tu_proc p = tu_run("printf 'a\\nr fewer registers\\nA\\n' | FAKE_GPU_LOG='%s' " ENV(
+                           dir) "'%s' run '%s' --goal 1 --launcher "
+                                "'%s/tests/agents/fake-gpu-worker.sh {exe} {device}'",
+                       log, dir, dir, dir, tu_ditto_bin(), spec, tu_src_dir());
+    cr_assert_eq(p.status, 0, "exit %d\n%s\n%s", p.status, p.out, p.err);
+    char *sd = only_session(dir);
+    cJSON *ev = events_of(sd);
+    cr_assert_eq(started_after(ev, "tune", 0), 1, "no tune step\n%s", p.out);
+    char *tt = texts_after(ev, "tune", 0);
+    cr_assert(strstr(tt, "every variant is compiled with --maxrregcount=32: because you said "
+                         "\"fewer registers\""),
+              "the tuner does not say it applies the cap:\n%s", tt);
+    free(tt);
+    /* every kernel the worker got after the wish carries the cap: the
+     * first kernel's compile, verify and measure, and the tuner's */
+    char *text = dt_read_file(log, NULL, NULL);
+    cr_assert_not_null(text);
+    int kernels = 0, capped = 0, measures = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        int k = dt_startswith(l, "compile ") || dt_startswith(l, "verify ") ||
+                dt_startswith(l, "measure ");
+        kernels += k;
+        measures += dt_startswith(l, "measure ");
+        capped += k && strstr(l, "\"--maxrregcount=32\"") != NULL;
+    }
+    free(text);
+    cr_assert_gt(measures, 10, "the tuner timed its variants (%d measures)", measures);
+    cr_assert_eq(capped, kernels, "%d of %d kernels went to the worker without the cap",
+                 kernels - capped, kernels);
+    cJSON_Delete(ev);
+    free(sd);
+    free(log);
+    tu_proc_free(&p);
+    free(spec);
     tu_rmtree(dir);
     free(dir);
 }
