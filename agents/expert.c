@@ -983,8 +983,8 @@ static int said_register_cap(const char *t)
         if (read_num(&p, &v) == 0)
             return (int)v;
     }
-    static const char *le[] = {"<=", "at most", "no more than", "up to", "to", "=",
-                               "capped at", "cap of", "max"};
+    static const char *le[] = {"<=", "at most",   "no more than", "up to", "to",
+                               "=",  "capped at", "cap of",       "max"};
     static const char *lt[] = {"<", "below", "under", "less than", "fewer than"};
     for (at = strstr(t, "register"); at; at = strstr(at + 1, "register")) {
         /* after: "registers <= 64", "registers per thread to 64" */
@@ -1150,8 +1150,9 @@ int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
         dt_json_set_int(w, "cap", cap);
         add_wish(r, w);
         if (named_cap > 0 && asked != cap)
-            dt_buf_printf(&got, "  NVRTC caps registers at %d per thread (you named %d; a cap "
-                                "must lie in [16, 255])\n",
+            dt_buf_printf(&got,
+                          "  NVRTC caps registers at %d per thread (you named %d; a cap "
+                          "must lie in [16, 255])\n",
                           cap, asked);
         else if (named_cap > 0)
             dt_buf_printf(&got, "  NVRTC caps registers at %d per thread, as you named\n", cap);

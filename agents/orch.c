@@ -1801,7 +1801,7 @@ cJSON *ag_fingerprint(gpu_pool *pool)
 static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
 {
     ag_step *last = NULL;
-    int edit_step = 0;     /* a plan a person edited: its step, */
+    int edit_step = 0;       /* a plan a person edited: its step, */
     char edit_from[64] = ""; /* and its strategy before the edit */
     const cJSON *ev;
     cJSON_ArrayForEach(ev, events)
@@ -1911,10 +1911,9 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                 /* as apply_decision did: a reason that asked only for
                  * parameters or registers kept the strategy */
                 if ((s->kind == AG_PLAN || s->kind == AG_CHECK) && level != 1)
-                    ag_drop_strategy(r,
-                                     dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan,
-                                                 "strategy", ""),
-                                     why);
+                    ag_drop_strategy(
+                        r, dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan, "strategy", ""),
+                        why);
             }
         } else if (strcmp(type, "transition") == 0) {
             const char *edge = dt_json_str(ev, "edge", NULL);

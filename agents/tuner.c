@@ -1408,7 +1408,10 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
         dt_buf ob = DT_BUF_INIT;
         const cJSON *op;
         cJSON_ArrayForEach(op, t->options)
-            dt_buf_printf(&ob, "%s%s", ob.len ? " " : "", cJSON_IsString(op) ? op->valuestring : "?");
+        {
+            dt_buf_printf(&ob, "%s%s", ob.len ? " " : "",
+                          cJSON_IsString(op) ? op->valuestring : "?");
+        }
         progress(t, "every variant is compiled with %s%s%s", dt_buf_str(&ob),
                  t->options_why ? ": " : "", t->options_why ? t->options_why : "");
         dt_buf_free(&ob);
@@ -1533,8 +1536,10 @@ void ag_tune(ag_run *r, ag_step *s)
         cJSON_AddItemToArray(opts, cJSON_CreateString(r->kernel_option));
         const cJSON *w;
         cJSON_ArrayForEach(w, r->wishes)
+        {
             if (dt_streq(dt_json_str(w, "kind", ""), "fewer-registers"))
                 snprintf(why, sizeof why, "because you said \"%s\"", dt_json_str(w, "said", ""));
+        }
     }
     ag_tune_opts o = {.pool = r->o.pool,
                       .spec = &r->spec,

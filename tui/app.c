@@ -1004,7 +1004,7 @@ static void draw_editor(tui_app *a)
     snprintf(note, sizeof note, "%d/%d characters", a->input_len, TUI_INPUT_MAX);
     const ag_step *g = a->run && a->ask == TUI_ASK_REJECT ? ag_awaiting(a->run) : NULL;
     tui_frame(w,
-              g && step_failed(g) ? "Send back: your reason goes to the agent with the error"
+              g && step_failed(g)        ? "Send back: your reason goes to the agent with the error"
               : a->ask == TUI_ASK_REJECT ? "Reject: your reason goes back to the agent"
                                          : "A note for later replays",
               note, 1, a->utf8);
@@ -1127,9 +1127,10 @@ static void edit(tui_app *a)
     } else if (after && strcmp(after, orig) != 0) {
         free(a->kept_edit);
         a->kept_edit = NULL;
-        tui_app_flash(a, 0, kind == AG_GENERATE ? "edited: the new source is checked and compiled again"
-                            : is_kernel ? "edited: your kernel is a new version, compiled again"
-                                        : "edited: the plan is checked again");
+        tui_app_flash(a, 0,
+                      kind == AG_GENERATE ? "edited: the new source is checked and compiled again"
+                      : is_kernel         ? "edited: your kernel is a new version, compiled again"
+                                          : "edited: the plan is checked again");
     }
     free(orig);
     free(after);
@@ -1239,8 +1240,9 @@ static void approve(tui_app *a)
     if (g && step_failed(g)) {
         /* the run would refuse it too (ag_decide): say so now, stage nothing */
         ag_kind k = ag_step_kind(g);
-        tui_app_flash(a, 1, "%s v%d failed: a failed step cannot be approved; r sends it back "
-                            "with your reason, %ss stops",
+        tui_app_flash(a, 1,
+                      "%s v%d failed: a failed step cannot be approved; r sends it back "
+                      "with your reason, %ss stops",
                       ag_kind_name(k), ag_step_version(g),
                       k == AG_PLAN || k == AG_GENERATE || k == AG_COMPILE || k == AG_VERIFY
                           ? "e edits it, "
@@ -1288,12 +1290,12 @@ void tui_app_pending_text(const tui_app *a, char *buf, size_t n)
     double left = a->pend_until - dt_now();
     const char *what = a->pend_rest && a->pend_failed
                            ? "sending the failed step back and approving every later step"
-                       : a->pend_rest            ? "approving this and every later step"
+                       : a->pend_rest ? "approving this and every later step"
                        : a->pend_d == AG_REJECT && a->pend_failed ? "sending back"
-                       : a->pend_d == AG_REJECT ? "rejecting"
-                       : a->pend_d == AG_STOP   ? "stopping the run"
-                       : a->pend_d == AG_EDIT   ? "keeping the accepted hunks"
-                                                : "approving";
+                       : a->pend_d == AG_REJECT                   ? "rejecting"
+                       : a->pend_d == AG_STOP                     ? "stopping the run"
+                       : a->pend_d == AG_EDIT                     ? "keeping the accepted hunks"
+                                                                  : "approving";
     snprintf(buf, n, "%s (step %d) in %.0f s: u undoes", what, a->pend_step,
              left > 0 ? left + 0.49 : 0);
 }

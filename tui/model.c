@@ -303,7 +303,9 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
             s->gate_edit = 0;
             const cJSON *o;
             cJSON_ArrayForEach(o, cJSON_GetObjectItem(ev, "options"))
+            {
                 s->gate_edit |= cJSON_IsString(o) && dt_streq(o->valuestring, "edit");
+            }
             if (s->gate_failed && !cJSON_GetObjectItem(ev, "options"))
                 s->gate_edit = dt_streq(s->kind, "plan") || dt_streq(s->kind, "generate") ||
                                dt_streq(s->kind, "compile") || dt_streq(s->kind, "verify");

@@ -900,16 +900,18 @@ Test(tuner, a_register_cap_should_reach_every_variant_and_be_said, .timeout = 12
     int said = 0;
     const cJSON *ln;
     cJSON_ArrayForEach(ln, tune_lines)
+    {
         said |= strstr(ln->valuestring, "every variant is compiled with --maxrregcount=40: "
                                         "because you said \"fewer registers\"") != NULL;
+    }
     cr_assert(said, "the tuner did not say it applies the cap");
     cJSON_Delete(tune_lines);
     tune_lines = NULL;
     cr_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "options"), 0)->valuestring,
                      "--maxrregcount=40");
     const cJSON *bo = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "best"), "options");
-    cr_assert(cJSON_IsArray(bo) && dt_streq(cJSON_GetArrayItem(bo, 0)->valuestring,
-                                            "--maxrregcount=40"),
+    cr_assert(cJSON_IsArray(bo) &&
+                  dt_streq(cJSON_GetArrayItem(bo, 0)->valuestring, "--maxrregcount=40"),
               "the best variant does not name its cap");
     cJSON_Delete(res);
     cJSON_Delete(opts);

@@ -48,9 +48,11 @@ static const char *plan_strategy(const cJSON *ev, int v)
     const cJSON *e;
     const char *found = "";
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(dt_json_str(e, "type", ""), "artifact") &&
             dt_streq(dt_json_str(e, "name", ""), "plan") && dt_json_int(e, "version", 0) == v)
             found = dt_json_str(cJSON_GetObjectItem(e, "json"), "strategy", "");
+    }
     return found;
 }
 
@@ -61,10 +63,12 @@ static char *texts_after(const cJSON *ev, const char *kind, long after)
     int ids[64], n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(dt_json_str(e, "type", ""), "step_started") &&
             dt_streq(dt_json_str(e, "kind", ""), kind) && dt_json_i64(e, "seq", 0) > after &&
             n < 64)
             ids[n++] = dt_json_int(e, "step", 0);
+    }
     dt_buf b = DT_BUF_INIT;
     cJSON_ArrayForEach(e, ev)
     {
@@ -109,8 +113,8 @@ static void wish_survives_resume(const char *reason, int cap, int named)
     char *strategy = dt_xstrdup(s1);
     cr_assert_str_eq(plan_strategy(ev, 2), strategy, "only registers were asked for");
     char *pt = texts_after(ev, "plan", 0);
-    char *said = dt_xasprintf("NVRTC caps registers at %d per thread%s", cap,
-                              named ? ", as you named" : "");
+    char *said =
+        dt_xasprintf("NVRTC caps registers at %d per thread%s", cap, named ? ", as you named" : "");
     cr_assert(strstr(pt, said), "no [%s] in\n%s", said, pt);
     free(said);
     free(pt);
@@ -118,26 +122,28 @@ static void wish_survives_resume(const char *reason, int cap, int named)
     tu_proc_free(&p);
     /* resume, with nobody at the gates */
     const char *id = strrchr(sd, '/') + 1;
-    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir,
-               tu_ditto_bin(), id);
+    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir, tu_ditto_bin(),
+               id);
     cr_assert_eq(p.status, 3, "resume exit %d\n%s\n%s", p.status, p.out, p.err);
     ev = events_of(sd);
     /* the plan made after the resume keeps the strategy: the wish asked for
      * registers, not for another strategy */
     int v = 0;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(dt_json_str(e, "type", ""), "step_started") &&
             dt_streq(dt_json_str(e, "kind", ""), "plan") && dt_json_i64(e, "seq", 0) > last_seq)
             v = dt_json_int(e, "version", 0);
+    }
     cr_assert_gt(v, 2, "no plan after the resume\n%s", p.out);
     cr_assert_str_eq(plan_strategy(ev, v), strategy, "after the resume the strategy changed");
     /* the wish is shown to the code generator, and the kernel is compiled
      * with the cap */
     char *gt = texts_after(ev, "generate", last_seq);
-    char *want = dt_xasprintf("because you said \"%s\": at most %d registers per thread", reason,
-                              cap);
-    cr_assert(strstr(gt, want), "the code generator after the resume does not show [%s]:\n%s",
-              want, gt);
+    char *want =
+        dt_xasprintf("because you said \"%s\": at most %d registers per thread", reason, cap);
+    cr_assert(strstr(gt, want), "the code generator after the resume does not show [%s]:\n%s", want,
+              gt);
     free(want);
     free(gt);
     char *ct = texts_after(ev, "compile", last_seq);
@@ -149,9 +155,11 @@ static void wish_survives_resume(const char *reason, int cap, int named)
      * the worker reports no real count) */
     int compiled = 0;
     cJSON_ArrayForEach(e, ev)
+    {
         compiled |= dt_streq(dt_json_str(e, "type", ""), "artifact") &&
                     dt_streq(dt_json_str(e, "name", ""), "compile") &&
                     dt_json_i64(e, "seq", 0) > last_seq;
+    }
     cr_assert(compiled, "nothing compiled after the resume\n%s", p.out);
     cJSON_Delete(ev);
     free(strategy);
@@ -192,8 +200,8 @@ static char *run_then_resume(const char *dir, const char *answers, const char *e
     cJSON *ev = events_of(sd);
     *cut = dt_json_i64(cJSON_GetArrayItem(ev, cJSON_GetArraySize(ev) - 1), "seq", 0);
     cJSON_Delete(ev);
-    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir,
-               tu_ditto_bin(), strrchr(sd, '/') + 1);
+    p = tu_run(ENV(dir) "'%s' resume '%s' --review auto < /dev/null", dir, dir, dir, tu_ditto_bin(),
+               strrchr(sd, '/') + 1);
     cr_assert_eq(p.status, 3, "resume exit %d\n%s\n%s", p.status, p.out, p.err);
     tu_proc_free(&p);
     free(ed);
@@ -206,8 +214,10 @@ static int started_after(const cJSON *ev, const char *kind, long after)
     int n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         n += dt_streq(dt_json_str(e, "type", ""), "step_started") &&
              dt_streq(dt_json_str(e, "kind", ""), kind) && dt_json_i64(e, "seq", 0) > after;
+    }
     return n;
 }
 
@@ -224,8 +234,8 @@ Test(wishes, a_hand_edited_kernel_whose_review_was_pending_should_survive_resume
                  "the resume wrote a new kernel over the person's edit");
     cr_assert_eq(started_after(ev, "compile", cut), 1, "the pending compile was not asked again");
     /* every kernel of the session is the edited one */
-    tu_proc p = tu_run("ls '%s'/kernel_v*.cu | wc -l; grep -L 'my hand edit' '%s'/kernel_v*.cu",
-                       sd, sd);
+    tu_proc p =
+        tu_run("ls '%s'/kernel_v*.cu | wc -l; grep -L 'my hand edit' '%s'/kernel_v*.cu", sd, sd);
     cr_assert(dt_startswith(p.out, "1\n") && strchr(p.out, '/') == NULL,
               "kernels without the edit:\n%s", p.out);
     tu_proc_free(&p);
@@ -250,9 +260,11 @@ Test(wishes, an_edited_plan_should_stay_the_persons_after_resume, .timeout = 300
     int v = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, ev)
+    {
         if (dt_streq(dt_json_str(e, "type", ""), "artifact") &&
             dt_streq(dt_json_str(e, "name", ""), "plan"))
             v = dt_json_int(e, "version", 0);
+    }
     cr_assert_str_eq(plan_strategy(ev, v), "merge-path");
     /* the code generator after the resume still knows the person chose it */
     char *gt = texts_after(ev, "generate", cut);
