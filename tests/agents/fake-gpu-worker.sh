@@ -8,6 +8,8 @@
 #   usage (--launcher): fake-gpu-worker.sh {exe} {device}
 #   FAKE_GPU_LOG  a file: one line per request, its name and its kernel's
 #                 compile options (the JSON array's inside, "none" without)
+#   FAKE_GPU_VERIFY_FAIL  set: every verification fails its one check (a
+#                 wrong value in row 7)
 exe=$1
 dev=${2:-0}
 coproc WK { exec "$exe" worker --device "$dev"; }
@@ -23,7 +25,11 @@ while IFS= read -r line; do
   us="$((2 + sum % 7)).$((sum % 10))"
   case "$req" in
     verify)
-      printf '{"id":%s,"ok":true,"passed":true,"checks_run":1,"checks":[{"name":"fake","passed":true}]}\n' "$id"
+      if [ -n "${FAKE_GPU_VERIFY_FAIL:-}" ]; then
+        printf '{"id":%s,"ok":true,"passed":false,"checks_run":1,"checks":[{"name":"agrees with cuSPARSE","passed":false,"detail":"row 7: 3.5 vs 4.0"}]}\n' "$id"
+      else
+        printf '{"id":%s,"ok":true,"passed":true,"checks_run":1,"checks":[{"name":"fake","passed":true}]}\n' "$id"
+      fi
       continue ;;
     measure)
       base=""

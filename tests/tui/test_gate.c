@@ -199,3 +199,77 @@ Test(gate, a_failed_compile_should_be_edited_into_a_new_version_or_stopped, .tim
     tt_assert_no_sanitizer_reports(&t);
     tt_stop(&t);
 }
+
+/* A verification that fails (the launcher fakes a GPU whose battery finds a
+ * wrong value: tests/agents/fake-gpu-worker.sh) at 80x24: the failed check
+ * is on the screen, a is refused, and e edits the verified kernel into a
+ * new version that is compiled and verified again. */
+Test(gate, a_failed_verification_at_80x24_should_show_the_check_and_edit_the_kernel,
+     .timeout = 300)
+{
+    tt_term t;
+    tt_init(&t);
+    char *ed = tu_write(t.dir, "edit.sh",
+                        "#!/bin/sh\n"
+                        "cp \"$1\" \"$(dirname \"$0\")/seen\"\n"
+                        "echo '/* checked by hand */' >> \"$1\"\n");
+    char *extra = dt_xasprintf("chmod +x '%s'; export EDITOR='%s' FAKE_GPU_VERIFY_FAIL=1; "
+                               "unset VISUAL",
+                               ed, ed);
+    char *sp = tu_write(t.dir, "spec.json",
+                        "{\"op\": \"spmv\", \"matrix\": \"gen:banded:rows=20000,bw=1\", "
+                        "\"dtype\": \"fp32\", \"backend\": \"expert\", \"review\": \"ask\"}\n");
+    char *args = dt_xasprintf("tui '%s' --session-dir '%s/sessions' --launcher "
+                              "'%s/tests/agents/fake-gpu-worker.sh {exe} {device}'",
+                              sp, t.dir, tu_src_dir());
+    tt_start(&t, 80, 24, "C.UTF-8", extra, args);
+    free(args);
+    free(sp);
+    free(extra);
+    static const char *gates[] = {"review profile v1", "review plan v1", "review check v1",
+                                  "review generate v1", "review compile v1"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(gates); i++) {
+        TT_EXPECT(&t, gates[i], SLOW);
+        tt_keys(&t, "a");
+    }
+    TT_EXPECT(&t, "verify v1 FAILED: send back, edit or stop", SLOW);
+    TT_EXPECT(&t, "FAILED: verify v1, 1 error; it cannot be approved", QUICK);
+    TT_EXPECT(&t, "agrees with cuSPARSE: row 7: 3.5 vs 4.0", QUICK);
+    TT_EXPECT(&t, "r send back  e edit  s stop", QUICK);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "verify v1 failed: a failed step cannot be approved", QUICK);
+    tt_keys(&t, "e");
+    TT_EXPECT(&t, "edited: your kernel is a new version, compiled again", QUICK);
+    char *p = dt_xasprintf("%s/seen", t.dir);
+    char *opened = dt_read_file(p, NULL, NULL);
+    cr_assert(opened && strstr(opened, "#define BLOCK"),
+              "e at the failed verify did not open its kernel:\n%s", opened ? opened : "");
+    free(opened);
+    free(p);
+    free(ed);
+    /* the edit is compiled, then verified again (and fails again here) */
+    TT_EXPECT(&t, "review compile v2", SLOW);
+    tt_keys(&t, "a");
+    TT_EXPECT(&t, "verify v2 FAILED", SLOW);
+    tt_keys(&t, "q");
+    TT_EXPECT(&t, "(y/n)", QUICK);
+    tt_keys(&t, "y");
+    TT_EXPECT(&t, "DITTO-EXIT 4", QUICK);
+    sess_log *log = the_session(&t);
+    int edited = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, log->events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        if (dt_streq(type, "artifact") && dt_streq(dt_json_str(ev, "name", ""), "kernel") &&
+            strstr(dt_json_str(ev, "content", ""), "checked by hand"))
+            edited = dt_json_bool(cJSON_GetObjectItem(ev, "json"), "edited", 0);
+        if (dt_streq(type, "step_finished") && dt_streq(dt_json_str(ev, "status", ""), "approved"))
+            cr_assert(dt_json_bool(ev, "ok", 1), "step %d approved while failed",
+                      dt_json_int(ev, "step", 0));
+    }
+    cr_assert(edited, "the edited kernel is not a recorded version");
+    sess_log_free(log);
+    tt_assert_no_sanitizer_reports(&t);
+    tt_stop(&t);
+}
