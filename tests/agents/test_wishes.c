@@ -8,6 +8,8 @@
  * every variant the tuner times, and the tuner says so. */
 #include "tests/common/testutil.h"
 
+#include "agents/internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -326,4 +328,55 @@ Test(wishes, fewer_registers_should_cap_every_tuner_variant_and_be_said, .timeou
     free(spec);
     tu_rmtree(dir);
     free(dir);
+}
+
+/* What a reason's words about registers become: the cap NVRTC gets. */
+static char *cap_of(const char *reason, int *level, char **news)
+{
+    ag_run r;
+    memset(&r, 0, sizeof r);
+    r.wishes = dt_json_arr();
+    *level = ag_wishes_from_reason(&r, AG_COMPILE, reason);
+    char *opt = r.kernel_option ? dt_xstrdup(r.kernel_option) : dt_xstrdup("");
+    *news = dt_xstrdup(dt_buf_str(&r.news));
+    free(r.kernel_option);
+    dt_buf_free(&r.news);
+    cJSON_Delete(r.wishes);
+    return opt;
+}
+
+Test(wishes, a_register_cap_should_be_read_as_the_person_wrote_it)
+{
+    static const struct {
+        const char *said, *option;
+    } cases[] = {
+        {"fewer registers", "--maxrregcount=32"}, /* nothing compiled yet: the expert's */
+        {"at most 64 registers", "--maxrregcount=64"},
+        {"registers <= 48 please", "--maxrregcount=48"},
+        {"keep it under 64 registers", "--maxrregcount=63"},
+        {"compile with --maxrregcount=40", "--maxrregcount=40"},
+        {"cap registers to 24", "--maxrregcount=24"},
+        {"max 56 registers per thread", "--maxrregcount=56"},
+        /* a count that names no cap is a complaint, not a number to keep */
+        {"it uses 128 registers, too many", "--maxrregcount=32"},
+        {"use merge-path", ""},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(cases); i++) {
+        int level;
+        char *news;
+        char *opt = cap_of(cases[i].said, &level, &news);
+        cr_expect_str_eq(opt, cases[i].option, "\"%s\" gave [%s]\n%s", cases[i].said, opt, news);
+        if (*cases[i].option)
+            cr_expect_eq(level, 1, "\"%s\": registers only, the strategy may stay", cases[i].said);
+        free(opt);
+        free(news);
+    }
+    /* outside NVRTC's range: the nearest cap, and said plainly */
+    int level;
+    char *news;
+    char *opt = cap_of("at most 8 registers", &level, &news);
+    cr_assert_str_eq(opt, "--maxrregcount=16");
+    cr_assert(strstr(news, "you named 8; a cap must lie in [16, 255]"), "%s", news);
+    free(opt);
+    free(news);
 }
