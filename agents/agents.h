@@ -333,6 +333,11 @@ typedef struct ag_tune_opts {
                                 * (timed with the first quick timing), `widen` of them at a
                                 * time are added and timed, while half of budget_s lasts */
     int widen;                 /* strategies added per widening (default 2) */
+    const cJSON *options;      /* compile options every variant gets, e.g.
+                                * ["--maxrregcount=48"] for a reviewer's register cap
+                                * (copied; NULL: none); part of the cache key, said in the
+                                * first progress line and in the result's "options" */
+    const char *options_why;   /* why, for that line (copied; NULL: not said) */
     int compile_only;          /* no GPU: compile every variant (any worker) and run the
                                 * static rules on it; nothing is timed or verified, the
                                 * result says per variant compiled or why not */

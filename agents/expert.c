@@ -969,6 +969,62 @@ static int last_registers(const ag_run *r)
     return 0;
 }
 
+/* A register cap the text names, or 0: "maxrregcount=64", "registers <= 64",
+ * "registers to 64", "at most 64 registers", "max 64 registers", "under 64
+ * registers" (63). A count without such a word ("it uses 128 registers")
+ * names no cap. */
+static int said_register_cap(const char *t)
+{
+    double v;
+    const char *at = strstr(t, "maxrregcount");
+    if (at) {
+        const char *p = at + strlen("maxrregcount");
+        if (!eat(&p, "="))
+            eat(&p, ":");
+        if (read_num(&p, &v) == 0)
+            return (int)v;
+    }
+    static const char *le[] = {"<=", "at most",   "no more than", "up to", "to",
+                               "=",  "capped at", "cap of",       "max"};
+    static const char *lt[] = {"<", "below", "under", "less than", "fewer than"};
+    for (at = strstr(t, "register"); at; at = strstr(at + 1, "register")) {
+        /* after: "registers <= 64", "registers per thread to 64" */
+        const char *p = at + strlen("register");
+        if (*p == 's')
+            p++;
+        eat(&p, "per thread");
+        int strict = -1;
+        for (size_t i = 0; i < DT_ARRAY_LEN(le) && strict < 0; i++)
+            if (eat(&p, le[i]))
+                strict = 0;
+        for (size_t i = 0; i < DT_ARRAY_LEN(lt) && strict < 0; i++)
+            if (eat(&p, lt[i]))
+                strict = 1;
+        if (strict >= 0 && read_num(&p, &v) == 0)
+            return (int)v - strict;
+        /* before: "at most 64 registers", "under 64 registers" */
+        const char *e = at;
+        while (e > t && e[-1] == ' ')
+            e--;
+        const char *num = e;
+        while (num > t && num[-1] >= '0' && num[-1] <= '9')
+            num--;
+        if (num == e)
+            continue;
+        const char *w = num;
+        while (w > t && w[-1] == ' ')
+            w--;
+        for (size_t i = 0; i < DT_ARRAY_LEN(le) + DT_ARRAY_LEN(lt); i++) {
+            const char *word = i < DT_ARRAY_LEN(le) ? le[i] : lt[i - DT_ARRAY_LEN(le)];
+            size_t n = strlen(word);
+            if ((size_t)(w - t) >= n && strncmp(w - n, word, n) == 0 &&
+                (w - n == t || !word_char(w[-(long)n - 1]) || !word_char(word[0])))
+                return atoi(num) - (i >= DT_ARRAY_LEN(le));
+        }
+    }
+    return 0;
+}
+
 int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
 {
     if (reason == NULL || *reason == '\0')
@@ -1072,13 +1128,21 @@ int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
         level = 2;
         dt_buf_puts(&got, "  no template that uses shared memory\n");
     }
-    if (strstr(t, "register") &&
-        (strstr(t, "fewer") || strstr(t, "less") || strstr(t, "lower") || strstr(t, "reduce") ||
-         strstr(t, "pressure") || strstr(t, "too many"))) {
+    int named_cap = said_register_cap(t);
+    if ((strstr(t, "register") &&
+         (strstr(t, "fewer") || strstr(t, "less") || strstr(t, "lower") || strstr(t, "reduce") ||
+          strstr(t, "pressure") || strstr(t, "too many"))) ||
+        named_cap > 0) {
         int regs = last_registers(r);
         int cap = regs > 0 ? (regs * 3 / 4) / 8 * 8 : 32;
+        if (named_cap > 0)
+            cap = named_cap; /* the person's number, not ours */
+        /* NVRTC's range for --maxrregcount; outside it, said below */
+        int asked = cap;
         if (cap < 16)
             cap = 16;
+        if (cap > 255)
+            cap = 255;
         free(r->kernel_option);
         r->kernel_option = dt_xasprintf("--maxrregcount=%d", cap);
         if (level < 1)
@@ -1086,7 +1150,14 @@ int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
         cJSON *w = wish("fewer-registers", said);
         dt_json_set_int(w, "cap", cap);
         add_wish(r, w);
-        if (regs > 0)
+        if (named_cap > 0 && asked != cap)
+            dt_buf_printf(&got,
+                          "  NVRTC caps registers at %d per thread (you named %d; a cap "
+                          "must lie in [16, 255])\n",
+                          cap, asked);
+        else if (named_cap > 0)
+            dt_buf_printf(&got, "  NVRTC caps registers at %d per thread, as you named\n", cap);
+        else if (regs > 0)
             dt_buf_printf(&got, "  NVRTC caps registers at %d per thread (the last kernel used %d)\n",
                           cap, regs);
         else
@@ -1120,7 +1191,8 @@ int ag_wishes_from_reason(ag_run *r, ag_kind k, const char *reason)
                           dt_json_str(cJSON_GetArrayItem(r->candidates, i), "strategy", ""));
         dt_buf_puts(&r->news, "), parameter values or ranges (\"BLOCK 128\", \"BLOCK <= 256\", "
                               "\"smaller BLOCK\"), \"no atomics\", \"no shared memory\", \"fewer "
-                              "registers\", \"faster\" and \"simpler\". The reason stays in the "
+                              "registers\" (or \"at most 64 registers\"), \"faster\" and "
+                              "\"simpler\". The reason stays in the "
                               "feedback");
         dt_buf_puts(&r->news, k == AG_PLAN ? "; the rejected strategy is set aside.\n" : ".\n");
     }
@@ -1480,6 +1552,17 @@ void ag_narrow_spaces(ag_run *r, ag_step *s)
 
 /* ---- edits --------------------------------------------------------------------------------------- */
 
+void ag_wish_from_plan_edit(ag_run *r, const cJSON *plan, int changed)
+{
+    if (changed) {
+        cJSON *w = wish("use", "(your edit of the plan)");
+        dt_json_set_str(w, "strategy", dt_json_str(plan, "strategy", ""));
+        add_wish(r, w);
+    }
+    dt_buf_printf(&r->reasons, "- at the plan review: a person edited the plan to %s with %s\n",
+                  dt_json_str(plan, "strategy", ""), "its parameters");
+}
+
 cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e)
 {
     if (!cJSON_IsObject(edited)) {
@@ -1608,13 +1691,7 @@ cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e)
             dt_json_set_take(cJSON_GetObjectItem(plan, "space"), p->string, cJSON_Duplicate(p, 1));
     }
     r->cand_index = idx;
-    if (s_changed || t_changed) {
-        cJSON *w = wish("use", "(your edit of the plan)");
-        dt_json_set_str(w, "strategy", dt_json_str(plan, "strategy", ""));
-        add_wish(r, w);
-    }
-    dt_buf_printf(&r->reasons, "- at the plan review: a person edited the plan to %s with %s\n",
-                  dt_json_str(plan, "strategy", ""), "its parameters");
+    ag_wish_from_plan_edit(r, plan, s_changed || t_changed);
     if (r->cur) {
         ag_text(r, r->cur, "\nYour edit is used: %s (%s) re-derived from %s%s%s.\n",
                 dt_json_str(plan, "strategy", ""), dt_json_str(plan, "summary", ""),

@@ -76,6 +76,8 @@ struct ag_run {
     const char *stop_why;  /* ag_stop_unattended's reason (static or the caller's) */
     int person_stopped;    /* the run ended by a person's decision: not resumable */
     int resume_failed;     /* resuming a run that ended on a failure: re-run its last step */
+    int resume_ask;        /* resuming: the id of the step whose review nobody could answer
+                              (stopped unattended): it runs again and asks again, 0 none */
     int tune_requested;
     int done;
     int exit_code;
@@ -149,6 +151,10 @@ int ag_wishes_refuse(ag_run *r, const char *template_src, char *why, size_t len)
  * parameters checked against its manifest). Returns the new plan, or NULL
  * with e saying why the edit cannot be used. */
 cJSON *ag_plan_rederive(ag_run *r, const cJSON *edited, dt_err *e);
+/* What a person's plan edit leaves for the rest of the session: the reason
+ * line, and a wish to use the edited plan's strategy when the edit changed
+ * the strategy or template. ag_plan_rederive calls it; resume too. */
+void ag_wish_from_plan_edit(ag_run *r, const cJSON *plan, int changed);
 /* Narrow the candidates' spaces by the hooks' ditto.param_space, saying so
  * in the step's reasoning. */
 void ag_narrow_spaces(ag_run *r, ag_step *s);

@@ -795,6 +795,9 @@ static void compile_done(ag_run *r, ag_step *s, const cJSON *reply)
         }
         hw_spec_free(g);
     }
+    if (r->kernel_option)
+        ag_text(r, s, "Compiled with %s: a reviewer asked for fewer registers.\n",
+                r->kernel_option);
     int ok = compiled && errors == 0;
     if (!compiled) {
         const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "diagnostics"), 0);
@@ -1800,6 +1803,8 @@ cJSON *ag_fingerprint(gpu_pool *pool)
 static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
 {
     ag_step *last = NULL;
+    int edit_step = 0;       /* a plan a person edited: its step, */
+    char edit_from[64] = ""; /* and its strategy before the edit */
     const cJSON *ev;
     cJSON_ArrayForEach(ev, events)
     {
@@ -1814,6 +1819,7 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                 continue;
             ag_step *s = new_step(r, k);
             r->resume_failed = 0; /* a later resume went on past the failure */
+            r->resume_ask = 0;
             s->id = sid;
             s->version = dt_json_int(ev, "version", s->version);
             s->inputs = cJSON_Duplicate(cJSON_GetObjectItem(ev, "inputs"), 1);
@@ -1837,8 +1843,17 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             if (s == NULL)
                 continue;
             const char *st = dt_json_str(ev, "status", "");
-            if (strcmp(st, "approved") == 0 || strcmp(st, "edited") == 0) {
+            if (s->id == r->resume_ask) {
+                /* nobody answered its review: the step is asked again (a
+                 * person's edit before it stays; nothing is redone past it) */
+                s->status = AG_REJECTED;
+                last = s;
+            } else if (strcmp(st, "approved") == 0 || strcmp(st, "edited") == 0) {
                 s->status = strcmp(st, "approved") == 0 ? AG_APPROVED : AG_EDITED;
+                if (s->status == AG_EDITED && s->kind == AG_PLAN && s->id == edit_step)
+                    ag_wish_from_plan_edit(
+                        r, s->artifact,
+                        !dt_streq(edit_from, dt_json_str(s->artifact, "strategy", "")));
                 s->ok = dt_json_bool(ev, "ok", s->ok);
                 adopt(r, s);
                 if (s->kind == AG_MEASURE && s->ok) {
@@ -1878,6 +1893,14 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
             ag_step *s = step_by_id(r, sid);
             const char *by = dt_json_str(ev, "by", "auto");
             const char *why = dt_json_str(ev, "reason", NULL);
+            if (s && dt_streq(dt_json_str(ev, "decision", ""), "stop") &&
+                dt_streq(by, "unattended"))
+                r->resume_ask = s->id;
+            if (s && s->kind == AG_PLAN && dt_streq(dt_json_str(ev, "decision", ""), "edit")) {
+                edit_step = s->id; /* the edited plan's artifact follows */
+                snprintf(edit_from, sizeof edit_from, "%s",
+                         dt_json_str(s->artifact, "strategy", ""));
+            }
             if (s && dt_streq(dt_json_str(ev, "decision", ""), "reject") && !dt_streq(by, "auto") &&
                 why && *why) {
                 dt_buf_printf(&r->reasons, "- at the %s review (v%d, by %s): %s\n",
@@ -1885,10 +1908,14 @@ static int restore(ag_run *r, const cJSON *events, ag_step **last_out)
                               dt_streq(by, "lua") ? "a review hook" : "a person", why);
                 if (r->candidates == NULL && r->report)
                     r->candidates = ag_rank_templates(r->report, &r->spec, r->cc, r->o.kb, NULL);
-                ag_wishes_from_reason(r, s->kind, why);
+                int level = ag_wishes_from_reason(r, s->kind, why);
                 r->reviews[s->kind]++;
-                if (s->kind == AG_PLAN)
-                    ag_drop_strategy(r, dt_json_str(s->artifact, "strategy", ""), why);
+                /* as apply_decision did: a reason that asked only for
+                 * parameters or registers kept the strategy */
+                if ((s->kind == AG_PLAN || s->kind == AG_CHECK) && level != 1)
+                    ag_drop_strategy(
+                        r, dt_json_str(s->kind == AG_PLAN ? s->artifact : r->plan, "strategy", ""),
+                        why);
             }
         } else if (strcmp(type, "transition") == 0) {
             const char *edge = dt_json_str(ev, "edge", NULL);
@@ -1944,6 +1971,12 @@ static void resume_loaded(ag_run *r, ag_step *s, const cJSON *reply)
     r->cur = NULL;
     if (last == NULL) {
         start_step(r, AG_PROFILE);
+    } else if (r->resume_ask && last->id == r->resume_ask) {
+        /* never a new plan or kernel in place of the one whose review was
+         * pending: that step again, on the same inputs, and its review */
+        r->resume_ask = 0;
+        transition(r, last->kind, last->kind, -1,
+                   "resumed: the review nobody could answer is asked again");
     } else if (last->status == AG_FAILED && !(r->resume_failed && !last->ok)) {
         ag_log(r, "info", "resumed after step %d (%s v%d failed)", last->id,
                ag_kind_name(last->kind), last->version);

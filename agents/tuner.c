@@ -84,6 +84,8 @@ struct ag_tuner {
     char floor_alg[2][64];
     char model[128];  /* the GPU model timings run on: o.gpu, else the first fit worker's */
     gpu_cubin_stats cubins0; /* the pool's compile counts when the tune started */
+    cJSON *options;    /* owned copy of o.options: every variant's compile options */
+    char *options_why; /* owned copy of o.options_why */
 };
 
 static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -445,6 +447,8 @@ static cJSON *request(ag_tuner *t, const char *name, const variant *v)
     dt_json_set_str(k, "source", v->source);
     dt_json_set_str(k, "name", "variant.cu");
     dt_json_set_take(k, "params", cJSON_Duplicate(v->params, 1));
+    if (t->options)
+        dt_json_set_take(k, "options", cJSON_Duplicate(t->options, 1));
     dt_json_set_take(r, "kernel", k);
     return r;
 }
@@ -1367,8 +1371,12 @@ static void finish(ag_tuner *t)
         cJSON *b = variant_json(t, best);
         dt_json_set_str(b, "source", best->source);
         dt_json_set_str(b, "template", dt_json_str(t->st[best->strategy].cand, "template", ""));
+        if (t->options)
+            dt_json_set_take(b, "options", cJSON_Duplicate(t->options, 1));
         dt_json_set_take(res, "best", b);
     }
+    if (t->options)
+        dt_json_set_take(res, "options", cJSON_Duplicate(t->options, 1));
     if (t->base_us > 0) {
         cJSON *qb = dt_json_obj();
         dt_json_set_str(qb, "alg", t->base_alg);
@@ -1455,6 +1463,12 @@ static void cache_key(ag_tuner *t)
     h = dt_hash_str(sp_dtype_name(t->o.spec->dtype), h);
     h = dt_hash64(&t->o.spec->n, sizeof t->o.spec->n, h);
     h = dt_hash_str(t->o.gpu ? t->o.gpu : "", h);
+    if (t->options) {
+        /* a winner found without a register cap is no winner with one */
+        char *op = dt_json_print(t->options, 0);
+        h = dt_hash_str(op, h);
+        free(op);
+    }
     for (int si = 0; si < t->nst; si++) {
         char *path = dt_share_path(dt_json_str(t->st[si].cand, "template", ""));
         char *src = path ? dt_read_file(path, NULL, NULL) : NULL;
@@ -1500,6 +1514,12 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
     if (t->o.refine == 0)
         t->o.refine = t->o.budget_variants / 2 > 2 ? t->o.budget_variants / 2 : 2;
     t->t0 = dt_now();
+    if (cJSON_IsArray(o->options) && cJSON_GetArraySize(o->options) > 0) {
+        t->options = cJSON_Duplicate(o->options, 1);
+        t->options_why = o->options_why ? dt_xstrdup(o->options_why) : NULL;
+    }
+    t->o.options = NULL; /* borrowed for the call: the copies above are used */
+    t->o.options_why = NULL;
     cache_key(t);
     cJSON *cached = t->cache_path[0] ? dt_json_read_file(t->cache_path, NULL) : NULL;
     const cJSON *winners = cJSON_GetObjectItem(cached, "winners");
@@ -1524,6 +1544,18 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
              t->nst, t->nst == 1 ? "y" : "ies", t->nv - reserve,
              t->cached ? ", some from the cache" : "", t->o.budget_variants, t->o.budget_s,
              reserve);
+    if (t->options) {
+        dt_buf ob = DT_BUF_INIT;
+        const cJSON *op;
+        cJSON_ArrayForEach(op, t->options)
+        {
+            dt_buf_printf(&ob, "%s%s", ob.len ? " " : "",
+                          cJSON_IsString(op) ? op->valuestring : "?");
+        }
+        progress(t, "every variant is compiled with %s%s%s", dt_buf_str(&ob),
+                 t->options_why ? ": " : "", t->options_why ? t->options_why : "");
+        dt_buf_free(&ob);
+    }
     t->npw = gpu_pool_size(t->o.pool);
     t->per_worker = dt_xcalloc((size_t)t->npw, sizeof *t->per_worker);
     gpu_pool_cubin_stats(t->o.pool, &t->cubins0);
@@ -1561,6 +1593,8 @@ void ag_tuner_free(ag_tuner *t)
     cJSON_Delete(t->cands);
     cJSON_Delete(t->widened);
     cJSON_Delete(t->more);
+    cJSON_Delete(t->options);
+    free(t->options_why);
     free(t);
 }
 
@@ -1634,6 +1668,20 @@ void ag_tune(ag_run *r, ag_step *s)
     dt_json_set_take(c, "params", cJSON_Duplicate(own, 1));
     cJSON_AddItemToArray(cands, c);
     ag_text(r, s, "Tuning %s, the strategy of the best verified version so far.\n", sname);
+    /* a reviewer's register cap holds for every variant, not only the
+     * kernel it was said about */
+    cJSON *opts = NULL;
+    char why[700] = "";
+    if (r->kernel_option) {
+        opts = dt_json_arr();
+        cJSON_AddItemToArray(opts, cJSON_CreateString(r->kernel_option));
+        const cJSON *w;
+        cJSON_ArrayForEach(w, r->wishes)
+        {
+            if (dt_streq(dt_json_str(w, "kind", ""), "fewer-registers"))
+                snprintf(why, sizeof why, "because you said \"%s\"", dt_json_str(w, "said", ""));
+        }
+    }
     ag_tune_opts o = {.pool = r->o.pool,
                       .spec = &r->spec,
                       .matrix = "m",
@@ -1644,6 +1692,8 @@ void ag_tune(ag_run *r, ag_step *s)
                       .budget_variants = r->o.tune_budget_variants,
                       .budget_s = r->o.tune_budget_s,
                       .use_cache = 1,
+                      .options = opts,
+                      .options_why = why[0] ? why : NULL,
                       .progress = tune_progress,
                       .done = tune_done,
                       .ud = r};
@@ -1651,6 +1701,7 @@ void ag_tune(ag_run *r, ag_step *s)
     ag_tuner_free(r->tuner);
     r->tuner = ag_tuner_start(&o, &e);
     cJSON_Delete(cands);
+    cJSON_Delete(opts);
     if (r->tuner == NULL)
         ag_complete(r, s, NULL, 0, e.msg);
 }

@@ -22,10 +22,17 @@ static const tui_pane_ops *const pane_ops[TUI_NPANES] = {
     [TUI_P_SOURCE] = &tui_source_ops, [TUI_P_DIAG] = &tui_diag_ops, [TUI_P_PERF] = &tui_perf_ops};
 
 static void relayout(tui_app *a);
+static void sync_failed_gate(tui_app *a);
 static void draw_editor(tui_app *a);
 static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason, int rest);
 
 /* ---- small state helpers ------------------------------------------------------------- */
+
+/* Whether a step failed (its artifact says not ok): it is never approved. */
+static int step_failed(const ag_step *s)
+{
+    return !dt_json_bool(ag_step_artifact(s), "ok", 1);
+}
 
 void tui_app_mark(tui_app *a, unsigned dirty)
 {
@@ -89,6 +96,46 @@ void tui_app_select(tui_app *a, int si, int follow)
     a->panes[TUI_P_REASON].cur = 0;
     a->panes[TUI_P_REASON].follow = follow;
     tui_app_mark(a, TUI_D_REASON | TUI_D_SOURCE | TUI_D_STEPS);
+    sync_failed_gate(a);
+}
+
+/* Whether the selected step is a failed step at its gate. */
+static int failed_gate_shown(const tui_app *a)
+{
+    int si = tui_app_sel(a);
+    return si >= 0 && a->model.steps[si].gate_failed &&
+           dt_streq(a->model.steps[si].status, "awaiting review");
+}
+
+/* A failed gate shown, or no longer: the layout gives the reasoning pane
+ * its room (tui_layout_give_reason) or takes it back. */
+static void sync_failed_gate(tui_app *a)
+{
+    if (a->status_win != NULL && failed_gate_shown(a) != a->lay_failed)
+        relayout(a);
+}
+
+/* A new failed gate: the source shows the line of its first error, marked
+ * (the performance pane, if it held the shared slot, gives way to it). */
+static void show_failed_gate(tui_app *a, int step_id)
+{
+    int si = tui_model_step_index(&a->model, step_id);
+    if (si < 0 || !a->model.steps[si].gate_failed)
+        return;
+    for (int i = 0; i < a->model.ndiags; i++) {
+        const tui_diag *d = &a->model.diags[i];
+        if (d->is_log || d->step != step_id || !dt_streq(d->severity, "error") || d->line < 1)
+            continue;
+        a->src_mark = d->line;
+        a->src_jump = d->line;
+        break;
+    }
+    int slot = a->lay.slot[TUI_P_SOURCE];
+    if (a->status_win != NULL && a->slot_pane[slot] == TUI_P_PERF) {
+        a->slot_pane[slot] = TUI_P_SOURCE;
+        relayout(a);
+    }
+    tui_app_mark(a, TUI_D_SOURCE | TUI_D_REASON);
 }
 
 void tui_app_src_pair(const tui_app *a, int *from, int *to)
@@ -221,9 +268,12 @@ void tui_app_event(tui_app *a, const cJSON *ev)
         int si = tui_model_step_index(&a->model, a->model.awaiting);
         if (si == a->model.nsteps - 1)
             tui_app_select(a, si, 1);
+        if (si == tui_app_sel(a))
+            show_failed_gate(a, a->model.awaiting);
     }
     if (dt_streq(dt_json_str(ev, "type", ""), "step_started") && a->sel_follow)
         tui_app_select(a, a->model.nsteps - 1, 1);
+    sync_failed_gate(a);
 }
 
 static void sink(ag_run *r, const cJSON *ev, void *ud)
@@ -289,6 +339,9 @@ static void place_modal(tui_app *a)
 static void relayout(tui_app *a)
 {
     tui_layout_compute(COLS, LINES, &a->lay);
+    a->lay_failed = failed_gate_shown(a);
+    if (a->lay_failed)
+        tui_layout_give_reason(&a->lay);
     for (int i = 0; i < TUI_NPANES; i++) {
         int slot = a->lay.slot[i];
         int shown = !a->lay.too_small && a->slot_pane[slot] == i;
@@ -427,6 +480,9 @@ static void draw_prompt(tui_app *a)
                         "rtx4090, ...; empty: the run's): ",
     };
     const char *label = a->modal == TUI_MODAL_CONFIRM ? a->confirm_q : labels[a->ask];
+    const ag_step *g = a->run && a->ask == TUI_ASK_REJECT ? ag_awaiting(a->run) : NULL;
+    if (a->modal != TUI_MODAL_CONFIRM && g && step_failed(g))
+        label = "Send back -- reason for the agent: ";
     wattr_set(w, tui_attr(TUI_R_PROMPT), tui_pair(TUI_R_PROMPT), NULL);
     mvwhline(w, 1, 0, ' ', cols);
     int x = tui_put(w, 1, 0, label, (int)strlen(label), 0, cols, tui_attr(TUI_R_PROMPT),
@@ -617,7 +673,13 @@ static void help(tui_app *a)
         "  x        on a hunk of the kernel's diff: reject it (x again accepts it); a then",
         "           approves the kernel with the rejected hunks' old lines, as an edit",
         "  u        undo: a decision waits 3 s before the next step starts; u takes it back",
-        "  A        approve this and every later step",
+        "  A        approve this and every later step (a failed step is sent back, as",
+        "           nobody's decision, and the steps after it are approved)",
+        "  s        stop the run at this review (the session records it)",
+        "  A failed step (a compile error, a failed verification) is never approved: its",
+        "  error shows at the end of its reasoning, with the source line; r sends it back",
+        "  to the coder with your reason, e edits it (the kernel, at a compile or verify),",
+        "  s stops",
         "  :        switch the model, the endpoint or the backend for the next steps",
         "           (model NAME, endpoint URL, backend expert|llm); the session records it",
         "  t        tune now (after the current measurement; only with a GPU)",
@@ -940,9 +1002,11 @@ static void draw_editor(tui_app *a)
     werase(w);
     char note[48];
     snprintf(note, sizeof note, "%d/%d characters", a->input_len, TUI_INPUT_MAX);
+    const ag_step *g = a->run && a->ask == TUI_ASK_REJECT ? ag_awaiting(a->run) : NULL;
     tui_frame(w,
-              a->ask == TUI_ASK_REJECT ? "Reject: your reason goes back to the agent"
-                                       : "A note for later replays",
+              g && step_failed(g)        ? "Send back: your reason goes to the agent with the error"
+              : a->ask == TUI_ASK_REJECT ? "Reject: your reason goes back to the agent"
+                                         : "A note for later replays",
               note, 1, a->utf8);
     char *t = input_utf8(a);
     tui_lines l = {0};
@@ -1008,18 +1072,29 @@ static void edit(tui_app *a)
         return;
     }
     ag_kind kind = ag_step_kind(s);
-    if (kind != AG_GENERATE && kind != AG_PLAN) {
-        tui_app_flash(a, 1, "only the plan and the kernel source can be edited (this is %s)",
-                      ag_kind_name(kind));
+    /* a failed compile or verify: its kernel is edited (a new version) */
+    int failed_kernel = (kind == AG_COMPILE || kind == AG_VERIFY) && step_failed(s);
+    if (kind != AG_GENERATE && kind != AG_PLAN && !failed_kernel) {
+        tui_app_flash(a, 1, "only the plan and the kernel source can be edited (this is %s%s)",
+                      ag_kind_name(kind),
+                      kind == AG_COMPILE || kind == AG_VERIFY
+                          ? "; its kernel can be edited when it failed"
+                          : "");
         return;
     }
-    const cJSON *art = ag_step_artifact(s);
-    char *orig = kind == AG_GENERATE ? dt_xstrdup(dt_json_str(art, "source", ""))
-                                     : dt_json_print(art, 1);
+    int is_kernel = kind != AG_PLAN;
+    char *orig;
+    if (is_kernel) {
+        cJSON *view = ag_step_view(a->run, s);
+        orig = dt_xstrdup(dt_json_str(view, "source", ""));
+        cJSON_Delete(view);
+    } else {
+        orig = dt_json_print(ag_step_artifact(s), 1);
+    }
     /* an edit refused before comes back, not the agent's text */
     int kept = a->kept_edit && a->kept_step == ag_step_id(s);
     tui_term_suspend();
-    char *after = edit_text(kept ? a->kept_edit : orig, kind == AG_GENERATE ? ".cu" : ".json");
+    char *after = edit_text(kept ? a->kept_edit : orig, is_kernel ? ".cu" : ".json");
     tui_term_resume();
     resized(a);
     a->full_redraw = 1;
@@ -1033,7 +1108,7 @@ static void edit(tui_app *a)
         tui_app_flash(a, 0, "no change: the step still awaits review");
         free(a->kept_edit);
         a->kept_edit = NULL;
-    } else if (kind == AG_GENERATE) {
+    } else if (is_kernel) {
         cJSON *v = cJSON_CreateString(after);
         refused = ag_decide(a->run, AG_EDIT, v, NULL, &e) != 0;
         cJSON_Delete(v);
@@ -1052,9 +1127,10 @@ static void edit(tui_app *a)
     } else if (after && strcmp(after, orig) != 0) {
         free(a->kept_edit);
         a->kept_edit = NULL;
-        tui_app_flash(a, 0, kind == AG_GENERATE
-                                ? "edited: the new source is checked and compiled again"
-                                : "edited: the plan is checked again");
+        tui_app_flash(a, 0,
+                      kind == AG_GENERATE ? "edited: the new source is checked and compiled again"
+                      : is_kernel         ? "edited: your kernel is a new version, compiled again"
+                                          : "edited: the plan is checked again");
     }
     free(orig);
     free(after);
@@ -1127,6 +1203,7 @@ static void pend_stage(tui_app *a, ag_decision d, cJSON *art, const char *reason
     a->pend_reason = reason ? dt_xstrdup(reason) : NULL;
     a->pend_rest = rest;
     a->pend_step = s ? ag_step_id(s) : 0;
+    a->pend_failed = s && step_failed(s);
     a->pend_until = dt_now() + TUI_UNDO_S;
     a->pend_timer = dt_loop_add_timer(a->loop, 250, pend_tick, a);
     a->status_dirty = 1;
@@ -1159,6 +1236,19 @@ int tui_app_hunk_review(tui_app *a)
  * it, as an edit. */
 static void approve(tui_app *a)
 {
+    const ag_step *g = ag_awaiting(a->run);
+    if (g && step_failed(g)) {
+        /* the run would refuse it too (ag_decide): say so now, stage nothing */
+        ag_kind k = ag_step_kind(g);
+        tui_app_flash(a, 1,
+                      "%s v%d failed: a failed step cannot be approved; r sends it back "
+                      "with your reason, %ss stops",
+                      ag_kind_name(k), ag_step_version(g),
+                      k == AG_PLAN || k == AG_GENERATE || k == AG_COMPILE || k == AG_VERIFY
+                          ? "e edits it, "
+                          : "");
+        return;
+    }
     int nrej = 0;
     if (tui_app_hunk_review(a))
         for (int i = 0; i < a->nhunk_rej; i++)
@@ -1198,10 +1288,14 @@ static void undo(tui_app *a)
 void tui_app_pending_text(const tui_app *a, char *buf, size_t n)
 {
     double left = a->pend_until - dt_now();
-    const char *what = a->pend_rest            ? "approving this and every later step"
-                       : a->pend_d == AG_REJECT ? "rejecting"
-                       : a->pend_d == AG_EDIT   ? "keeping the accepted hunks"
-                                                : "approving";
+    const char *what = a->pend_rest && a->pend_failed
+                           ? "sending the failed step back and approving every later step"
+                       : a->pend_rest ? "approving this and every later step"
+                       : a->pend_d == AG_REJECT && a->pend_failed ? "sending back"
+                       : a->pend_d == AG_REJECT                   ? "rejecting"
+                       : a->pend_d == AG_STOP                     ? "stopping the run"
+                       : a->pend_d == AG_EDIT                     ? "keeping the accepted hunks"
+                                                                  : "approving";
     snprintf(buf, n, "%s (step %d) in %.0f s: u undoes", what, a->pend_step,
              left > 0 ? left + 0.49 : 0);
 }
@@ -1357,6 +1451,10 @@ static void global_key(tui_app *a, int k)
     case 'e':
         if (review_possible(a))
             edit(a);
+        break;
+    case 's':
+        if (review_possible(a))
+            pend_stage(a, AG_STOP, NULL, NULL, 0);
         break;
     case 'H':
         tui_app_prompt(a, TUI_ASK_GPU, a->gpu_pick);

@@ -155,6 +155,12 @@ typedef struct tui_layout {
  * Wide (180 x 45 and up): performance in a right-hand column of its own.
  * This function can't fail. */
 void tui_layout_compute(int cols, int rows, tui_layout *out);
+/* A failed step at its gate on a small terminal: the reasoning pane, whose
+ * last block shows the errors, their source lines and what can be done,
+ * takes the shared slot's rows but six (the source around the error stays
+ * in view). Other tiers show every pane at once and are left as they are.
+ * This function can't fail. */
+void tui_layout_give_reason(tui_layout *l);
 
 /* ---- the model ------------------------------------------------------------------
  * What the events said, kept for drawing: steps, source revisions,
@@ -179,6 +185,9 @@ typedef struct tui_step {
     char decided_by[12];
     char *reason; /* the decision's reason, or why it failed */
     int rev;      /* the source revision current when the step ended (or now), -1 none */
+    int gate_failed; /* it awaits review having failed: it cannot be approved, only sent
+                        back, edited (gate_edit) or stopped */
+    int gate_edit;   /* that failed gate offers an edit (the plan, or the kernel) */
 } tui_step;
 
 typedef struct tui_rev {

@@ -80,3 +80,22 @@ void tui_layout_compute(int cols, int rows, tui_layout *out)
     /* Two columns of code need about 2 x 42 cells beside the gutters. */
     out->side_by_side = out->pane[TUI_P_SOURCE].w >= 96;
 }
+
+void tui_layout_give_reason(tui_layout *l)
+{
+    if (l->too_small || l->tier != TUI_TIER_SMALL)
+        return;
+    int h = l->rows - 2;
+    tui_rect *r = &l->pane[TUI_P_REASON];
+    /* the shared slot keeps 6 rows (4 of source around the error) */
+    int rh = clampi(h - 6, r->h, h - 3 > r->h ? h - 3 : r->h);
+    if (rh <= r->h)
+        return;
+    r->h = rh;
+    for (int i = 0; i < TUI_NPANES; i++) {
+        if (l->slot[i] == l->slot[TUI_P_SOURCE]) {
+            l->pane[i].y = rh;
+            l->pane[i].h = h - rh;
+        }
+    }
+}

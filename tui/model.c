@@ -295,6 +295,23 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
         if (s) {
             copy_str(s->status, sizeof s->status, "awaiting review");
             m->awaiting = s->id;
+            /* A failed step at its gate (EVENTS.md: "failed", "options"); a
+             * session from before the field: its artifact said not ok. */
+            s->gate_failed = dt_json_bool(ev, "failed", 0) ||
+                             (!cJSON_GetObjectItem(ev, "failed") && s->artifact &&
+                              !dt_json_bool(s->artifact, "ok", 1));
+            s->gate_edit = 0;
+            const cJSON *o;
+            cJSON_ArrayForEach(o, cJSON_GetObjectItem(ev, "options"))
+            {
+                s->gate_edit |= cJSON_IsString(o) && dt_streq(o->valuestring, "edit");
+            }
+            if (s->gate_failed && !cJSON_GetObjectItem(ev, "options"))
+                s->gate_edit = dt_streq(s->kind, "plan") || dt_streq(s->kind, "generate") ||
+                               dt_streq(s->kind, "compile") || dt_streq(s->kind, "verify");
+            const char *why = dt_json_str(ev, "why", NULL);
+            if (s->gate_failed && why)
+                set_str(&s->reason, why);
             m->dirty_step = s->id;
             m->dirty |= TUI_D_STEPS | TUI_D_REASON | TUI_D_STATUS;
         }
@@ -308,6 +325,7 @@ void tui_model_apply(tui_model *m, const cJSON *ev)
                 set_str(&s->reason, reason);
             if (m->awaiting == s->id)
                 m->awaiting = 0;
+            s->gate_failed = 0;
             m->dirty_step = s->id;
             m->dirty |= TUI_D_STEPS | TUI_D_REASON | TUI_D_STATUS;
         }

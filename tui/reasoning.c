@@ -223,6 +223,118 @@ static void step_errors(const tui_model *m, const tui_step *s, int width, wrappe
         tui_lines_addf(w->out, TUI_R_ERROR, "  and %d more errors: see Diagnostics", n - 4);
 }
 
+/* wrap, at most max lines; a text cut short ends in "..." (all of it is in
+ * Diagnostics and in the step's text above). */
+static void wrap_max(wrapper *w, const char *text, int width, int max)
+{
+    int before = w->out->n;
+    wrap(w, text, width);
+    if (w->out->n - before <= max)
+        return;
+    while (w->out->n > before + max) {
+        tui_line *ln = &w->out->v[--w->out->n];
+        free(ln->text);
+        free(ln->spans);
+        free(ln->link);
+    }
+    tui_line *last = &w->out->v[w->out->n - 1];
+    int keep = tui_fit(last->text, last->len, width - 3 > 0 ? width - 3 : 0, &(int){0});
+    char *t = dt_xasprintf("%.*s...", keep, last->text);
+    free(last->text);
+    last->text = t;
+    last->len = (int)strlen(t);
+    last->nspans = 0;
+}
+
+/* Line n (1-based) of a revision's source, without its newline, into out
+ * ("" when there is none). */
+static void rev_line(const tui_model *m, int rev, int n, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (rev < 0 || rev >= m->nrevs || n < 1 || m->revs[rev].source == NULL)
+        return;
+    const char *t = m->revs[rev].source;
+    for (int i = 1; t && i < n; i++) {
+        t = strchr(t, '\n');
+        if (t)
+            t++;
+    }
+    if (t == NULL)
+        return;
+    size_t l = strcspn(t, "\n");
+    snprintf(out, len, "%.*s", (int)(l < len - 1 ? l : len - 1), t);
+}
+
+/* A step that failed at its gate: in place of "a approve ...", what failed
+ * (each error's first lines and the source line it names) and what can be
+ * done with it. It is the pane's last block, which the pane follows, so it
+ * shows at every terminal size. */
+static void failed_gate(const tui_model *m, const tui_step *s, int width, int live, wrapper *w)
+{
+    tui_lines_add(w->out, "", 0, TUI_R_NORMAL);
+    int nerr = 0;
+    for (int i = 0; i < m->ndiags; i++)
+        nerr += !m->diags[i].is_log && m->diags[i].step == s->id &&
+                dt_streq(m->diags[i].severity, "error");
+    w->role = TUI_R_FAIL;
+    if (nerr > 0) {
+        char *t = dt_xasprintf("FAILED: %s v%d, %d error%s; it cannot be approved", s->kind,
+                               s->version, nerr, nerr == 1 ? "" : "s");
+        wrap(w, t, width);
+        free(t);
+    } else {
+        char *t = dt_xasprintf("FAILED: %s v%d: %s; it cannot be approved", s->kind, s->version,
+                               s->reason ? s->reason : "no reason given");
+        wrap_max(w, t, width, 4);
+        free(t);
+    }
+    int shown = 0, last_line = 0, last_rev = -2;
+    for (int i = 0; i < m->ndiags && shown < 3; i++) {
+        const tui_diag *d = &m->diags[i];
+        if (d->is_log || d->step != s->id || !dt_streq(d->severity, "error"))
+            continue;
+        shown++;
+        char *t = d->line > 0 ? dt_xasprintf("line %d: %s", d->line, d->message)
+                              : dt_xasprintf("%s: %s", d->source, d->message);
+        char *nl = strchr(t, '\n'); /* a compiler's caret excerpt stays in Diagnostics */
+        if (nl)
+            *nl = '\0';
+        w->role = TUI_R_ERROR;
+        wrap_max(w, t, width, 2);
+        free(t);
+        if (d->line > 0 && (d->line != last_line || d->rev != last_rev)) {
+            char src[512];
+            rev_line(m, d->rev, d->line, src, sizeof src);
+            if (src[0]) {
+                char *l = dt_xasprintf("  %5d | %s", d->line, src);
+                tui_line *ln = tui_lines_add(w->out, l, -1, TUI_R_NORMAL);
+                tui_line_span(ln, 0, 9, TUI_R_LINENO);
+                free(l);
+            }
+        }
+        last_line = d->line;
+        last_rev = d->rev;
+    }
+    if (nerr > shown)
+        tui_lines_addf(w->out, TUI_R_ERROR, "  and %d more: see Diagnostics", nerr - shown);
+    w->role = TUI_R_AWAITING;
+    if (!live) {
+        wrap(w, "It failed at its gate: it could be sent back, edited or stopped, never approved",
+             width);
+        return;
+    }
+    int kernel = dt_streq(s->kind, "generate") || dt_streq(s->kind, "compile") ||
+                 dt_streq(s->kind, "verify") || dt_streq(s->kind, "measure");
+    wrap(w,
+         kernel ? "r  send it back to the coder with your reason (the error goes with it)"
+                : "r  send it back to the agent with your reason (the error goes with it)",
+         width);
+    if (s->gate_edit)
+        wrap(w, dt_streq(s->kind, "plan") ? "e  edit the plan" : "e  edit the kernel yourself",
+             width);
+    wrap(w, "s  stop the run", width);
+}
+
 void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_link_fn *is_link,
                       void *ud, tui_lines *out)
 {
@@ -267,7 +379,10 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         plan_diff(m, si, out);
     }
     w.indent = "  ";
-    if (dt_streq(s->status, "awaiting review")) {
+    int failed_gate_shown = dt_streq(s->status, "awaiting review") && s->gate_failed;
+    if (failed_gate_shown) {
+        failed_gate(m, s, width, live, &w);
+    } else if (dt_streq(s->status, "awaiting review")) {
         tui_lines_add(out, "", 0, TUI_R_NORMAL);
         w.role = TUI_R_AWAITING;
         if (live) {
@@ -298,7 +413,8 @@ void tui_reason_build(const tui_model *m, int si, int width, int live, tui_is_li
         wrap(&w, t, width);
         free(t);
     }
-    step_errors(m, s, width, &w);
+    if (!failed_gate_shown)
+        step_errors(m, s, width, &w);
     if (s->t_end > 0) {
         dt_buf b = DT_BUF_INIT;
         dt_buf_printf(&b, "took %.2f s", s->seconds);

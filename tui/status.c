@@ -78,6 +78,9 @@ void tui_status_fit(const tui_model *m, int sel, int replay, int pos, int nev, i
     }
     if (m->finished)
         n = add_piece(p, n, 8, "finished: %s", m->finish_reason);
+    else if (ai >= 0 && m->steps[ai].gate_failed)
+        n = add_piece(p, n, 8, "%s v%d FAILED: send back, %sor stop", m->steps[ai].kind,
+                      m->steps[ai].version, m->steps[ai].gate_edit ? "edit " : "");
     else if (ai >= 0)
         n = add_piece(p, n, 8, "review %s v%d", m->steps[ai].kind, m->steps[ai].version);
     else if (ri >= 0)
@@ -165,6 +168,12 @@ static int keys_now(const tui_app *a, keyitem *k)
         k[n++] = (keyitem){"$", "end"};
     } else if (a->pend) {
         k[n++] = (keyitem){"u", "undo"};
+    } else if (si >= 0 && a->run && a->model.steps[si].gate_failed) {
+        /* a failed step is never approved: what can be done with it */
+        k[n++] = (keyitem){"r", "send back"};
+        if (a->model.steps[si].gate_edit)
+            k[n++] = (keyitem){"e", "edit"};
+        k[n++] = (keyitem){"s", "stop"};
     } else if (si >= 0 && a->run) {
         k[n++] = (keyitem){"a", "approve"};
         if (dt_streq(a->model.steps[si].kind, "plan") ||

@@ -42,7 +42,8 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
     for (int i = 0; i < m->nsteps; i++) {
         const tui_step *s = &m->steps[i];
         dt_buf b = DT_BUF_INIT;
-        const char *g = tui_glyph_status(s->status, utf8, spin);
+        /* a failed step at its gate reads as failed, not as a quiet review */
+        const char *g = tui_glyph_status(s->gate_failed ? "failed" : s->status, utf8, spin);
         /* most telling first: the kind, the time, the spend; the agent's
          * name (the kind's, in words) where room is left */
         if (width >= 26)
@@ -53,7 +54,7 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
             double age = now - s->t_start;
             dt_buf_printf(&b, " %6.1fs", age > 0 ? age : 0);
         } else if (dt_streq(s->status, "awaiting review")) {
-            dt_buf_puts(&b, "  review");
+            dt_buf_puts(&b, s->gate_failed ? "  FAILED" : "  review");
         } else {
             dt_buf_printf(&b, " %6.2fs", s->seconds);
         }
@@ -83,7 +84,9 @@ void tui_steps_build(const tui_model *m, int width, int utf8, double now, int sp
                 dt_buf_puts(&b, utf8 ? "\xe2\x80\xa6" : "...");
             }
         }
-        int role = status_role(s->status);
+        int role = s->gate_failed && dt_streq(s->status, "awaiting review")
+                       ? TUI_R_FAIL
+                       : status_role(s->status);
         tui_line *ln = tui_lines_add(out, b.data, (int)b.len, role);
         int glen = (int)strlen(g);
         if (dt_streq(s->status, "approved"))

@@ -190,6 +190,7 @@ struct tui_app {
     int src_mark;         /* new-file line a diagnostic jumped to, 0 none */
     int src_jump;         /* scroll to this new-file line at the next build, 0 none */
     int src_built_from, src_built_to; /* the pair the source pane shows */
+    int lay_failed;                   /* the layout gives the reasoning room for a failed gate */
     /* performance pane: the GPU spec the figures use, loaded on demand */
     hw_spec *gpu_spec;
     char gpu_spec_name[32];
@@ -239,6 +240,7 @@ struct tui_app {
     cJSON *pend_art;   /* owned */
     char *pend_reason; /* owned */
     int pend_rest;     /* A: this and every later step */
+    int pend_failed;   /* the step decided on failed: it is sent back, never approved */
     int pend_step;
     double pend_until;
     long long pend_timer;

@@ -29,12 +29,18 @@
 # FAKE_TUNE_CUBINS=DIR: compile, measure and verify report the cubin they
 # "used" as the worker does ("cubins": [{"key", "cached"}]), one per
 # variant, cached when any worker sharing DIR compiled it before.
+# FAKE_TUNE_OPTS_LOG=FILE: each request's name and its kernel's compile
+# options (the JSON array's inside, "none" without) are appended to FILE.
 compiles=0
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
   # The pool writes the request's own fields, then its "id".
   id=$(printf '%s' "$line" | sed -n 's/.*[^\\]"id":\([0-9]*\).*/\1/p')
   req=$(printf '%s' "$line" | sed -n 's/^{"req":"\([a-z_]*\)".*/\1/p')
+  if [ -n "${FAKE_TUNE_OPTS_LOG:-}" ]; then
+    opts=$(printf '%s' "$line" | sed -n 's/.*[^\\]"options":\[\([^]]*\)\].*/\1/p')
+    printf '%s %s\n' "$req" "${opts:-none}" >> "$FAKE_TUNE_OPTS_LOG"
+  fi
   # The variant's params: the kernel object's "params" (the source's own
   # copies of the word are escaped, \"params\").
   params=$(printf '%s' "$line" | sed -n 's/.*[^\\]"params":{\([^}]*\)}.*/\1/p')

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 Test(tuner, battery_failure_should_name_the_first_failed_check)
 {
@@ -240,6 +241,12 @@ static void pool_quiet(int w, const char *line, void *ud)
  * (tests/agents/fake-tune-worker.sh) whose kernel_key ignores TN: every TN
  * of a point is one kernel. refine as in ag_tune_opts (-1: none). Returns
  * the tuner's result; caller frees. */
+/* Set by a test for the next tune_with_fake_workers_in: the compile options
+ * every variant gets (and why), and whether the result cache is used. */
+static const cJSON *tune_options;
+static const char *tune_options_why;
+static int tune_use_cache;
+
 static cJSON *tune_with_fake_workers_in(int workers, int budget, int refine, const char *space)
 {
     dt_loop *l = dt_loop_new();
@@ -269,8 +276,10 @@ static cJSON *tune_with_fake_workers_in(int workers, int budget, int refine, con
                       .budget_variants = budget,
                       .refine = refine,
                       .budget_s = 60,
-                      .use_cache = 0,
-                      .progress = tune_quiet,
+                      .use_cache = tune_use_cache,
+                      .options = tune_options,
+                      .options_why = tune_options_why,
+                      .progress = tune_lines ? tune_collect : tune_quiet,
                       .done = tune_done,
                       .ud = &w};
     ag_tuner *t = ag_tuner_start(&o, &e);
@@ -999,6 +1008,76 @@ Test(tuner, the_summary_should_count_the_workers_compile_cache_hits_and_compiles
     cJSON_Delete(tune_lines);
     tune_lines = NULL;
     free(env);
+
+/* A reviewer's register cap ("fewer registers") holds for every variant the
+ * tuner compiles, verifies and times, the tuner says so, the result names
+ * it, and a winner cached without the cap is not reused under it. */
+Test(tuner, a_register_cap_should_reach_every_variant_and_be_said, .timeout = 120)
+{
+    char *dir = tu_tmpdir();
+    char *log = dt_xasprintf("%s/opts.log", dir);
+    char *cache = dt_xasprintf("%s/cache", dir);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    setenv("FAKE_TUNE_OPTS_LOG", log, 1);
+    tune_use_cache = 1;
+    /* without a cap first: its winner goes into the cache */
+    cJSON *res = tune_with_fake_workers(1, 4, -1);
+    cr_assert_not_null(cJSON_GetObjectItem(res, "best"));
+    cr_assert_null(cJSON_GetObjectItem(res, "options"));
+    cJSON_Delete(res);
+    char *text = dt_read_file(log, NULL, NULL);
+    cr_assert(text && strstr(text, "measure none"), "%s", text ? text : "");
+    cr_assert_null(strstr(text, "maxrregcount"));
+    free(text);
+    unlink(log);
+    /* with the cap: every kernel the workers get carries it */
+    cJSON *opts = cJSON_Parse("[\"--maxrregcount=40\"]");
+    tune_options = opts;
+    tune_options_why = "because you said \"fewer registers\"";
+    tune_lines = cJSON_CreateArray();
+    res = tune_with_fake_workers(2, 4, -1);
+    tune_options = NULL;
+    tune_options_why = NULL;
+    cr_assert_not(dt_json_bool(res, "cached", 1),
+                  "the winner cached without the cap was reused under it");
+    text = dt_read_file(log, NULL, NULL);
+    cr_assert_not_null(text);
+    int kernels = 0, capped = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (dt_startswith(l, "measure ") || dt_startswith(l, "verify ") ||
+            dt_startswith(l, "compile ")) {
+            kernels++;
+            capped += strstr(l, "\"--maxrregcount=40\"") != NULL;
+        }
+    }
+    cr_assert_gt(kernels, 4, "the variants were compiled and timed");
+    cr_assert_eq(capped, kernels, "%d of %d kernels sent without the cap", kernels - capped,
+                 kernels);
+    free(text);
+    int said = 0;
+    const cJSON *ln;
+    cJSON_ArrayForEach(ln, tune_lines)
+    {
+        said |= strstr(ln->valuestring, "every variant is compiled with --maxrregcount=40: "
+                                        "because you said \"fewer registers\"") != NULL;
+    }
+    cr_assert(said, "the tuner did not say it applies the cap");
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
+    cr_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "options"), 0)->valuestring,
+                     "--maxrregcount=40");
+    const cJSON *bo = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "best"), "options");
+    cr_assert(cJSON_IsArray(bo) &&
+                  dt_streq(cJSON_GetArrayItem(bo, 0)->valuestring, "--maxrregcount=40"),
+              "the best variant does not name its cap");
+    cJSON_Delete(res);
+    cJSON_Delete(opts);
+    tune_use_cache = 0;
+    unsetenv("FAKE_TUNE_OPTS_LOG");
+    unsetenv("XDG_CACHE_HOME");
+    free(cache);
+    free(log);
     tu_rmtree(dir);
     free(dir);
 }

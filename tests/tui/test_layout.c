@@ -124,3 +124,34 @@ Test(layout, every_size_should_tile_and_tiny_ones_should_say_so)
     tui_layout_compute(TUI_MIN_COLS - 1, 40, &l);
     cr_assert_eq(l.too_small, 1);
 }
+
+Test(layout, a_failed_gate_on_a_small_terminal_should_give_the_reasoning_the_room)
+{
+    tui_layout l, before;
+    tui_layout_compute(80, 24, &before);
+    l = before;
+    tui_layout_give_reason(&l);
+    check_tiling(&l);
+    /* the error, its source line and the choices: 14 rows inside the frame */
+    cr_assert_eq(l.pane[TUI_P_REASON].h, 16, "reasoning %d rows", l.pane[TUI_P_REASON].h);
+    cr_assert_gt(l.pane[TUI_P_REASON].h, before.pane[TUI_P_REASON].h);
+    /* the source stays, smaller, below it: the rows around the error */
+    cr_assert_eq(l.pane[TUI_P_SOURCE].h, 6);
+    cr_assert_eq(l.pane[TUI_P_SOURCE].y, 16);
+    cr_assert_eq(l.pane[TUI_P_STEPS].h, 22, "the steps keep their column");
+    /* every small size still tiles; the reasoning never shrinks */
+    for (int cols = TUI_MIN_COLS; cols < 110; cols += 7)
+        for (int rows = TUI_MIN_ROWS; rows <= 100; rows += 3) {
+            tui_layout_compute(cols, rows, &before);
+            l = before;
+            tui_layout_give_reason(&l);
+            if (!l.too_small)
+                check_tiling(&l);
+            cr_assert_geq(l.pane[TUI_P_REASON].h, before.pane[TUI_P_REASON].h);
+        }
+    /* where every pane has its own place nothing moves */
+    tui_layout_compute(120, 40, &before);
+    l = before;
+    tui_layout_give_reason(&l);
+    cr_assert(memcmp(&l, &before, sizeof l) == 0);
+}

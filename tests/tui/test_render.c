@@ -552,3 +552,65 @@ Test(render, the_status_row_should_show_the_brain_in_use_and_streaming_tokens)
     dt_buf_free(&s);
     tui_model_clear(&m);
 }
+
+Test(render, a_failed_gate_should_show_the_error_its_line_and_the_choices_never_approve)
+{
+    tui_model m;
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":1,\"kind\":\"generate\",\"version\":1},"
+                  "{\"type\":\"artifact\",\"step\":1,\"name\":\"kernel\",\"version\":1,"
+                  "\"content\":\"__global__ void k() {}\\nint broken = not_a_symbol;\\n\"},"
+                  "{\"type\":\"step_finished\",\"step\":1,\"status\":\"approved\",\"ok\":true},"
+                  "{\"type\":\"step_started\",\"step\":2,\"kind\":\"compile\",\"version\":1},"
+                  "{\"type\":\"text\",\"step\":2,\"text\":\"Static rules: 0 finding(s).\\n\"},"
+                  "{\"type\":\"diagnostic\",\"step\":2,\"severity\":\"error\",\"source\":"
+                  "\"nvrtc\",\"line\":2,\"message\":\"identifier \\\"not_a_symbol\\\" is "
+                  "undefined\"},"
+                  "{\"type\":\"artifact\",\"step\":2,\"name\":\"compile\",\"version\":1,"
+                  "\"json\":{\"ok\":false,\"why\":\"does not compile\"}},"
+                  "{\"type\":\"awaiting_review\",\"step\":2,\"policy\":\"ask\",\"failed\":true,"
+                  "\"why\":\"does not compile\",\"options\":[\"reject\",\"edit\",\"stop\"]}]");
+    cr_assert_eq(m.steps[1].gate_failed, 1);
+    cr_assert_eq(m.steps[1].gate_edit, 1);
+    tui_lines l = {0};
+    tui_reason_build(&m, 1, 54, 1, NULL, NULL, &l);
+    HAS(&l, "FAILED: compile v1, 1 error; it cannot be approved");
+    HAS(&l, "line 2: identifier \"not_a_symbol\" is undefined");
+    HAS(&l, "2 | int broken = not_a_symbol;");
+    HAS(&l, "r  send it back to the coder with your reason");
+    HAS(&l, "e  edit the kernel yourself");
+    cr_assert_lt(tt_lines_find(&l, "a approve"), 0, "a failed step offers no approval");
+    /* the choices close the pane, which follows its end: always in view */
+    cr_assert_str_eq(l.v[l.n - 1].text, "s  stop the run");
+    int fl = tt_lines_find(&l, "FAILED: compile v1");
+    cr_assert_eq(l.v[fl].role, TUI_R_FAIL);
+    cr_assert_gt(l.n - fl, 0);
+    cr_assert_leq(l.n - fl, 14, "the block fits the 80x24 reasoning pane (%d lines)", l.n - fl);
+    tui_lines_clear(&l);
+    tui_steps_build(&m, 40, 1, 0, 0, &l);
+    cr_assert(dt_startswith(l.v[1].text, "!"), "%s", l.v[1].text);
+    cr_assert(strstr(l.v[1].text, "FAILED"), "%s", l.v[1].text);
+    cr_assert_eq(l.v[1].role, TUI_R_FAIL);
+    tui_lines_clear(&l);
+    dt_buf b = DT_BUF_INIT;
+    tui_status_text(&m, -1, 0, 0, 0, &b);
+    cr_assert(strstr(b.data, "compile v1 FAILED: send back, edit or stop"), "%s", b.data);
+    dt_buf_free(&b);
+    /* sent back: no longer a gate */
+    apply_all(&m, "[{\"type\":\"decision\",\"step\":2,\"decision\":\"reject\",\"by\":\"person\","
+                  "\"reason\":\"fix it\"}]");
+    cr_assert_eq(m.steps[1].gate_failed, 0);
+    /* a replay of a session from before the field: the artifact said not ok */
+    tui_model_clear(&m);
+    tui_model_init(&m);
+    apply_all(&m, "[{\"type\":\"step_started\",\"step\":1,\"kind\":\"verify\",\"version\":1},"
+                  "{\"type\":\"artifact\",\"step\":1,\"name\":\"verify\",\"version\":1,"
+                  "\"json\":{\"ok\":false,\"why\":\"2 verification check(s) failed\"}},"
+                  "{\"type\":\"awaiting_review\",\"step\":1,\"policy\":\"ask\"}]");
+    cr_assert_eq(m.steps[0].gate_failed, 1);
+    tui_reason_build(&m, 0, 54, 0, NULL, NULL, &l);
+    HAS(&l, "FAILED: verify v1: 2 verification check(s) failed");
+    HAS(&l, "never approved");
+    tui_lines_clear(&l);
+    tui_model_clear(&m);
+}
