@@ -1008,6 +1008,9 @@ Test(tuner, the_summary_should_count_the_workers_compile_cache_hits_and_compiles
     cJSON_Delete(tune_lines);
     tune_lines = NULL;
     free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
 
 /* A reviewer's register cap ("fewer registers") holds for every variant the
  * tuner compiles, verifies and times, the tuner says so, the result names
