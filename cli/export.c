@@ -3,8 +3,6 @@
  * the way the session did, a Makefile for nvcc and a README with the session's numbers. */
 #include "cli/cli.h"
 #include "gpu/contract.h"
-#include "gpu/dev.h"
-#include "gpu/worker.h"
 #include "hardware/hardware.h"
 #include "sessions/sessions.h"
 #include "sparse/sparse.h"
@@ -472,7 +470,8 @@ typedef struct ex_ctx {
     char matrix_note[600];     /* how matrix.mtx came to be, or why there is none */
     sp_csr *matrix;            /* the session's matrix, to be written as matrix.mtx */
     int write_matrix;          /* matrix.mtx is written */
-    dev_fmt fmt;               /* a format other than CSR or COO, built from matrix */
+    sp_fmt fmt;                /* a format other than CSR or COO, built from matrix */
+    gpu_vars fvars;            /* its variables */
     int have_fmt;
     uint64_t fmt_sum;   /* csr_sum of the matrix it was built from */
     int pattern_values; /* a pattern given the worker's seeded values */
@@ -485,7 +484,7 @@ static void ctx_free(ex_ctx *x)
     best_free(&x->best);
     sp_csr_free(x->matrix);
     if (x->have_fmt)
-        dev_fmt_free(&x->fmt);
+        sp_fmt_free(&x->fmt);
     if (x->have_contract)
         gpu_contract_clear(&x->c);
     dt_buf_free(&x->defines);
@@ -523,14 +522,14 @@ static int is_harness_var(const char *name)
 static int fmt_array(const ex_ctx *x, const char *name)
 {
     for (int i = 0; x->have_fmt && i < x->fmt.narr; i++)
-        if (strcmp(x->fmt.names[i], name) == 0)
+        if (strcmp(x->fmt.name[i], name) == 0)
             return i;
     return -1;
 }
 
 static int fmt_var(const ex_ctx *x, const char *name, int64_t *val)
 {
-    return x->have_fmt && gpu_vars_get(&x->fmt.vars, name, val) == 0;
+    return x->have_fmt && gpu_vars_get(&x->fvars, name, val) == 0;
 }
 
 static int is_expr_var(const char *name, size_t len, const cJSON *params, const gpu_vars *fv)
@@ -675,27 +674,25 @@ static int prebuild_format(ex_ctx *x, dt_err *e)
     if (x->matrix->pattern) {
         /* The values the session's worker ran on; matrix.mtx then carries them, so the
          * harness reads the matrix the format was built from. */
-        wk_randomize_pattern_values(x->matrix);
+        sp_csr_randomize_pattern_values(x->matrix);
         x->matrix->pattern = 0;
         x->pattern_values = 1;
     }
-    wk_kernel k;
-    memset(&k, 0, sizeof k);
-    k.contract = x->c; /* borrowed: not cleared here */
-    k.params = b->params;
     dt_err fe = {0};
-    cJSON *fp = wk_format_params(&k, &fe);
+    cJSON *fp = gpu_format_params(&x->c, b->params, &fe);
     if (fp == NULL && x->c.format_params != NULL)
         return dt_err_set(e, "kernel %s: contract format_params: %s", b->label, fe.msg);
     if (x->matrix->nnz >= 1000000) /* seconds of work: say so */
         fprintf(stderr, "ditto export: building the %s format of %s (%lld nonzeros)\n", x->c.format,
                 x->spec.matrix, (long long)x->matrix->nnz);
-    int rc = dev_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, DEV_FMT_HOST, &x->fmt, &fe);
+    int rc = sp_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, &x->fmt, &fe);
     cJSON_Delete(fp);
     if (rc != 0)
         return dt_err_set(e, "kernel %s: building its '%s' format from the session's matrix: %s",
                           b->label, x->c.format, fe.msg);
     x->have_fmt = 1;
+    for (int i = 0; i < x->fmt.nvars; i++)
+        gpu_vars_set(&x->fvars, x->fmt.var_name[i], x->fmt.var_val[i]); /* static names */
     x->fmt_sum = csr_sum(x->matrix);
     /* The kernel is specialised to the matrix its format was built from. */
     const sp_csr *a = x->matrix;
@@ -709,7 +706,7 @@ static int prebuild_format(ex_ctx *x, dt_err *e)
     x->rows = a->rows;
     x->cols = a->cols;
     x->nnz = a->nnz;
-    gpu_vars_get(&x->fmt.vars, "max_row", &x->max_row);
+    gpu_vars_get(&x->fvars, "max_row", &x->max_row);
     return 0;
 }
 
@@ -736,7 +733,7 @@ static int check_params(const ex_ctx *x, const char *fmt, dt_err *e)
             continue;
         dt_buf arrays = DT_BUF_INIT;
         for (int j = 0; j < x->fmt.narr; j++)
-            dt_buf_printf(&arrays, "%s%s", j ? ", " : "", x->fmt.names[j]);
+            dt_buf_printf(&arrays, "%s%s", j ? ", " : "", x->fmt.name[j]);
         dt_err_set(e,
                    "kernel %s takes '%s', which the '%s' format does not provide (its arrays: "
                    "%s)",
@@ -794,9 +791,9 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
     gpu_vars *v = &x->vars;
     v->n = 0;
     /* The format's variables (nslices, C, slice_shift, ...), then the harness's own. */
-    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++)
-        if (!is_harness_var(x->fmt.vars.name[i]))
-            gpu_vars_set(v, x->fmt.vars.name[i], x->fmt.vars.val[i]);
+    for (int i = 0; x->have_fmt && i < x->fvars.n; i++)
+        if (!is_harness_var(x->fvars.name[i]))
+            gpu_vars_set(v, x->fvars.name[i], x->fvars.val[i]);
     gpu_vars_set(v, "rows", x->rows);
     gpu_vars_set(v, "cols", x->cols);
     gpu_vars_set(v, "nnz", x->nnz);
@@ -840,7 +837,7 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
         dt_buf tmp = DT_BUF_INIT;
         dt_err xe = {0};
         const char *ex = exprs[i] ? exprs[i] : "0";
-        int rc = expr_to_c(ex, b->params, x->have_fmt ? &x->fmt.vars : NULL, &tmp, &xe);
+        int rc = expr_to_c(ex, b->params, x->have_fmt ? &x->fvars : NULL, &tmp, &xe);
         dt_buf_free(&tmp);
         if (rc != 0)
             return dt_err_set(e, "kernel %s: contract expression %s", b->label, xe.msg);
@@ -1098,7 +1095,7 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "#define DX_REQ_UNIFORM %d /* the contract's requires */\n",
                   dt_json_bool(rq, "uniform_rows", 0));
     dt_buf_printf(&o, "#define DX_REQ_MAX_ROW %lldLL\n#define DX_REQ_MIN_ROWS %lldLL\n",
-                  (long long)wk_requires_num(&x->c, b->params, "max_row", -1),
+                  (long long)gpu_requires_num(&x->c, b->params, "max_row", -1),
                   (long long)dt_json_i64(rq, "min_rows", -1));
     dt_buf_printf(&o, "#define DX_REQ_SQUARE %d\n", dt_json_bool(rq, "square", 0));
     dt_buf_puts(&o, "#define DX_S_US ");
@@ -1127,12 +1124,12 @@ static char *harness_file(ex_ctx *x)
                     "static const char *const dx_fmt_files[] = {");
     for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++) {
         dt_buf_puts(&o, i ? ", " : "");
-        c_string(&o, x->fmt.names[i]);
+        c_string(&o, x->fmt.name[i]);
     }
     dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n" : "\"\"};\n");
     dt_buf_puts(&o, "static const unsigned long long dx_fmt_bytes[] = {");
     for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++)
-        dt_buf_printf(&o, "%s%zuULL", i ? ", " : "", x->fmt.arr[i].bytes);
+        dt_buf_printf(&o, "%s%zuULL", i ? ", " : "", x->fmt.bytes[i]);
     dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n\n" : "0};\n\n");
     dt_buf_puts(&o, "static void dx_contract_dims(const dx_vars *v, dx_dims *d)\n{\n"
                     "    const long long rows = v->rows, cols = v->cols, nnz = v->nnz, n = v->n, "
@@ -1140,13 +1137,13 @@ static char *harness_file(ex_ctx *x)
                     "    const long long max_row = v->max_row, sms = v->sms;\n"
                     "    (void)rows;\n    (void)cols;\n    (void)nnz;\n    (void)n;\n    (void)k;\n"
                     "    (void)max_row;\n    (void)sms;\n");
-    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++) {
-        const char *name = x->fmt.vars.name[i];
+    for (int i = 0; x->have_fmt && i < x->fvars.n; i++) {
+        const char *name = x->fvars.name[i];
         if (!is_harness_var(name))
             dt_buf_printf(&o,
                           "    const long long dx_fv_%s = %lldLL; /* the format's %s */\n"
                           "    (void)dx_fv_%s;\n",
-                          name, (long long)x->fmt.vars.val[i], name, name);
+                          name, (long long)x->fvars.val[i], name, name);
     }
     static const char *dim_names[8] = {"grid[0]",  "grid[1]",  "grid[2]", "block[0]",
                                        "block[1]", "block[2]", "smem",    "scratch"};
@@ -1155,7 +1152,7 @@ static char *harness_file(ex_ctx *x)
     for (int i = 0; i < 8; i++) {
         dt_buf e = DT_BUF_INIT;
         dt_err ee = {0};
-        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, x->have_fmt ? &x->fmt.vars : NULL, &e,
+        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, x->have_fmt ? &x->fvars : NULL, &e,
                   &ee); /* checked before */
         dt_buf_printf(&o, "    d->%s = %s;\n", dim_names[i], e.data);
         dt_buf_free(&e);
@@ -1279,7 +1276,7 @@ static char *readme_file(const ex_ctx *x)
                       "array (",
                       x->c.format);
         for (int i = 0; i < x->fmt.narr; i++)
-            dt_buf_printf(&o, "%s`%s` %zu B", i ? ", " : "", x->fmt.names[i], x->fmt.arr[i].bytes);
+            dt_buf_printf(&o, "%s`%s` %zu B", i ? ", " : "", x->fmt.name[i], x->fmt.bytes[i]);
         dt_buf_puts(&o, "); the harness loads them (`DX_FORMAT_DIR` names another folder) and "
                         "runs only on that matrix, which it checks by a sum of its rows, "
                         "columns and values |\n");
@@ -1585,8 +1582,8 @@ static int write_format(const ex_ctx *x, const char *out, dt_err *e)
     int rc = dt_mkdir_p(dir, e);
     for (int i = 0; rc == 0 && i < x->fmt.narr; i++) {
         size_t bytes = 0;
-        const void *host = dev_fmt_host(&x->fmt, x->fmt.names[i], &bytes);
-        char *path = dt_xasprintf("%s/%s.bin", dir, x->fmt.names[i]);
+        const void *host = sp_fmt_get(&x->fmt, x->fmt.name[i], &bytes);
+        char *path = dt_xasprintf("%s/%s.bin", dir, x->fmt.name[i]);
         rc = dt_write_file_atomic(path, host, bytes, e);
         free(path);
     }

@@ -170,38 +170,12 @@ void wk_kernel_vars(const wk_kernel *k, const gpu_vars *fvars, const wk_problem 
     cJSON_ArrayForEach(pv, k->params) gpu_vars_set(out, pv->string, dt_json_as_i64(pv, 0));
 }
 
-/* The contract's format parameters with every string value evaluated as an
- * expression over the kernel's parameters ("sigma": "SIGMA" lets the tuner
- * pick the format's sorting window as it picks BLOCK). A new object; NULL
- * with e set when an expression fails. */
+/* gpu_format_params for a kernel, a failure coded WK_ECONTRACT. */
 cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
 {
-    const cJSON *fp = k->contract.format_params;
-    if (fp == NULL)
-        return NULL;
-    gpu_vars vars = {.n = 0};
-    const cJSON *pv;
-    cJSON_ArrayForEach(pv, k->params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
-    cJSON *out = cJSON_Duplicate(fp, 1);
-    cJSON *it;
-    cJSON_ArrayForEach(it, out)
-    {
-        if (!cJSON_IsString(it))
-            continue;
-        int64_t v = 0;
-        dt_err ee = {0};
-        if (gpu_eval(it->valuestring, &vars, &v, &ee) != 0) {
-            e->code = WK_ECONTRACT;
-            dt_err_set(e, "launch contract: format_params.%s: %s", it->string, ee.msg);
-            cJSON_Delete(out);
-            return NULL;
-        }
-        cJSON *num = cJSON_CreateNumber((double)v);
-        char *key = dt_xstrdup(it->string);
-        cJSON_ReplaceItemInObjectCaseSensitive(out, key, num); /* frees it, names num */
-        free(key);
-        it = num;
-    }
+    cJSON *out = gpu_format_params(&k->contract, k->params, e);
+    if (out == NULL && k->contract.format_params != NULL && e)
+        e->code = WK_ECONTRACT;
     return out;
 }
 
@@ -308,7 +282,7 @@ static void fill_chunks(void *ctx, int64_t c0, int64_t c1, int part)
         case SP_FP16:
         case SP_BF16:
             for (int64_t i = lo; i < hi; i++)
-                v[i] = dev_round(fill_draw(&s), j->t);
+                v[i] = sp_round(fill_draw(&s), j->t);
             break;
         }
     }
@@ -695,7 +669,7 @@ static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
     if (v == NULL)
         return NULL;
     for (int64_t k = 0; k < a->nnz; k++)
-        v[k] = dev_round(a->val[k], t);
+        v[k] = sp_round(a->val[k], t);
     if (t == SP_FP64 || t == SP_FP32)
         return v; /* fp32 reaches 3.4e38: a finite double past it is not a matrix value */
     for (int64_t k = 0; k < a->nnz; k++) {
@@ -765,21 +739,6 @@ static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *
     return f;
 }
 
-double wk_requires_num(const gpu_contract *c, const cJSON *params, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->requires, key);
-    if (cJSON_IsNumber(v))
-        return v->valuedouble;
-    if (!cJSON_IsString(v))
-        return dflt;
-    gpu_vars vars = {.n = 0};
-    const cJSON *pv;
-    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
-    int64_t x = 0;
-    dt_err e = {0};
-    return gpu_eval(v->valuestring, &vars, &x, &e) == 0 ? (double)x : dflt;
-}
-
 const char *wk_requires_violated(const gpu_contract *c, const cJSON *params, const sp_csr *a)
 {
     static char why[256];
@@ -797,7 +756,7 @@ const char *wk_requires_violated(const gpu_contract *c, const cJSON *params, con
         snprintf(why, sizeof why, "requires uniform rows; lengths range %d..%d", minlen, maxlen);
         return why;
     }
-    double mx = wk_requires_num(c, params, "max_row", -1);
+    double mx = gpu_requires_num(c, params, "max_row", -1);
     if (mx >= 0 && maxlen > mx) {
         snprintf(why, sizeof why, "requires rows of at most %.0f entries; longest is %d", mx,
                  maxlen);
@@ -1098,7 +1057,7 @@ static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
         e->code = WK_ENOMEM;
         return dt_err_set(e, "out of host memory");
     }
-    dev_to_dtype(v, tmp, n, t);
+    sp_to_dtype(v, tmp, n, t);
     int rc = dev_copy_in(b->ptr, tmp, n * es, e);
     free(tmp);
     return rc;
@@ -1261,9 +1220,7 @@ static int copy_placed(const dev_buf *b, dev_buf *nb, dt_err *e)
 static int fmt_clone_placed(const dev_fmt *f, dev_fmt *c, dt_err *e)
 {
     *c = *f;
-    c->keep_host = 0;
     for (int i = 0; i < f->narr; i++) {
-        c->host[i] = NULL;
         c->arr[i].ptr = 0;
         c->arr[i].bytes = 0;
     }
@@ -1343,7 +1300,7 @@ static int run_once(instance *in, const gpu_contract *c, size_t nout, sp_dtype t
         free(raw);
         return -1;
     }
-    dev_from_dtype(raw, got, nout, t);
+    sp_from_dtype(raw, got, nout, t);
     if (untouched) {
         poison_job pj = {raw, es, poison_bits(t), untouched};
         sp_parallel_for((int64_t)nout, (int64_t)nout, poison_flags_range, &pj);
@@ -1643,7 +1600,7 @@ static void check_cusparse(battery *b, wk_matrix *m, const wk_problem *p, sp_lay
         free(raw);
         goto done;
     }
-    dev_from_dtype(raw, cs, o->nout, p->dtype);
+    sp_from_dtype(raw, cs, o->nout, p->dtype);
     free(raw);
     /* cuSPARSE has no epilogue: its output was rounded to the dtype before
      * the host applies the bias or GeLU, where the kernel and the reference
@@ -1725,7 +1682,7 @@ static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o
             e->code = WK_ENOMEM;
             return dt_err_set(e, "out of host memory");
         }
-        dev_to_dtype(arrs[i].v, want, arrs[i].n, p->dtype);
+        sp_to_dtype(arrs[i].v, want, arrs[i].n, p->dtype);
         if (dev_download(raw, arrs[i].b, arrs[i].n * es, e) != 0) {
             free(raw);
             free(want);
@@ -2460,7 +2417,7 @@ static int observe_check(observe *ob, const char *what, dt_err *e)
         e->code = wk_from_dev(e->code);
         return -1;
     }
-    dev_from_dtype(ob->raw, ob->got, ob->nout, ob->p->dtype);
+    sp_from_dtype(ob->raw, ob->got, ob->nout, ob->p->dtype);
     if (ob->cur_poison) {
         poison_job pj = {ob->raw, es, poison_bits(ob->p->dtype), ob->unt};
         sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, poison_flags_range, &pj);
@@ -2876,7 +2833,7 @@ int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int mi
                 e->code = wk_from_dev(e->code);
                 goto done_arr;
             }
-            dev_from_dtype(raw, got, o.nout, p->dtype);
+            sp_from_dtype(raw, got, o.nout, p->dtype);
             epilogue_on_host(p, m->a, layout, o.bias, got, o.nout);
             size_t bad = 0;
             for (size_t k = 0; k < o.nout; k++)
