@@ -53,8 +53,9 @@ DBG_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
              -fno-sanitize-recover=undefined
 SYS_LIBS := -ldl -pthread -lm
 
-# Product sources by module. cli/ holds the command-line front end and main().
-MODULES := core sparse hardware gpu agents knowledge scripting sessions tui cli
+# Product sources by module. cli/ holds the command-line front end and main();
+# gpu/worker/ the code that runs only in `ditto worker` (CUDA, NVRTC, CUPTI).
+MODULES := core sparse hardware gpu gpu/worker agents knowledge scripting sessions tui cli
 LIB_SRCS := $(foreach m,$(filter-out cli,$(MODULES)),$(wildcard $(m)/*.c))
 CXX_SRCS := $(strip $(foreach m,$(MODULES),$(wildcard $(m)/*.cpp)))
 CLI_SRCS := $(wildcard cli/*.c)

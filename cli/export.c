@@ -1426,7 +1426,7 @@ static char *readme_file(const ex_ctx *x)
                     "the dtype so that the reference sees what the GPU sees); before each run the "
                     "output is poisoned with a NaN pattern when beta is 0, so an output the "
                     "kernel never writes is caught. Every output must match the fp64 CPU "
-                    "reference within ditto's tolerance (`gpu/runner.c`):\n\n"
+                    "reference within ditto's tolerance (`gpu/worker/runner.c`):\n\n"
                     "    tol_i = (4 sqrt(len_i + 2) + 8) u_acc m_i + 2 u_out |ref_i| + tiny\n\n"
                     "where `len_i` is the row length (K for SDDMM), `m_i` = |alpha| sum_k "
                     "|a_ik x_k| + |beta y0_i| (+ |bias_i|), `u_acc` the unit roundoff of the "

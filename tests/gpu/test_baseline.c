@@ -2,7 +2,7 @@
  * CPU references) and CUPTI metrics on a real GPU; the tests that need one skip without. */
 #include "tests/common/testutil.h"
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 
 #include <math.h>
 #include <stdlib.h>

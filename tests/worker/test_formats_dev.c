@@ -6,8 +6,8 @@
 #include "tests/common/testutil.h"
 
 #include "gpu/contract.h"
-#include "gpu/dev.h"
-#include "gpu/worker.h"
+#include "gpu/worker/dev.h"
+#include "gpu/worker/worker.h"
 
 #include <dirent.h>
 #include <stdlib.h>

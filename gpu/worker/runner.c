@@ -2,7 +2,7 @@
  * per matrix, device format, operand buffers), input sets, the fp64
  * reference with per-element tolerances, the verification battery, timing
  * next to cuSPARSE, and the reference-only request. */
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 #include "gpu/gpu.h"
 #include "gpu/sandbox.h"
 

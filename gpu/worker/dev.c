@@ -1,6 +1,6 @@
 /* dev.c -- the worker's device layer: context, buffers, uploads of sparse/ layouts,
  * launches and the timing harness. */
-#include "gpu/dev.h"
+#include "gpu/worker/dev.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,10 +9,10 @@
 #ifndef DITTO_GPU_WORKER_H
 #define DITTO_GPU_WORKER_H
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 #include "gpu/contract.h"
-#include "gpu/dev.h"
-#include "gpu/nvrtc.h"
+#include "gpu/worker/dev.h"
+#include "gpu/worker/nvrtc.h"
 #include "sparse/sparse.h"
 
 /* Error codes carried in dt_err.code, mapped to the protocol's names. */

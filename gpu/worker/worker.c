@@ -2,7 +2,7 @@
  * compile requests, hello and shutdown. */
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 #include "gpu/sandbox.h"
 
 #include <errno.h>

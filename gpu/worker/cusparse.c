@@ -5,7 +5,7 @@
  * declarations, which warns on every include in C. We use none of them. */
 #define DISABLE_CUSPARSE_DEPRECATED
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 
 #include <cusparse.h>
 #include <dlfcn.h>

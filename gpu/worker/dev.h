@@ -11,7 +11,7 @@
 #define DITTO_GPU_DEV_H
 
 #include "gpu/contract.h"
-#include "gpu/cudaw.h"
+#include "gpu/worker/cudaw.h"
 #include "sparse/sparse.h"
 
 enum {

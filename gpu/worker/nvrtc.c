@@ -1,5 +1,5 @@
 /* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache. */
-#include "gpu/nvrtc.h"
+#include "gpu/worker/nvrtc.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
