@@ -1,10 +1,11 @@
-/* runner.c -- runs a kernel under its launch contract: preparation (compile
- * per matrix, device format, operand buffers), input sets, the fp64
- * reference with per-element tolerances, the verification battery, timing
- * next to cuSPARSE, and the reference-only request. */
-#include "gpu/worker/worker.h"
-#include "gpu/gpu.h"
-#include "gpu/sandbox.h"
+/* runner.c -- runs a kernel under its launch contract: requests,
+ * preparation (compile per matrix, device format, operand buffers), input
+ * sets, the fp64 reference with per-element tolerances, poison and one run,
+ * and the reference-only and metrics requests; verify.c, measure.c and
+ * baseline.c build on it (runner.h).
+ * Over 1,000 lines: operands, tolerances and an instance's life are one
+ * contract that every request shares. */
+#include "gpu/worker/runner.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,13 +15,12 @@
 
 /* ---- requests ---------------------------------------------------------------- */
 
-static inline uint64_t mix64(uint64_t z);
-
 /* A seed no kernel can predict: the clock, the process and a counter, mixed;
  * below 2^53 so that it survives JSON. */
-static uint64_t fresh_seed(uint64_t salt)
+uint64_t run_fresh_seed(uint64_t salt)
 {
-    uint64_t z = (uint64_t)(dt_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (salt * 0x9e3779b97f4a7c15ULL);
+    uint64_t z =
+        (uint64_t)(dt_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ (salt * 0x9e3779b97f4a7c15ULL);
     return mix64(z) >> 11;
 }
 
@@ -181,7 +181,7 @@ cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
 
 /* ---- host-side operands ------------------------------------------------------ */
 
-static double u_of(sp_dtype t)
+double run_u_of(sp_dtype t)
 {
     switch (t) {
     case SP_FP64:
@@ -203,16 +203,7 @@ static double u_acc(sp_dtype t)
     return t == SP_FP64 ? ldexp(1.0, -53) : ldexp(1.0, -24);
 }
 
-typedef struct operands {
-    size_t nin1, nin2, nout;
-    double *in1;  /* x | B | A */
-    double *in2;  /* - | - | Bt */
-    double *out0; /* y0 | C0 | S values (beta != 0) */
-    double *bias; /* rows */
-    double *ref, *tol;
-} operands;
-
-static void operands_free(operands *o)
+void run_operands_free(operands *o)
 {
     free(o->in1);
     free(o->in2);
@@ -225,19 +216,8 @@ static void operands_free(operands *o)
 
 /* ---- inputs: one generator per chunk, so threads change nothing ---- */
 
-#define FILL_CHUNK ((int64_t)1 << 16)    /* values per generator */
-#define GOLDEN     0x9e3779b97f4a7c15ULL /* splitmix64's increment */
+#define FILL_CHUNK ((int64_t)1 << 16) /* values per generator */
 
-/* splitmix64's output function: a bijection that mixes every bit. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* The arrays of an input set, each drawn from its own streams. */
-enum { FILL_IN1, FILL_IN2, FILL_BIAS, FILL_OUT0 };
 
 typedef struct fill_job {
     double *v;
@@ -292,7 +272,7 @@ static void fill_chunks(void *ctx, int64_t c0, int64_t c1, int part)
  * random sign, rounded to the dtype so that the reference sees exactly what
  * the device sees. The values depend on (seed, set, which, index) only --
  * not on the thread count. */
-static void fill_random(double *v, size_t n, uint64_t seed, int set, int which, sp_dtype t)
+void run_fill_random(double *v, size_t n, uint64_t seed, int set, int which, sp_dtype t)
 {
     uint64_t key = mix64(seed + GOLDEN);
     key = mix64(key + GOLDEN * (uint64_t)(set + 1));
@@ -305,7 +285,7 @@ static void fill_random(double *v, size_t n, uint64_t seed, int set, int which, 
 /* Operands at HBM sizes run to gigabytes (32M nonzeros x n = 32: 1.8 GB an
  * array); asking for transparent huge pages cuts the page faults of first
  * touch, which took more time than the arithmetic of the reference. */
-static double *xalloc_doubles(size_t n, dt_err *e)
+double *run_xalloc_doubles(size_t n, dt_err *e)
 {
     size_t bytes = (n ? n : 1) * sizeof(double);
     double *p = malloc(bytes);
@@ -349,8 +329,8 @@ static void epilogue_apply(sp_epilogue ep, const double *bias, size_t idx_row, d
  * applied to its outputs (v, in output order) on the host, so that they
  * compare with the reference, which includes it. The timed baseline stays
  * without the epilogue (a fused epilogue is part of what ditto offers). */
-static void epilogue_on_host(const wk_problem *p, const sp_csr *a, sp_layout layout,
-                             const double *bias, double *v, size_t nout)
+void run_epilogue_on_host(const wk_problem *p, const sp_csr *a, sp_layout layout,
+                          const double *bias, double *v, size_t nout)
 {
     if (p->epilogue == SP_EPI_NONE)
         return;
@@ -463,19 +443,13 @@ static void tol_range(void *ctx, int64_t lo, int64_t hi, int part)
  * dtype in av) and, when with_ref, compute the fp64 reference and the
  * tolerance per output. Timing and counters need only the inputs: the
  * reference costs two host passes over the matrix, seconds at 32M nonzeros. */
-static int make_operands_near(const sp_csr *a, const double *av, const wk_problem *p,
-                              sp_layout layout, int set, const operands *near, operands *o,
-                              dt_err *e);
-static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
-                             sp_layout layout, int set, int with_ref, const operands *near,
-                             int wide, operands *o, dt_err *e);
 
-static int make_operands(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
-                         int set, int with_ref, operands *o, dt_err *e)
+int run_make_operands(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
+                      int set, int with_ref, operands *o, dt_err *e)
 {
     if (with_ref)
-        return make_operands_any(a, av, p, layout, set, 1, NULL, 0, o, e);
-    return make_operands_any(a, av, p, layout, set, 0, NULL, 0, o, e);
+        return run_make_operands_any(a, av, p, layout, set, 1, NULL, 0, o, e);
+    return run_make_operands_any(a, av, p, layout, set, 0, NULL, 0, o, e);
 }
 
 /* Scale each value by 2^-k, k in 0..7 drawn per index: exact in every
@@ -495,16 +469,15 @@ static void keep_near(double *v, const double *nv, size_t n, uint64_t salt)
             v[i] = nv[i];
 }
 
-static int make_operands_near(const sp_csr *a, const double *av, const wk_problem *p,
-                              sp_layout layout, int set, const operands *near, operands *o,
-                              dt_err *e)
+int run_make_operands_near(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
+                           int set, const operands *near, operands *o, dt_err *e)
 {
-    return make_operands_any(a, av, p, layout, set, 1, near, 0, o, e);
+    return run_make_operands_any(a, av, p, layout, set, 1, near, 0, o, e);
 }
 
-static int make_operands_any(const sp_csr *a, const double *av, const wk_problem *p,
-                             sp_layout layout, int set, int with_ref, const operands *near,
-                             int wide, operands *o, dt_err *e)
+int run_make_operands_any(const sp_csr *a, const double *av, const wk_problem *p, sp_layout layout,
+                          int set, int with_ref, const operands *near, int wide, operands *o,
+                          dt_err *e)
 {
     memset(o, 0, sizeof *o);
     size_t rows = (size_t)a->rows, cols = (size_t)a->cols, n = (size_t)p->n;
@@ -523,19 +496,19 @@ static int make_operands_any(const sp_csr *a, const double *av, const wk_problem
         o->nout = (size_t)a->nnz;
         break;
     }
-    o->in1 = xalloc_doubles(o->nin1, e);
-    o->in2 = o->nin2 ? xalloc_doubles(o->nin2, e) : NULL;
-    o->out0 = xalloc_doubles(o->nout, e);
-    o->bias = xalloc_doubles(rows, e);
-    o->ref = xalloc_doubles(o->nout, e);
-    o->tol = xalloc_doubles(o->nout, e);
+    o->in1 = run_xalloc_doubles(o->nin1, e);
+    o->in2 = o->nin2 ? run_xalloc_doubles(o->nin2, e) : NULL;
+    o->out0 = run_xalloc_doubles(o->nout, e);
+    o->bias = run_xalloc_doubles(rows, e);
+    o->ref = run_xalloc_doubles(o->nout, e);
+    o->tol = run_xalloc_doubles(o->nout, e);
     if (!o->in1 || (o->nin2 && !o->in2) || !o->out0 || !o->bias || !o->ref || !o->tol) {
-        operands_free(o);
+        run_operands_free(o);
         return -1;
     }
-    fill_random(o->in1, o->nin1, p->seed, set, FILL_IN1, p->dtype);
+    run_fill_random(o->in1, o->nin1, p->seed, set, FILL_IN1, p->dtype);
     if (o->in2)
-        fill_random(o->in2, o->nin2, p->seed, set, FILL_IN2, p->dtype);
+        run_fill_random(o->in2, o->nin2, p->seed, set, FILL_IN2, p->dtype);
     if (wide) { /* magnitudes over 2^-7 .. 1.5: no threshold on |x| goes unseen */
         uint64_t salt = mix64(p->seed ^ (uint64_t)set ^ 0x77ULL);
         widen(o->in1, o->nin1, salt);
@@ -548,11 +521,11 @@ static int make_operands_any(const sp_csr *a, const double *av, const wk_problem
         if (o->in2)
             keep_near(o->in2, near->in2, o->nin2, salt ^ GOLDEN);
     }
-    fill_random(o->bias, rows, p->seed, set, FILL_BIAS, p->dtype);
+    run_fill_random(o->bias, rows, p->seed, set, FILL_BIAS, p->dtype);
     if (p->op == SP_SDDMM)
         par_copy(o->out0, av, o->nout);
     else
-        fill_random(o->out0, o->nout, p->seed, set, FILL_OUT0, p->dtype);
+        run_fill_random(o->out0, o->nout, p->seed, set, FILL_OUT0, p->dtype);
     if (!with_ref) {
         free(o->ref);
         free(o->tol);
@@ -587,7 +560,7 @@ static int make_operands_any(const sp_csr *a, const double *av, const wk_problem
                   .layout = layout,
                   .o = o,
                   .ua = u_acc(p->dtype),
-                  .uo = u_of(p->dtype),
+                  .uo = run_u_of(p->dtype),
                   .tiny = (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? 1e-4 : 1e-30,
                   /* finite random values but for SDDMM, whose S may hold Inf */
                   .with_out0 = p->beta != 0.0 || p->op == SP_SDDMM};
@@ -596,30 +569,6 @@ static int make_operands_any(const sp_csr *a, const double *av, const wk_problem
 }
 
 /* ---- instances: a kernel ready to run on one matrix --------------------------- */
-
-typedef struct instance {
-    const sp_csr *a;
-    const double *av;   /* rounded values */
-    const dev_fmt *fmt; /* borrowed (cached) or owned */
-    dev_fmt own_fmt;
-    int owns_fmt;
-    gpu_cubin *cubin;
-    dev_kernel k;
-    int loaded;
-    dev_buf in1, in2, out, bias, scratch;
-    dev_bind bind;
-    size_t esize;
-    dev_buf moved[3 * WK_PLACEMENTS]; /* operand copies made by replace_operands */
-    int nmoved;
-    dev_fmt *moved_fmt[WK_PLACEMENTS]; /* format copies made by replace_operands */
-    int nmoved_fmt;
-    /* in1, in2, out and bias sit GUARD bytes into these allocations, with
-     * GUARD bytes of guard_pat (the dtype's NaN) before and after each. */
-    dev_buf gbase[4];
-    unsigned char guard_pat[WK_GUARD];
-} instance;
-
-static void fmt_clone_free(dev_fmt *c);
 
 static void instance_free(instance *in)
 {
@@ -636,7 +585,7 @@ static void instance_free(instance *in)
     for (int i = 0; i < in->nmoved; i++)
         dev_free(&in->moved[i]);
     for (int i = 0; i < in->nmoved_fmt; i++) {
-        fmt_clone_free(in->moved_fmt[i]);
+        run_fmt_clone_free(in->moved_fmt[i]);
         free(in->moved_fmt[i]);
     }
     if (in->owns_fmt)
@@ -665,7 +614,7 @@ static const char *t_name(sp_dtype t)
  * why. */
 static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
 {
-    double *v = xalloc_doubles((size_t)a->nnz, e);
+    double *v = run_xalloc_doubles((size_t)a->nnz, e);
     if (v == NULL)
         return NULL;
     for (int64_t k = 0; k < a->nnz; k++)
@@ -694,15 +643,15 @@ static double *rounded_values(const sp_csr *a, sp_dtype t, dt_err *e)
     return v;
 }
 
-static const double *matrix_rounded(wk_matrix *m, sp_dtype t, dt_err *e)
+const double *run_matrix_rounded(wk_matrix *m, sp_dtype t, dt_err *e)
 {
     if (m->rounded[t] == NULL)
         m->rounded[t] = rounded_values(m->a, t, e);
     return m->rounded[t];
 }
 
-static const dev_fmt *matrix_fmt(wk_matrix *m, const char *format, const cJSON *params, sp_dtype t,
-                                 dt_err *e)
+const dev_fmt *run_matrix_fmt(wk_matrix *m, const char *format, const cJSON *params, sp_dtype t,
+                              dt_err *e)
 {
     char *ps = params ? dt_json_print(params, 0) : dt_xstrdup("{}");
     char key[128];
@@ -893,12 +842,10 @@ int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, cons
     return rc;
 }
 
-static uint64_t poison_bits(sp_dtype t);
-
 /* The operand buffer use (bytes long) inside a guarded allocation base:
  * WK_GUARD bytes of in->guard_pat on either side. The guards are NaNs of
  * the dtype, so that a kernel reading one element past an input (x[cols])
- * puts a NaN into its result, and guards_intact finds a write past an
+ * puts a NaN into its result, and run_guards_intact finds a write past an
  * output or input without the sanitizer. */
 static int guarded_alloc(instance *in, dev_buf *base, dev_buf *use, size_t bytes, dt_err *e)
 {
@@ -916,8 +863,8 @@ static int guarded_alloc(instance *in, dev_buf *base, dev_buf *use, size_t bytes
 /* After a verification launch: are the guards of in1, in2, out and bias as
  * they were? *which names the first buffer written outside (NULL: none),
  * *before says on which side. */
-static int guards_intact(const instance *in, const char *const names[4], const char **which,
-                         int *before, dt_err *e)
+int run_guards_intact(const instance *in, const char *const names[4], const char **which,
+                      int *before, dt_err *e)
 {
     *which = NULL;
     const dev_buf *use[4] = {&in->in1, &in->in2, &in->out, &in->bias};
@@ -942,8 +889,8 @@ static int guards_intact(const instance *in, const char *const names[4], const c
 /* Compile the kernel for this matrix, load it, allocate operands. On a
  * compile failure returns 1 with the cubin (and its diagnostics) in
  * in->cubin; on success 0; -1 on errors. */
-static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
-                            const wk_problem *p, instance *in, dt_err *e)
+int run_instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
+                         const wk_problem *p, instance *in, dt_err *e)
 {
     memset(in, 0, sizeof *in);
     const gpu_contract *c = &kn->contract;
@@ -963,8 +910,8 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
         return -1;
     }
     if (m != NULL) {
-        in->av = matrix_rounded(m, p->dtype, e);
-        in->fmt = in->av ? matrix_fmt(m, c->format, fparams, p->dtype, e) : NULL;
+        in->av = run_matrix_rounded(m, p->dtype, e);
+        in->fmt = in->av ? run_matrix_fmt(m, c->format, fparams, p->dtype, e) : NULL;
     } else {
         in->av = rounded_values(a, p->dtype, e);
         if (in->av && dev_fmt_build(a, c->format, fparams, p->dtype, 1, &in->own_fmt, e) == 0) {
@@ -1004,7 +951,7 @@ static int instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk
     size_t nin2 = p->op == SP_SDDMM ? cols * n : 0;
     size_t nout = p->op == SP_SPMV ? rows : p->op == SP_SPMM ? rows * n : (size_t)a->nnz;
     {
-        uint64_t pb = poison_bits(p->dtype);
+        uint64_t pb = run_poison_bits(p->dtype);
         for (size_t i = 0; i < WK_GUARD; i += in->esize)
             memcpy(in->guard_pat + i, &pb, in->esize); /* little-endian: the low bytes */
     }
@@ -1038,7 +985,7 @@ fail:
     return -1;
 }
 
-static void instance_release(instance *in, int owns_values)
+void run_instance_release(instance *in, int owns_values)
 {
     if (owns_values)
         free((double *)in->av);
@@ -1047,7 +994,7 @@ static void instance_release(instance *in, int owns_values)
 }
 
 /* Upload a double array converted to the dtype. */
-static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
+int run_put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
 {
     if (n == 0)
         return 0;
@@ -1063,18 +1010,18 @@ static int put(dev_buf *b, const double *v, size_t n, sp_dtype t, dt_err *e)
     return rc;
 }
 
-/* The poison's NaN payload, drawn from the request's seed (poison_seed)
+/* The poison's NaN payload, drawn from the request's seed (run_poison_seed)
  * so that no kernel can recognise one fixed bit pattern. The worker answers
  * one request at a time. */
 static uint64_t poison_salt = 0xdeaddeaddeadULL;
 
-static void poison_seed(uint64_t seed)
+void run_poison_seed(uint64_t seed)
 {
     poison_salt = mix64(seed ^ 0x5bd1e9955bd1e995ULL) | 1;
 }
 
 /* A quiet NaN of the dtype with a non-zero payload from poison_salt. */
-static uint64_t poison_bits(sp_dtype t)
+uint64_t run_poison_bits(sp_dtype t)
 {
     switch (t) {
     case SP_FP64:
@@ -1089,16 +1036,7 @@ static uint64_t poison_bits(sp_dtype t)
     return 0;
 }
 
-/* Poison elements [lo, hi) of an output of es-byte elements, or, given the
- * downloaded output, flag those that still hold it. */
-typedef struct poison_job {
-    unsigned char *raw;
-    size_t es;
-    uint64_t bits;        /* the dtype's poison (poison_bits), es bytes of it */
-    unsigned char *flags; /* poison_flags_range: 1 where raw still holds it */
-} poison_job;
-
-static void poison_range(void *ctx, int64_t lo, int64_t hi, int part)
+void run_poison_range(void *ctx, int64_t lo, int64_t hi, int part)
 {
     (void)part;
     const poison_job *j = ctx;
@@ -1123,7 +1061,7 @@ static void poison_range(void *ctx, int64_t lo, int64_t hi, int part)
     }
 }
 
-static void poison_flags_range(void *ctx, int64_t lo, int64_t hi, int part)
+void run_poison_flags_range(void *ctx, int64_t lo, int64_t hi, int part)
 {
     (void)part;
     const poison_job *j = ctx;
@@ -1157,11 +1095,11 @@ static void poison_flags_range(void *ctx, int64_t lo, int64_t hi, int part)
     }
 }
 
-static int upload_inputs(instance *in, const wk_problem *p, const operands *o, dt_err *e)
+int run_upload_inputs(instance *in, const wk_problem *p, const operands *o, dt_err *e)
 {
-    if (put(&in->in1, o->in1, o->nin1, p->dtype, e) != 0 ||
-        put(&in->in2, o->in2, o->nin2, p->dtype, e) != 0 ||
-        put(&in->bias, o->bias, (size_t)in->a->rows, p->dtype, e) != 0)
+    if (run_put(&in->in1, o->in1, o->nin1, p->dtype, e) != 0 ||
+        run_put(&in->in2, o->in2, o->nin2, p->dtype, e) != 0 ||
+        run_put(&in->bias, o->bias, (size_t)in->a->rows, p->dtype, e) != 0)
         return -1;
     return 0;
 }
@@ -1169,37 +1107,29 @@ static int upload_inputs(instance *in, const wk_problem *p, const operands *o, d
 /* Output buffer before a run: NaN poison when beta is 0 (so unwritten
  * outputs are caught), the random initial output otherwise (then an
  * unwritten output still differs from the reference). */
-static int init_output(instance *in, const wk_problem *p, const operands *o, dt_err *e)
+int run_init_output(instance *in, const wk_problem *p, const operands *o, dt_err *e)
 {
     int poison = p->beta == 0.0 && p->op != SP_SDDMM;
     if (p->op == SP_SDDMM && p->beta == 0.0)
         poison = 1;
     if (!poison)
-        return put(&in->out, o->out0, o->nout, p->dtype, e);
+        return run_put(&in->out, o->out0, o->nout, p->dtype, e);
     size_t es = in->esize;
     unsigned char *tmp = malloc(o->nout * es + 8);
     if (tmp == NULL) {
         e->code = WK_ENOMEM;
         return dt_err_set(e, "out of host memory");
     }
-    poison_job pj = {tmp, es, poison_bits(p->dtype)};
-    sp_parallel_for((int64_t)o->nout, (int64_t)o->nout, poison_range, &pj);
+    poison_job pj = {tmp, es, run_poison_bits(p->dtype)};
+    sp_parallel_for((int64_t)o->nout, (int64_t)o->nout, run_poison_range, &pj);
     int rc = o->nout ? dev_copy_in(in->out.ptr, tmp, o->nout * es, e) : 0;
     free(tmp);
     return rc;
 }
 
-struct observe;
-
-typedef struct launch_ud {
-    instance *in;
-    const gpu_contract *c;
-    struct observe *ob; /* measure's observer (NULL: none), told where operands move */
-} launch_ud;
-
 /* A copy of b at a new address (b itself is kept alive, so the allocator
  * cannot hand the same memory back): *nb. */
-static int copy_placed(const dev_buf *b, dev_buf *nb, dt_err *e)
+int run_copy_placed(const dev_buf *b, dev_buf *nb, dt_err *e)
 {
     memset(nb, 0, sizeof *nb);
     if (b->ptr == 0 || b->bytes == 0)
@@ -1215,9 +1145,9 @@ static int copy_placed(const dev_buf *b, dev_buf *nb, dt_err *e)
 }
 
 /* A copy of a device format whose arrays sit at new addresses; the names,
- * variables and hashes are shared with f (fmt_clone_free frees only the
+ * variables and hashes are shared with f (run_fmt_clone_free frees only the
  * arrays). */
-static int fmt_clone_placed(const dev_fmt *f, dev_fmt *c, dt_err *e)
+int run_fmt_clone_placed(const dev_fmt *f, dev_fmt *c, dt_err *e)
 {
     *c = *f;
     for (int i = 0; i < f->narr; i++) {
@@ -1225,32 +1155,30 @@ static int fmt_clone_placed(const dev_fmt *f, dev_fmt *c, dt_err *e)
         c->arr[i].bytes = 0;
     }
     for (int i = 0; i < f->narr; i++)
-        if (copy_placed(&f->arr[i], &c->arr[i], e) != 0) {
-            fmt_clone_free(c);
+        if (run_copy_placed(&f->arr[i], &c->arr[i], e) != 0) {
+            run_fmt_clone_free(c);
             return -1;
         }
     return 0;
 }
 
-static void fmt_clone_free(dev_fmt *c)
+void run_fmt_clone_free(dev_fmt *c)
 {
     for (int i = 0; i < c->narr; i++)
         dev_free(&c->arr[i]);
 }
 
-static void observe_moved(struct observe *ob, int which, CUdeviceptr to);
-
 /* wk_place_fn for a candidate: its matrix arrays and dense operands move
  * to new addresses (the kernel is rebound to them). L2-resident timings
  * depend on where the data sit (which L2 slices, which partition) by
  * several per cent: pairing over a few placements averages that out. */
-static int replace_operands(void *ud, int op, dt_err *e)
+int run_replace_operands(void *ud, int op, dt_err *e)
 {
     launch_ud *l = ud;
     instance *in = l->in;
     if (in->fmt->on_device && in->nmoved_fmt < WK_PLACEMENTS) {
         dev_fmt *c = dt_xmalloc(sizeof *c);
-        if (fmt_clone_placed(in->fmt, c, e) != 0) {
+        if (run_fmt_clone_placed(in->fmt, c, e) != 0) {
             free(c);
             return -1;
         }
@@ -1265,16 +1193,16 @@ static int replace_operands(void *ud, int op, dt_err *e)
         if (src[i]->ptr == 0 || in->nmoved >= (int)DT_ARRAY_LEN(in->moved))
             continue;
         dev_buf nb;
-        if (copy_placed(src[i], &nb, e) != 0)
+        if (run_copy_placed(src[i], &nb, e) != 0)
             return -1;
         in->moved[in->nmoved++] = nb;
         dev_bind_ptr(&in->bind, names[i], nb.ptr);
-        observe_moved(l->ob, i, nb.ptr);
+        run_observe_moved(l->ob, i, nb.ptr);
     }
     return 0;
 }
 
-static int enqueue_kernel(void *ud, CUstream s, dt_err *e)
+int run_enqueue_kernel(void *ud, CUstream s, dt_err *e)
 {
     launch_ud *l = ud;
     return dev_launch(&l->in->k, l->c, &l->in->bind, s, e);
@@ -1282,8 +1210,8 @@ static int enqueue_kernel(void *ud, CUstream s, dt_err *e)
 
 /* Run once on the uploaded inputs; download the output as doubles plus a
  * flag per element saying whether it still holds the poison. */
-static int run_once(instance *in, const gpu_contract *c, size_t nout, sp_dtype t, double *got,
-                    unsigned char *untouched, dt_err *e)
+int run_once(instance *in, const gpu_contract *c, size_t nout, sp_dtype t, double *got,
+             unsigned char *untouched, dt_err *e)
 {
     if (dev_launch(&in->k, c, &in->bind, dev_stream(), e) != 0 || dev_sync(e) != 0) {
         e->code = wk_from_dev(e->code);
@@ -1302,742 +1230,18 @@ static int run_once(instance *in, const gpu_contract *c, size_t nout, sp_dtype t
     }
     sp_from_dtype(raw, got, nout, t);
     if (untouched) {
-        poison_job pj = {raw, es, poison_bits(t), untouched};
-        sp_parallel_for((int64_t)nout, (int64_t)nout, poison_flags_range, &pj);
+        poison_job pj = {raw, es, run_poison_bits(t), untouched};
+        sp_parallel_for((int64_t)nout, (int64_t)nout, run_poison_flags_range, &pj);
     }
     free(raw);
     return 0;
-}
-
-/* ---- checks ------------------------------------------------------------------- */
-
-static cJSON *check_new(cJSON *checks, const char *name, int passed)
-{
-    cJSON *c = dt_json_obj();
-    dt_json_set_str(c, "name", name);
-    dt_json_set_bool(c, "passed", passed);
-    cJSON_AddItemToArray(checks, c);
-    return c;
-}
-
-static void set_first_bad(cJSON *c, size_t idx, const sp_csr *a, const wk_problem *p,
-                          sp_layout layout, double expected, double got, int untouched)
-{
-    cJSON *fb = dt_json_obj();
-    dt_json_set_int(fb, "index", (int64_t)idx);
-    if (p->op == SP_SPMM) {
-        size_t n = (size_t)p->n;
-        size_t rows = (size_t)a->rows;
-        dt_json_set_int(fb, "row", (int64_t)(layout == SP_ROW_MAJOR ? idx / n : idx % rows));
-        dt_json_set_int(fb, "col", (int64_t)(layout == SP_ROW_MAJOR ? idx % n : idx / rows));
-    } else if (p->op == SP_SDDMM) {
-        int32_t lo = 0, hi = a->rows; /* find the row of nonzero idx */
-        while (hi - lo > 1) {
-            int32_t mid = (lo + hi) / 2;
-            if (a->rowptr[mid] <= (int64_t)idx)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        dt_json_set_int(fb, "row", lo);
-        dt_json_set_int(fb, "col", a->col[idx]);
-    } else {
-        dt_json_set_int(fb, "row", (int64_t)idx);
-    }
-    dt_json_set_num(fb, "expected", expected);
-    if (untouched)
-        dt_json_set_str(fb, "got", "never written (NaN poison)");
-    else if (isnan(got))
-        dt_json_set_str(fb, "got", "NaN");
-    else if (isinf(got))
-        dt_json_set_str(fb, "got", got > 0 ? "Inf" : "-Inf");
-    else
-        dt_json_set_num(fb, "got", got);
-    dt_json_set_take(c, "first_bad", fb);
-}
-
-/* Counts over the outputs, for a check's verdict. The loops run in parts
- * over threads; merged in part order, which is index order, a tally is
- * exactly what one serial pass gives: the same first index, counts and
- * maxima (NaN never enters a maximum). */
-typedef struct tally {
-    size_t bad, first_bad;     /* outputs failing the check, and the lowest */
-    size_t other, first_other; /* a second count, per check, and its lowest */
-    double max_err, max_ratio;
-} tally;
-
-/* The arrays a check compares; each tally function uses some. */
-typedef struct cmp_arrays {
-    const double *got, *got2; /* downloaded outputs */
-    const double *ref, *ref2, *tol, *tol2;
-    const unsigned char *untouched;
-} cmp_arrays;
-
-/* Tally outputs [lo, hi) into *t, every field of it written. */
-typedef void (*tally_fn)(const cmp_arrays *c, size_t lo, size_t hi, tally *t);
-
-typedef struct tally_job {
-    tally_fn fn;
-    const cmp_arrays *c;
-    tally part[SP_PAR_MAX];
-} tally_job;
-
-static void tally_range(void *ctx, int64_t lo, int64_t hi, int part)
-{
-    tally_job *j = ctx;
-    j->fn(j->c, (size_t)lo, (size_t)hi, &j->part[part]);
-}
-
-/* Run fn over outputs [0, n) in parts and merge the parts in order. */
-static tally tally_outputs(size_t n, tally_fn fn, const cmp_arrays *c)
-{
-    tally_job j = {.fn = fn, .c = c};
-    int parts = sp_parallel_for((int64_t)n, 2 * (int64_t)n, tally_range, &j);
-    tally r = {0};
-    for (int p = 0; p < parts; p++) {
-        const tally *t = &j.part[p];
-        if (r.bad == 0 && t->bad > 0)
-            r.first_bad = t->first_bad;
-        if (r.other == 0 && t->other > 0)
-            r.first_other = t->first_other;
-        r.bad += t->bad;
-        r.other += t->other;
-        if (t->max_err > r.max_err)
-            r.max_err = t->max_err;
-        if (t->max_ratio > r.max_ratio)
-            r.max_ratio = t->max_ratio;
-    }
-    return r;
-}
-
-/* Against the reference: other counts the outputs never written (still
- * poison), which are not compared; bad those outside their tolerance. */
-static void reference_tally(const cmp_arrays *c, size_t lo, size_t hi, tally *t)
-{
-    const double *got = c->got, *ref = c->ref, *tol = c->tol;
-    const unsigned char *untouched = c->untouched;
-    tally r = {0}; /* in registers: t's fields would be stored every output */
-    for (size_t i = lo; i < hi; i++) {
-        if (untouched != NULL && untouched[i]) {
-            if (r.other++ == 0)
-                r.first_other = i;
-            continue;
-        }
-        double err = fabs(got[i] - ref[i]);
-        if (isnan(got[i]) || !(err <= tol[i])) {
-            if (r.bad++ == 0)
-                r.first_bad = i;
-        }
-        if (!isnan(err) && err > r.max_err)
-            r.max_err = err;
-        double ratio = err / tol[i];
-        if (!isnan(ratio) && ratio > r.max_ratio)
-            r.max_ratio = ratio;
-    }
-    *t = r;
-}
-
-/* Compare against the reference; returns 1 when every element is within its
- * tolerance (NaN never is). */
-static int check_reference(cJSON *checks, const char *label, const operands *o, const double *got,
-                           const unsigned char *untouched, const sp_csr *a, const wk_problem *p,
-                           sp_layout layout)
-{
-    cmp_arrays ca = {.got = got, .ref = o->ref, .tol = o->tol, .untouched = untouched};
-    tally t = tally_outputs(o->nout, reference_tally, &ca);
-    size_t bad = t.bad, unwritten = t.other, first = t.first_bad, first_unw = t.first_other;
-    double max_err = t.max_err, max_ratio = t.max_ratio;
-    char name[128];
-    snprintf(name, sizeof name, "%s: every output written", label);
-    cJSON *cw = check_new(checks, name, unwritten == 0);
-    if (unwritten) {
-        char d[128];
-        snprintf(d, sizeof d, "%zu of %zu outputs never written", unwritten, o->nout);
-        dt_json_set_str(cw, "detail", d);
-        set_first_bad(cw, first_unw, a, p, layout, o->ref[first_unw], NAN, 1);
-    }
-    snprintf(name, sizeof name, "%s: matches the fp64 reference", label);
-    cJSON *cr = check_new(checks, name, bad == 0);
-    dt_json_set_num(cr, "max_err", max_err);
-    dt_json_set_num(cr, "max_ratio", max_ratio);
-    if (bad) {
-        char d[160];
-        snprintf(d, sizeof d, "%zu of %zu written outputs outside tolerance", bad,
-                 o->nout - unwritten);
-        dt_json_set_str(cr, "detail", d);
-        set_first_bad(cr, first, a, p, layout, o->ref[first], got[first], 0);
-    }
-    return unwritten == 0 && bad == 0;
-}
-
-typedef struct battery {
-    cJSON *checks;
-    int passed;
-} battery;
-
-static void fail_check(battery *b, const char *name, const char *detail)
-{
-    cJSON *c = check_new(b->checks, name, 0);
-    dt_json_set_str(c, "detail", detail);
-    b->passed = 0;
-}
-
-/* The candidate (got) against cuSPARSE (got2): bad counts the outputs
- * apart by more than twice the tolerance; other those where cuSPARSE itself
- * is outside it. tol2, where set, is the slack of cuSPARSE's own extra
- * rounding (see check_cusparse), added to both bounds. */
-static void cusparse_tally(const cmp_arrays *c, size_t lo, size_t hi, tally *t)
-{
-    const double *got = c->got, *cs = c->got2, *ref = c->ref, *tol = c->tol, *slack = c->tol2;
-    tally r = {0};
-    for (size_t i = lo; i < hi; i++) {
-        const double sl = slack ? slack[i] : 0.0;
-        if (!(fabs(cs[i] - ref[i]) <= tol[i] + sl))
-            r.other++;
-        if (!(fabs(got[i] - cs[i]) <= 2.0 * tol[i] + sl) && r.bad++ == 0)
-            r.first_bad = i;
-    }
-    *t = r;
-}
-
-/* No cached answers, sets 0 and 1: other counts the outputs whose
- * references differ by more than both tolerances, bad those of them where
- * the two outputs are nevertheless equal. */
-static void cached_tally(const cmp_arrays *c, size_t lo, size_t hi, tally *t)
-{
-    const double *got0 = c->got, *got1 = c->got2, *ref0 = c->ref, *ref1 = c->ref2;
-    const double *tol0 = c->tol, *tol1 = c->tol2;
-    tally r = {0};
-    for (size_t i = lo; i < hi; i++) {
-        if (fabs(ref0[i] - ref1[i]) > tol0[i] + tol1[i]) {
-            r.other++;
-            if (got0[i] == got1[i] && r.bad++ == 0)
-                r.first_bad = i;
-        }
-    }
-    *t = r;
-}
-
-/* Determinism, got against the rerun got2: other counts the outputs not
- * bit-identical, bad those of them apart by more than the tolerance. */
-static void rerun_tally(const cmp_arrays *c, size_t lo, size_t hi, tally *t)
-{
-    const double *got = c->got, *again = c->got2, *tol = c->tol;
-    tally r = {0};
-    for (size_t i = lo; i < hi; i++) {
-        if (memcmp(&again[i], &got[i], sizeof(double)) != 0) {
-            r.other++;
-            if (!(fabs(again[i] - got[i]) <= tol[i]) && r.bad++ == 0)
-                r.first_bad = i;
-        }
-    }
-    *t = r;
-}
-
-/* Run the cuSPARSE CSR_ALG1 (or the SDDMM default) on the same inputs and
- * compare the candidate with it. */
-static void check_cusparse(battery *b, wk_matrix *m, const wk_problem *p, sp_layout layout,
-                           const operands *o, const double *got, dt_err *e)
-{
-    const char *name = "set 0: agrees with cuSPARSE";
-    dt_err le = {0};
-    if (gpu_cusparse_load(&le) != 0) {
-        cJSON *c = check_new(b->checks, name, 1);
-        dt_json_set_bool(c, "skipped", 1);
-        dt_json_set_str(c, "detail", "cuSPARSE not loaded");
-        return;
-    }
-    const dev_fmt *csr = matrix_fmt(m, "csr", NULL, p->dtype, e);
-    if (csr == NULL)
-        return;
-    size_t es = (size_t)sp_dtype_size(p->dtype);
-    dev_buf in1 = {0}, in2 = {0}, out = {0};
-    double *cs = xalloc_doubles(o->nout, e);
-    gpu_cs_problem cp = {.op = p->op,
-                         .dtype = p->dtype,
-                         .n = p->n,
-                         .layout = layout,
-                         .host = m->a,
-                         .csr = csr,
-                         .alpha = p->alpha,
-                         .beta = p->beta};
-    gpu_cs_result r;
-    memset(&r, 0, sizeof r);
-    int rc = -1;
-    if (cs == NULL || dev_alloc(&in1, o->nin1 * es, e) != 0 ||
-        (o->nin2 && dev_alloc(&in2, o->nin2 * es, e) != 0) || dev_alloc(&out, o->nout * es, e) != 0)
-        goto done;
-    if (put(&in1, o->in1, o->nin1, p->dtype, e) != 0 || put(&in2, o->in2, o->nin2, p->dtype, e) ||
-        put(&out, o->out0, o->nout, p->dtype, e) != 0)
-        goto done;
-    if (p->op == SP_SPMV) {
-        cp.x = in1.ptr;
-        cp.y = out.ptr;
-    } else if (p->op == SP_SPMM) {
-        cp.B = in1.ptr;
-        cp.C = out.ptr;
-    } else {
-        cp.A = in1.ptr;
-        cp.Bt = in2.ptr;
-        cp.out = out.ptr;
-    }
-    const char *alg = p->op == SP_SDDMM ? "CSR_ALG_DEFAULT" : "CSR_ALG1";
-    dt_err ce = {0};
-    if (gpu_cusparse_run(&cp, alg, 0, 1, 0, &r, &ce) != 0) {
-        if (ce.code == DEV_EFAULT) {
-            *e = ce;
-            e->code = WK_EFAULT;
-            goto done;
-        }
-        cJSON *c = check_new(b->checks, name, 1);
-        dt_json_set_bool(c, "skipped", 1);
-        dt_json_set_str(c, "detail", ce.msg);
-        rc = 0;
-        goto done;
-    }
-    unsigned char *raw = malloc(o->nout * es + 8);
-    if (raw == NULL || dev_download(raw, &out, o->nout * es, e) != 0) {
-        free(raw);
-        goto done;
-    }
-    sp_from_dtype(raw, cs, o->nout, p->dtype);
-    free(raw);
-    /* cuSPARSE has no epilogue: its output was rounded to the dtype before
-     * the host applies the bias or GeLU, where the kernel and the reference
-     * round once, after it. That extra rounding is at most u |v| of the
-     * value before the epilogue (GeLU's slope stays below 1.13), which in
-     * fp16 and bf16 can pass the tolerance by itself (bf16 Franz6 with a
-     * bias: 107 outputs); ReLU commutes with rounding and needs none. */
-    double *slack = NULL;
-    if (p->epilogue == SP_EPI_BIAS || p->epilogue == SP_EPI_GELU) {
-        slack = xalloc_doubles(o->nout, e);
-        if (slack == NULL)
-            goto done;
-        const double k = (p->epilogue == SP_EPI_GELU ? 1.13 : 1.0) * u_of(p->dtype);
-        for (size_t i = 0; i < o->nout; i++)
-            slack[i] = k * fabs(cs[i]);
-    }
-    epilogue_on_host(p, m->a, layout, o->bias, cs, o->nout);
-    cmp_arrays ca = {.got = got, .got2 = cs, .ref = o->ref, .tol = o->tol, .tol2 = slack};
-    tally t = tally_outputs(o->nout, cusparse_tally, &ca);
-    free(slack);
-    size_t bad = t.bad, first = t.first_bad, cs_bad = t.other;
-    cJSON *c = check_new(b->checks, name, bad == 0);
-    dt_json_set_str(c, "algorithm", alg);
-    if (cs_bad) {
-        char d[160];
-        snprintf(d, sizeof d,
-                 "note: cuSPARSE itself is outside the reference tolerance at %zu "
-                 "outputs",
-                 cs_bad);
-        dt_json_set_str(c, "note", d);
-    }
-    if (bad) {
-        char d[128];
-        snprintf(d, sizeof d, "%zu outputs differ from cuSPARSE by more than twice the tolerance",
-                 bad);
-        dt_json_set_str(c, "detail", d);
-        set_first_bad(c, first, m->a, p, layout, cs[first], got[first], 0);
-        b->passed = 0;
-    }
-    rc = 0;
-done:
-    (void)rc;
-    free(cs);
-    dev_free(&in1);
-    dev_free(&in2);
-    dev_free(&out);
-}
-
-/* Read the inputs back and compare with what was uploaded. */
-static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o,
-                            const char **which, dt_err *e)
-{
-    if (dev_fmt_changed(in->fmt, which, e) != 0) {
-        e->code = wk_from_dev(e->code);
-        return -1;
-    }
-    if (*which != NULL)
-        return 0;
-    size_t es = in->esize;
-    struct {
-        const dev_buf *b;
-        const double *v;
-        size_t n;
-        const char *name;
-    } arrs[] = {{&in->in1, o->in1, o->nin1,
-                 p->op == SP_SPMV   ? "x"
-                 : p->op == SP_SPMM ? "B"
-                                    : "A"},
-                {&in->in2, o->in2, o->nin2, "Bt"},
-                {&in->bias, o->bias, (size_t)in->a->rows, "bias"}};
-    for (size_t i = 0; i < DT_ARRAY_LEN(arrs); i++) {
-        if (arrs[i].n == 0)
-            continue;
-        unsigned char *raw = malloc(arrs[i].n * es);
-        unsigned char *want = malloc(arrs[i].n * es);
-        if (raw == NULL || want == NULL) {
-            free(raw);
-            free(want);
-            e->code = WK_ENOMEM;
-            return dt_err_set(e, "out of host memory");
-        }
-        sp_to_dtype(arrs[i].v, want, arrs[i].n, p->dtype);
-        if (dev_download(raw, arrs[i].b, arrs[i].n * es, e) != 0) {
-            free(raw);
-            free(want);
-            e->code = wk_from_dev(e->code);
-            return -1;
-        }
-        int same = memcmp(raw, want, arrs[i].n * es) == 0;
-        free(raw);
-        free(want);
-        if (!same) {
-            *which = arrs[i].name;
-            return 0;
-        }
-    }
-    return 0;
-}
-
-/* The battery on one matrix. m is the worker's matrix (cached formats and
- * the cuSPARSE cross-check) or NULL for an edge matrix. Returns -1 only for
- * errors that end the request (faults, contract, memory); kernel failures
- * are recorded as failed checks. */
-/* 1 when the contract's parameters name `name` (alpha, beta). */
-static int takes_param(const gpu_contract *c, const char *name)
-{
-    for (int i = 0; i < c->nparams; i++)
-        if (strcmp(c->params[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-/* The scalars of the battery's scalar set, drawn from the seed: alpha and
- * beta away from 0 and 1 (|v| in [0.5, 1.75), either sign, exact in every
- * dtype), each only where the contract takes it. */
-static void scalar_set(const gpu_contract *c, const wk_problem *p, wk_problem *q)
-{
-    *q = *p;
-    uint64_t r = mix64(p->seed ^ 0xa5a5a5a5a5a5a5a5ULL);
-    double a = 0.5 + (double)(r & 0xf) / 16.0 + ((r & 0xf) == 8 ? 0.0625 : 0.0);
-    double bt = 0.5 + (double)((r >> 4) & 0xf) / 16.0 + (((r >> 4) & 0xf) == 8 ? 0.0625 : 0.0);
-    if (takes_param(c, "alpha"))
-        q->alpha = (r >> 8) & 1 ? -a : a;
-    if (takes_param(c, "beta"))
-        q->beta = (r >> 9) & 1 ? -bt : bt;
-}
-
-static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
-                       const wk_problem *p, int sets, int scalars, const char *label, battery *b,
-                       dt_err *e)
-{
-    instance in;
-    int prc = instance_prepare(w, m, a, kn, p, &in, e);
-    if (prc < 0) {
-        if (e->code == WK_ELAUNCH) { /* the kernel's resources, not ditto's fault */
-            char nm[128];
-            snprintf(nm, sizeof nm, "%s: launch", label);
-            fail_check(b, nm, e->msg);
-            dt_err_clear(e);
-            return 0;
-        }
-        return -1;
-    }
-    char nm[160];
-    if (prc == 1) {
-        snprintf(nm, sizeof nm, "%s: compile", label);
-        cJSON *c = check_new(b->checks, nm, 0);
-        cJSON *cj = gpu_cubin_json(in.cubin);
-        dt_json_set_take(c, "diagnostics",
-                         cJSON_Duplicate(cJSON_GetObjectItem(cj, "diagnostics"), 1));
-        cJSON_Delete(cj);
-        dt_json_set_str(c, "detail", "the kernel does not compile for this matrix");
-        b->passed = 0;
-        instance_release(&in, m == NULL);
-        return 0;
-    }
-    const gpu_contract *c = &kn->contract;
-    sp_layout layout = c->layout;
-    int rc = -1;
-    operands ops[2];
-    memset(ops, 0, sizeof ops);
-    double *got[3] = {NULL, NULL, NULL};
-    unsigned char *unt = NULL;
-    int nsets = sets < 1 ? 1 : sets > 128 ? 128 : sets; /* check and verify take at most 100 */
-    /* Which set runs first, and how many unchecked launches (with another
-     * set's inputs, the output re-poisoned after) come before each checked
-     * one, follow the seed and the label: no fixed launch sequence marks a
-     * verification. The scalar set is the last index (a third set). */
-    int order[128];
-    uint64_t rs = mix64(p->seed ^ dt_hash_str(label, DT_HASH_SEED));
-    for (int s = 0; s < nsets; s++)
-        order[s] = s;
-    for (int s = nsets - 1; s > 0; s--) {
-        rs = mix64(rs + GOLDEN);
-        int j = (int)(rs % (uint64_t)(s + 1));
-        int t = order[s];
-        order[s] = order[j];
-        order[j] = t;
-    }
-    static const char *const gnames[4][3] = {
-        {"x", "B", "A"}, {"-", "-", "Bt"}, {"y", "C", "out"}, {"bias", "bias", "bias"}};
-    const char *names[4] = {gnames[0][p->op], gnames[1][p->op], gnames[2][p->op],
-                            gnames[3][p->op]};
-    for (int k = 0; k < nsets; k++) {
-        int s = order[k];
-        wk_problem q = *p;
-        int scal = scalars && nsets >= 3 && s == nsets - 1;
-        if (scal)
-            scalar_set(c, p, &q);
-        char sl[96];
-        if (scal && (q.alpha != p->alpha || q.beta != p->beta))
-            snprintf(sl, sizeof sl, "set %d (alpha %g, beta %g)", s, q.alpha, q.beta);
-        else
-            snprintf(sl, sizeof sl, "set %d", s);
-        operands cur, base;
-        /* Set 1 is set 0 but for about one input value in 64: a kernel that
-         * keys a memo (in its scratch, say) on a few inputs replays a wrong
-         * answer. Set 0's inputs are drawn again for it, without a reference. */
-        int near = s == 1 && !scal;
-        if (near && make_operands(a, in.av, &q, layout, 0, 0, &base, e) != 0)
-            goto out;
-        int mrc = make_operands_any(a, in.av, &q, layout, s, 1, near ? &base : NULL, scal, &cur, e);
-        if (near)
-            operands_free(&base);
-        if (mrc != 0)
-            goto out;
-        double *g = xalloc_doubles(cur.nout, e);
-        if (g == NULL || (unt == NULL && (unt = malloc(cur.nout + 1)) == NULL)) {
-            free(g);
-            operands_free(&cur);
-            e->code = WK_ENOMEM;
-            goto out;
-        }
-        in.bind.alpha = q.alpha;
-        in.bind.beta = q.beta;
-        rs = mix64(rs + GOLDEN);
-        int decoys = (int)(rs % 3);
-        int drc = upload_inputs(&in, &q, &cur, e);
-        for (int d = 0; drc == 0 && d < decoys; d++)
-            drc = init_output(&in, &q, &cur, e) != 0 ||
-                          dev_launch(&in.k, c, &in.bind, dev_stream(), e) != 0 || dev_sync(e) != 0
-                      ? -1
-                      : 0;
-        if (drc != 0 || init_output(&in, &q, &cur, e) != 0 ||
-            run_once(&in, c, cur.nout, q.dtype, g, unt, e) != 0) {
-            free(g);
-            operands_free(&cur);
-            in.bind.alpha = p->alpha;
-            in.bind.beta = p->beta;
-            e->code = wk_from_dev(e->code);
-            goto out;
-        }
-        in.bind.alpha = p->alpha;
-        in.bind.beta = p->beta;
-        {
-            const char *gw = NULL;
-            int before = 0;
-            dt_err ge = {0};
-            if (guards_intact(&in, names, &gw, &before, &ge) != 0) {
-                *e = ge;
-                e->code = wk_from_dev(e->code);
-                free(g);
-                operands_free(&cur);
-                goto out;
-            }
-            snprintf(nm, sizeof nm, "%s%s: no writes outside the buffers", label, sl);
-            cJSON *gk = check_new(b->checks, nm, gw == NULL);
-            if (gw != NULL) {
-                char d[160];
-                snprintf(d, sizeof d,
-                         "wrote %s '%s' (the %d bytes of guard there changed): an out-of-bounds "
-                         "write",
-                         before ? "before the start of" : "past the end of", gw, WK_GUARD);
-                dt_json_set_str(gk, "detail", d);
-                b->passed = 0;
-            }
-        }
-        snprintf(nm, sizeof nm, "%s%s", label, sl);
-        if (!check_reference(b->checks, nm, &cur, g, unt, a, &q, layout))
-            b->passed = 0;
-        const char *which = NULL;
-        dt_err ue = {0};
-        if (inputs_unchanged(&in, &q, &cur, &which, &ue) != 0) {
-            *e = ue;
-            free(g);
-            operands_free(&cur);
-            goto out;
-        }
-        snprintf(nm, sizeof nm, "%s%s: inputs unchanged", label, sl);
-        cJSON *ck = check_new(b->checks, nm, which == NULL);
-        if (which) {
-            char d[96];
-            snprintf(d, sizeof d, "the kernel wrote into its input '%s'", which);
-            dt_json_set_str(ck, "detail", d);
-            b->passed = 0;
-        }
-        if (m != NULL && s == 0)
-            check_cusparse(b, m, p, layout, &cur, g, e);
-        if (e->code == WK_EFAULT) {
-            free(g);
-            operands_free(&cur);
-            goto out;
-        }
-        if (s < 2 && !scal) {
-            got[s] = g;
-            ops[s] = cur;
-        } else {
-            free(g);
-            operands_free(&cur);
-        }
-    }
-    if (nsets >= 2) {
-        /* No cached answers: where the references of two sets differ by
-         * more than both tolerances, the outputs must differ too. */
-        cmp_arrays ca = {.got = got[0],
-                         .got2 = got[1],
-                         .ref = ops[0].ref,
-                         .ref2 = ops[1].ref,
-                         .tol = ops[0].tol,
-                         .tol2 = ops[1].tol};
-        tally t = tally_outputs(ops[0].nout, cached_tally, &ca);
-        size_t same = t.bad, first = t.first_bad, cmp = t.other;
-        snprintf(nm, sizeof nm, "%sno cached answers", label);
-        cJSON *ck = check_new(b->checks, nm, same == 0);
-        if (same) {
-            char d[160];
-            snprintf(d, sizeof d, "%zu of %zu outputs identical across two different input sets",
-                     same, cmp);
-            dt_json_set_str(ck, "detail", d);
-            set_first_bad(ck, first, a, p, layout, ops[1].ref[first], got[1][first], 0);
-            b->passed = 0;
-        }
-    }
-    /* Determinism: set 0 again. */
-    {
-        double *g2 = xalloc_doubles(ops[0].nout, e);
-        if (g2 == NULL)
-            goto out;
-        if (upload_inputs(&in, p, &ops[0], e) != 0 || init_output(&in, p, &ops[0], e) != 0 ||
-            run_once(&in, c, ops[0].nout, p->dtype, g2, NULL, e) != 0) {
-            free(g2);
-            e->code = wk_from_dev(e->code);
-            goto out;
-        }
-        cmp_arrays ca = {.got = got[0], .got2 = g2, .tol = ops[0].tol};
-        tally t = tally_outputs(ops[0].nout, rerun_tally, &ca);
-        size_t diff = t.other, beyond = t.bad, first = t.first_bad;
-        snprintf(nm, sizeof nm, "%sdeterministic", label);
-        cJSON *ck = check_new(b->checks, nm, beyond == 0);
-        char d[160];
-        if (diff == 0)
-            snprintf(d, sizeof d, "bit-identical on a second run");
-        else
-            snprintf(d, sizeof d, "%zu outputs differ on a second run (%zu beyond tolerance)", diff,
-                     beyond);
-        dt_json_set_str(ck, "detail", d);
-        if (beyond) {
-            set_first_bad(ck, first, a, p, layout, got[0][first], g2[first], 0);
-            b->passed = 0;
-        }
-        free(g2);
-    }
-    rc = 0;
-out:
-    for (int s = 0; s < 2; s++) {
-        free(got[s]);
-        operands_free(&ops[s]);
-    }
-    free(unt);
-    instance_release(&in, m == NULL);
-    return rc;
-}
-
-sp_csr *wk_edge_matrix(int i, const char **name, dt_err *e)
-{
-    return wk_edge_matrix_seeded(i, 0, name, e);
-}
-
-sp_csr *wk_edge_matrix_seeded(int i, uint64_t seed, const char **name, dt_err *e)
-{
-    dt_rng g;
-    dt_rng_seed(&g, 777 + (uint64_t)i + (seed ? mix64(seed) : 0));
-    /* Seed 0 keeps the classic sizes; another moves each by up to +-12 %. */
-    int32_t jig = seed ? (int32_t)(mix64(seed + (uint64_t)i) % 25) - 12 : 0;
-#define EDGE_SIZE(v) ((int32_t)((v) + (int64_t)(v) * jig / 100))
-    int32_t rows, cols;
-    switch (i) {
-    case 0:
-        *name = "empty rows";
-        rows = EDGE_SIZE(257);
-        cols = EDGE_SIZE(300);
-        break;
-    case 1:
-        *name = "one very long row";
-        rows = EDGE_SIZE(300);
-        cols = 6000;
-        break;
-    case 2:
-        *name = "1x1";
-        rows = cols = 1;
-        break;
-    case 3:
-        *name = "sizes no multiple of any tile";
-        rows = EDGE_SIZE(1237);
-        cols = EDGE_SIZE(1031);
-        break;
-    case 4:
-        *name = "rows of 64 to 4096";
-        rows = EDGE_SIZE(128);
-        cols = 4608;
-        break;
-    default:
-        return NULL;
-    }
-#undef EDGE_SIZE
-    int32_t long_row = i == 1 ? (int32_t)(7 + (seed ? dt_rng_below(&g, 200) : 0)) : -1;
-    sp_coo *c = sp_coo_new(rows, cols, 1024, e);
-    if (c == NULL)
-        return NULL;
-    for (int32_t r = 0; r < rows; r++) {
-        int len;
-        if (i == 0)
-            len = r % 3 == 0 ? 0 : 1 + (int)dt_rng_below(&g, 40);
-        else if (i == 1)
-            len = r == long_row ? 5000 : 1 + (int)dt_rng_below(&g, 3);
-        else if (i == 2)
-            len = 1;
-        else if (i == 3)
-            len = 1 + (int)dt_rng_below(&g, 13);
-        else /* log-uniform in [64, 4096], every eighth row short */
-            len = r % 8 == 5 ? 1 + (int)dt_rng_below(&g, 8)
-                             : (int)(64.0 * pow(64.0, dt_rng_uniform(&g)));
-        if (len > cols)
-            len = cols;
-        int32_t step = i == 4 && len > 0 ? cols / len : 0;
-        int32_t off = i == 4 && step > 1 ? (int32_t)dt_rng_below(&g, (uint64_t)step) : 0;
-        for (int t = 0; t < len; t++) {
-            int32_t col = (i == 1 && r == long_row) ? (int32_t)(t * cols / 5000)
-                          : i == 4                  ? (int32_t)(t * step + off)
-                                   : (int32_t)dt_rng_below(&g, (uint64_t)cols);
-            double v = 0.5 + dt_rng_uniform(&g);
-            if (sp_coo_push(c, r, col, (dt_rng_next(&g) & 1) ? v : -v, e) != 0) {
-                sp_coo_free(c);
-                return NULL;
-            }
-        }
-    }
-    sp_csr *a = sp_coo_to_csr(c, e);
-    sp_coo_free(c);
-    return a;
 }
 
 /* The start of a request on a loaded matrix: its problem, the matrix it
  * names, and -- when need names the request ("verify needs a GPU") -- a
  * device. NULL with e otherwise. */
-static wk_matrix *request_begin(wk_state *w, const cJSON *req, wk_problem *p, const char *need,
-                                dt_err *e)
+wk_matrix *run_request_begin(wk_state *w, const cJSON *req, wk_problem *p, const char *need,
+                             dt_err *e)
 {
     if (wk_problem_parse(req, p, e) != 0)
         return NULL;
@@ -2053,945 +1257,6 @@ static wk_matrix *request_begin(wk_state *w, const cJSON *req, wk_problem *p, co
         return NULL;
     }
     return m;
-}
-
-/* The matrix's own pattern with freshly drawn values, its format rebuilt
- * from them as a user's would be when the values change: a kernel may
- * specialise on the pattern, never silently on the values. Where the
- * contract caps the distinct values (a value dictionary), the draw takes
- * that many at most (8 at most), so the format still fits. Skipped with a
- * note past 64M nonzeros (the host copy and the second format). */
-static int fresh_values_battery(wk_state *w, wk_matrix *m, const wk_kernel *kn,
-                                const wk_problem *p, battery *b, dt_err *e)
-{
-    const sp_csr *a = m->a;
-    if (a->nnz > ((int64_t)64 << 20)) {
-        cJSON *c = check_new(b->checks, "fresh values", 1);
-        dt_json_set_bool(c, "skipped", 1);
-        dt_json_set_str(c, "detail", "over 64M nonzeros: the pattern with fresh values is not run");
-        return 0;
-    }
-    sp_csr *f = sp_csr_new(a->rows, a->cols, a->nnz, e);
-    if (f == NULL) {
-        e->code = WK_ENOMEM;
-        return -1;
-    }
-    memcpy(f->rowptr, a->rowptr, ((size_t)a->rows + 1) * sizeof *f->rowptr);
-    if (a->nnz)
-        memcpy(f->col, a->col, (size_t)a->nnz * sizeof *f->col);
-    f->pattern = 0;
-    double mv = dt_json_num(kn->contract.requires, "max_values", -1);
-    uint64_t seed = mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
-    if (mv >= 1) {
-        double pool[8];
-        int np = mv < 8 ? (int)mv : 8;
-        fill_random(pool, (size_t)np, seed, 0, FILL_IN1, p->dtype);
-        for (int64_t i = 0; i < a->nnz; i++)
-            f->val[i] = pool[mix64(seed + (uint64_t)i) % (uint64_t)np];
-    } else {
-        fill_random(f->val, (size_t)a->nnz, seed, 0, FILL_IN1, p->dtype);
-    }
-    int rc = 0;
-    const char *why = wk_requires_violated(&kn->contract, kn->params, f);
-    if (why != NULL) {
-        char d[512];
-        snprintf(d, sizeof d,
-                 "the matrix's pattern with fresh values breaks the kernel's preconditions (%s): "
-                 "it depends on the values it was built for",
-                 why);
-        fail_check(b, "fresh values", d);
-    } else {
-        wk_problem q = *p;
-        q.seed = seed;
-        rc = run_battery(w, NULL, f, kn, &q, 1, 0, "fresh values: ", b, e);
-    }
-    sp_csr_free(f);
-    return rc;
-}
-
-int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
-{
-    wk_problem p;
-    wk_matrix *m = request_begin(w, req, &p, "verify needs a GPU", e);
-    if (m == NULL)
-        return -1;
-    wk_kernel kn;
-    if (wk_kernel_parse(req, &kn, e) != 0)
-        return -1;
-    if (kn.contract.op != p.op) {
-        e->code = WK_ECONTRACT;
-        dt_err_set(e, "the kernel's contract is for %s, the request for %s",
-                   sp_op_name(kn.contract.op), sp_op_name(p.op));
-        wk_kernel_clear(&kn);
-        return -1;
-    }
-    int sets = dt_json_int(req, "sets", 3);
-    int edge = dt_json_bool(req, "edge", 1);
-    int fresh = dt_json_bool(req, "fresh", 1);
-    /* The verify seed: the request's, else a fresh one per request (the
-     * reply reports it, so a run can be repeated), so that the battery's
-     * launch order, poison, scalars and edge-matrix sizes differ from run
-     * to run and no kernel can learn them. */
-    if (cJSON_GetObjectItem(req, "seed") == NULL) {
-        static uint64_t calls;
-        p.seed = fresh_seed(++calls);
-    }
-    poison_seed(p.seed);
-    battery b = {dt_json_arr(), 1};
-    int rc = 0;
-    {
-        char vname[64];
-        int vline = 0;
-        int st = gpu_device_state(kn.source, vname, sizeof vname, &vline);
-        cJSON *c = check_new(b.checks, "no state kept across launches", !st);
-        if (st) {
-            char d[256];
-            snprintf(d, sizeof d,
-                     "line %d: writable __device__ variable '%s' outlives the launch: a kernel "
-                     "can count launches or replay answers with it (keep such data in the "
-                     "contract's scratch)",
-                     vline, vname);
-            dt_json_set_str(c, "detail", d);
-            b.passed = 0;
-        }
-    }
-    const char *why = wk_requires_violated(&kn.contract, kn.params, m->a);
-    if (why != NULL) {
-        fail_check(&b, "preconditions", why);
-    } else {
-        rc = run_battery(w, m, m->a, &kn, &p, sets < 2 ? 2 : sets, 1, "", &b, e);
-        if (rc == 0 && fresh)
-            rc = fresh_values_battery(w, m, &kn, &p, &b, e);
-    }
-    for (int i = 0; rc == 0 && edge && i < WK_NEDGE; i++) {
-        const char *name = NULL;
-        sp_csr *a = wk_edge_matrix_seeded(i, p.seed, &name, e);
-        if (a == NULL) {
-            rc = -1;
-            break;
-        }
-        char label[96];
-        snprintf(label, sizeof label, "edge %s: ", name);
-        const char *v = wk_requires_violated(&kn.contract, kn.params, a);
-        if (v != NULL) {
-            char nm[128];
-            snprintf(nm, sizeof nm, "edge %s", name);
-            cJSON *c = check_new(b.checks, nm, 1);
-            dt_json_set_bool(c, "skipped", 1);
-            dt_json_set_str(c, "detail", v);
-        } else {
-            rc = run_battery(w, NULL, a, &kn, &p, 1, 0, label, &b, e);
-        }
-        sp_csr_free(a);
-    }
-    wk_kernel_clear(&kn);
-    if (rc != 0) {
-        cJSON_Delete(b.checks);
-        return -1;
-    }
-    dt_json_set_bool(out, "passed", b.passed);
-    dt_json_set_int(out, "seed", (int64_t)p.seed);
-    int n = 0, failed = 0;
-    const cJSON *c;
-    cJSON_ArrayForEach(c, b.checks)
-    {
-        n++;
-        failed += !dt_json_bool(c, "passed", 0);
-    }
-    dt_json_set_int(out, "checks_run", n);
-    dt_json_set_int(out, "checks_failed", failed);
-    dt_json_set_take(out, "checks", b.checks);
-    return 0;
-}
-
-/* ---- measure ------------------------------------------------------------------ */
-
-/* Timed launches are observable (gpu/PROTOCOL.md, measure). Two input sets
- * with their references live on the device beside the kernel's operands;
- * the second equals the first but for about one value in 64 (a kernel that
- * keys a cache on a few inputs replays the wrong answer). Before every
- * sample, outside the timing events: a set chosen at random is copied into
- * the operands, the output re-seeded (beta != 0: the set's y0; beta == 0:
- * the NaN poison or finite random values, at random, so that no kernel can
- * work only when it sees the poison), scratch zeroed where the contract
- * keeps it zeroed. Graph replays refill the output before every launch
- * (dev_observer). After a sample its output is checked against the set's
- * reference: every sample when the output is at most 8 MiB, else a share
- * (8 MiB over the output's size, at least one in 16) chosen after the
- * sample ran (and always the first), by a generator seeded from the clock,
- * which no kernel sees. */
-#define OBS_SETS 2
-
-typedef struct observe {
-    instance *in;
-    const wk_problem *p;
-    const gpu_contract *c;
-    sp_layout layout;
-    size_t nout;
-    const operands *ops; /* OBS_SETS of them, the matrix's cache */
-    dev_buf in1[OBS_SETS], in2[OBS_SETS], bias[OBS_SETS], init[OBS_SETS];
-    dev_buf poison, fill; /* fill: what refills copy into the output */
-    CUdeviceptr live[3];  /* in1, in2, out as bound now (placements move them) */
-    int cur, cur_poison;  /* the sample in flight: its set, whether the output held poison */
-    uint64_t rng;
-    double check_p;
-    long samples, checked;
-    int failed;
-    char msg[512];
-    unsigned char *raw, *unt;
-    double *got;
-} observe;
-
-static void observe_moved(struct observe *ob, int which, CUdeviceptr to)
-{
-    if (ob != NULL && which >= 0 && which < 3)
-        ob->live[which] = to;
-}
-
-/* The host side of the observed sets, cached on the matrix. */
-typedef struct obs_sets {
-    operands ops[OBS_SETS];
-} obs_sets;
-
-static void obs_sets_free(void *p)
-{
-    obs_sets *c = p;
-    if (c == NULL)
-        return;
-    for (int k = 0; k < OBS_SETS; k++)
-        operands_free(&c->ops[k]);
-    free(c);
-}
-
-static void observe_free(observe *ob)
-{
-    for (int k = 0; k < OBS_SETS; k++) {
-        dev_free(&ob->in1[k]);
-        dev_free(&ob->in2[k]);
-        dev_free(&ob->bias[k]);
-        dev_free(&ob->init[k]);
-    }
-    dev_free(&ob->poison);
-    dev_free(&ob->fill);
-    free(ob->raw);
-    free(ob->unt);
-    free(ob->got);
-}
-
-static int observe_open(observe *ob, wk_matrix *m, instance *in, const wk_problem *p,
-                        const gpu_contract *c, dt_err *e)
-{
-    memset(ob, 0, sizeof *ob);
-    ob->in = in;
-    ob->p = p;
-    ob->c = c;
-    ob->layout = c->layout;
-    ob->rng = mix64((uint64_t)(dt_now() * 1e9) ^ (uint64_t)getpid() ^ (uintptr_t)ob);
-    size_t es = in->esize;
-    /* The sets depend on the problem, not on the kernel: the tuner's many
-     * measures of one problem build them once. Their seed is drawn when
-     * they are built, as unpredictable as every other. */
-    char key[192];
-    snprintf(key, sizeof key, "%d/%d/%d/%.17g/%.17g/%d/%d", (int)p->op, (int)p->dtype, (int)p->n,
-             p->alpha, p->beta, (int)p->epilogue, (int)ob->layout);
-    if (m->obs_sets == NULL || strcmp(m->obs_key, key) != 0) {
-        if (m->obs_free)
-            m->obs_free(m->obs_sets);
-        m->obs_sets = NULL;
-        m->obs_free = NULL;
-        obs_sets *cs = dt_xmalloc(sizeof *cs);
-        memset(cs, 0, sizeof *cs);
-        wk_problem q = *p;
-        q.seed = fresh_seed(0x0b5e);
-        for (int k = 0; k < OBS_SETS; k++)
-            if (make_operands_near(in->a, in->av, &q, ob->layout, 16 + k,
-                                   k ? &cs->ops[0] : NULL, &cs->ops[k], e) != 0) {
-                obs_sets_free(cs);
-                return -1;
-            }
-        m->obs_sets = cs;
-        m->obs_free = obs_sets_free;
-        snprintf(m->obs_key, sizeof m->obs_key, "%s", key);
-    }
-    ob->ops = ((const obs_sets *)m->obs_sets)->ops;
-    for (int k = 0; k < OBS_SETS; k++) {
-        const operands *o = &ob->ops[k];
-        if (dev_alloc(&ob->in1[k], o->nin1 * es, e) != 0 ||
-            (o->nin2 && dev_alloc(&ob->in2[k], o->nin2 * es, e) != 0) ||
-            dev_alloc(&ob->bias[k], (size_t)in->a->rows * es, e) != 0 ||
-            dev_alloc(&ob->init[k], o->nout * es, e) != 0 ||
-            put(&ob->in1[k], o->in1, o->nin1, p->dtype, e) != 0 ||
-            (o->nin2 && put(&ob->in2[k], o->in2, o->nin2, p->dtype, e) != 0) ||
-            put(&ob->bias[k], o->bias, (size_t)in->a->rows, p->dtype, e) != 0 ||
-            put(&ob->init[k], o->out0, o->nout, p->dtype, e) != 0) {
-            e->code = wk_from_dev(e->code);
-            return -1;
-        }
-    }
-    ob->nout = ob->ops[0].nout;
-    unsigned char *tmp = malloc(ob->nout * es + 8);
-    if (tmp == NULL) {
-        e->code = WK_ENOMEM;
-        return dt_err_set(e, "out of host memory");
-    }
-    poison_job pj = {tmp, es, poison_bits(p->dtype)};
-    sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, poison_range, &pj);
-    int rc = dev_alloc(&ob->poison, ob->nout * es, e) != 0 ||
-                     dev_alloc(&ob->fill, ob->nout * es, e) != 0 ||
-                     (ob->nout && dev_copy_in(ob->poison.ptr, tmp, ob->nout * es, e) != 0)
-                 ? -1
-                 : 0;
-    free(tmp);
-    if (rc != 0) {
-        e->code = wk_from_dev(e->code);
-        return -1;
-    }
-    ob->raw = malloc(ob->nout * es + 8);
-    ob->unt = malloc(ob->nout + 1);
-    ob->got = xalloc_doubles(ob->nout, e);
-    if (ob->raw == NULL || ob->unt == NULL || ob->got == NULL) {
-        e->code = WK_ENOMEM;
-        return dt_err_set(e, "out of host memory");
-    }
-    ob->live[0] = in->in1.ptr;
-    ob->live[1] = in->in2.ptr;
-    ob->live[2] = in->out.ptr;
-    /* Every sample while the output is at most 8 MiB; beyond, fewer (the
-     * download and the comparison take milliseconds), never under 1 in 16. */
-    double ob_bytes = (double)(ob->nout * es);
-    ob->check_p = ob_bytes <= 8.0 * 1048576.0 ? 1.0 : 8.0 * 1048576.0 / ob_bytes;
-    if (ob->check_p < 1.0 / 16.0)
-        ob->check_p = 1.0 / 16.0;
-    return 0;
-}
-
-static int obs_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s, dt_err *e)
-{
-    if (bytes == 0 || dst == 0 || src == 0)
-        return 0;
-    return dev_check(CU(cuMemcpyDtoDAsync)(dst, src, bytes, s), "rotating the inputs", e);
-}
-
-static int observe_prep(void *ud, CUstream s, unsigned sample, dt_err *e)
-{
-    observe *ob = ud;
-    instance *in = ob->in;
-    size_t es = in->esize;
-    ob->rng = mix64(ob->rng + GOLDEN);
-    int k = (int)(ob->rng % OBS_SETS);
-    const operands *o = &ob->ops[k];
-    int beta0 = ob->p->beta == 0.0;
-    /* beta == 0: poison or the other set's finite y0, at random */
-    ob->cur_poison = beta0 && ((ob->rng >> 8) & 1);
-    const dev_buf *init = !beta0 ? &ob->init[k] : ob->cur_poison ? &ob->poison
-                                                                  : &ob->init[(k + 1) % OBS_SETS];
-    ob->cur = k;
-    (void)sample;
-    if (obs_copy(ob->live[0], ob->in1[k].ptr, o->nin1 * es, s, e) != 0 ||
-        obs_copy(ob->live[1], ob->in2[k].ptr, o->nin2 * es, s, e) != 0 ||
-        obs_copy(in->bias.ptr, ob->bias[k].ptr, (size_t)in->a->rows * es, s, e) != 0 ||
-        obs_copy(ob->fill.ptr, init->ptr, ob->nout * es, s, e) != 0 ||
-        obs_copy(ob->live[2], init->ptr, ob->nout * es, s, e) != 0)
-        return -1;
-    if (in->k.scratch_bytes && ob->c->scratch_once && in->scratch.ptr &&
-        dev_check(CU(cuMemsetD8Async)(in->scratch.ptr, 0, in->scratch.bytes, s),
-                  "clearing the scratch", e) != 0)
-        return -1;
-    return 0;
-}
-
-static int observe_refill(void *ud, CUstream s, dt_err *e)
-{
-    observe *ob = ud;
-    return obs_copy(ob->live[2], ob->fill.ptr, ob->nout * ob->in->esize, s, e);
-}
-
-/* Check the output now in the operands against set k's reference; 0 with
- * ob->failed and ob->msg set on a wrong output. what: "timed launch ..." */
-static int observe_check(observe *ob, const char *what, dt_err *e)
-{
-    size_t es = ob->in->esize;
-    const operands *o = &ob->ops[ob->cur];
-    dev_buf live = {ob->live[2], ob->nout * es};
-    if (ob->nout && dev_download(ob->raw, &live, ob->nout * es, e) != 0) {
-        e->code = wk_from_dev(e->code);
-        return -1;
-    }
-    sp_from_dtype(ob->raw, ob->got, ob->nout, ob->p->dtype);
-    if (ob->cur_poison) {
-        poison_job pj = {ob->raw, es, poison_bits(ob->p->dtype), ob->unt};
-        sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, poison_flags_range, &pj);
-    }
-    cmp_arrays ca = {.got = ob->got,
-                     .ref = o->ref,
-                     .tol = o->tol,
-                     .untouched = ob->cur_poison ? ob->unt : NULL};
-    tally t = tally_outputs(ob->nout, reference_tally, &ca);
-    ob->checked++;
-    if (t.bad == 0 && t.other == 0)
-        return 0;
-    ob->failed = 1;
-    size_t idx = t.bad ? t.first_bad : t.first_other;
-    snprintf(ob->msg, sizeof ob->msg,
-             "%s (input set %d): %zu of %zu outputs wrong, %zu never written (first: output %zu, "
-             "expected %.9g, got %.9g): a kernel must compute the same function when timed as "
-             "when verified",
-             what, ob->cur, t.bad, ob->nout, t.other, idx, o->ref[idx], ob->got[idx]);
-    return 0;
-}
-
-static int observe_after(void *ud, unsigned sample, dt_err *e)
-{
-    observe *ob = ud;
-    ob->samples++;
-    if (ob->failed)
-        return 0;
-    ob->rng = mix64(ob->rng + GOLDEN);
-    double u = (double)(ob->rng >> 11) * 0x1.0p-53;
-    if (sample != 0 && u >= ob->check_p)
-        return 0;
-    char what[96];
-    snprintf(what, sizeof what, "timed launch: sample %u", sample + 1);
-    return observe_check(ob, what, e);
-}
-
-/* After all timing: verification once more on the module that was timed
- * (set 0, the poison, one launch), and the inputs read back unchanged. */
-static int observe_final(observe *ob, dt_err *e)
-{
-    if (ob->failed)
-        return 0;
-    CUstream s = dev_stream();
-    ob->cur = 0;
-    ob->cur_poison = ob->p->beta == 0.0;
-    const dev_buf *init = ob->cur_poison ? &ob->poison : &ob->init[0];
-    size_t es = ob->in->esize;
-    const operands *o = &ob->ops[0];
-    if (obs_copy(ob->live[0], ob->in1[0].ptr, o->nin1 * es, s, e) != 0 ||
-        obs_copy(ob->live[1], ob->in2[0].ptr, o->nin2 * es, s, e) != 0 ||
-        obs_copy(ob->in->bias.ptr, ob->bias[0].ptr, (size_t)ob->in->a->rows * es, s, e) != 0 ||
-        obs_copy(ob->live[2], init->ptr, ob->nout * es, s, e) != 0 ||
-        dev_launch(&ob->in->k, ob->c, &ob->in->bind, s, e) != 0 || dev_sync(e) != 0) {
-        e->code = wk_from_dev(e->code);
-        return -1;
-    }
-    return observe_check(ob, "after timing: a verification launch on the timed module", e);
-}
-
-
-static void stats_into(cJSON *o, const char *key, const dev_stats *s)
-{
-    dt_json_set_take(o, key, dev_stats_json(s));
-}
-
-/* Time cold, warm and (under 20 us warm) graph replay. fast: only what the
- * comparison method needs -- cold for data beyond L2; warm and graph for
- * L2-resident data (cold too when graph replay does not apply). */
-static int time_modes(dev_enqueue_fn fn, void *ud, const dev_observer *obs, int min_runs, double min_s, int l2_resident,
-                      int fast, dev_stats st[3], char *graph_note, size_t nlen, dt_err *e)
-{
-    memset(st, 0, 3 * sizeof st[0]);
-    if (fast && !l2_resident)
-        return dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
-    if (!fast && dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e) != 0)
-        return -1;
-    if (dev_time_obs(fn, ud, obs, DEV_TIME_WARM, min_runs, min_s, 5.0, &st[1], e) != 0)
-        return -1;
-    if (st[1].median_us < 20.0) {
-        dt_err ge = {0};
-        if (dev_time_obs(fn, ud, obs, DEV_TIME_GRAPH, min_runs, min_s, 5.0, &st[2], &ge) != 0) {
-            if (ge.code == DEV_EFAULT) {
-                *e = ge;
-                return -1;
-            }
-            snprintf(graph_note, nlen, "graph replay unavailable: %s", ge.msg);
-        }
-    }
-    if (fast && !st[2].valid)
-        return dev_time_obs(fn, ud, obs, DEV_TIME_COLD, min_runs, min_s, 5.0, &st[0], e);
-    return 0;
-}
-
-/* What decides what a launch computes and how: the CUBIN, the grid, block,
- * shared memory and scratch (and whether a memset precedes each launch),
- * and the format with its parameters. Two
- * parameter points of a template with the same key run the same code the
- * same way (at N=32 ell-baked-spmm's TN 64 and 128, or fp32 VEC 4 and 8,
- * which the template clamps to the same tile and vector), so the tuner
- * times only the first. 128 bits of two FNV-1a chains: a collision would
- * only cost the tuner a variant, never a wrong result. */
-static void kernel_key_into(const instance *in, const wk_kernel *kn, cJSON *out)
-{
-    int64_t geo[8] = {in->k.grid[0],  in->k.grid[1],  in->k.grid[2], in->k.block[0],
-                      in->k.block[1], in->k.block[2], in->k.smem,    (int64_t)in->k.scratch_bytes};
-    const int32_t once = kn->contract.scratch_once;
-    uint64_t h[2] = {DT_HASH_SEED, DT_HASH_SEED ^ 0x9e3779b97f4a7c15ULL};
-    dt_err fe = {0};
-    cJSON *fp = wk_format_params(kn, &fe);
-    char *fps = fp ? dt_json_print(fp, 0) : NULL;
-    for (int i = 0; i < 2; i++) {
-        h[i] = dt_hash64(&in->cubin->size, sizeof in->cubin->size, h[i]);
-        h[i] = dt_hash64(in->cubin->image, in->cubin->size, h[i]);
-        h[i] = dt_hash64(geo, sizeof geo, h[i]);
-        h[i] = dt_hash64(&once, sizeof once, h[i]);
-        h[i] = dt_hash_str(kn->contract.format ? kn->contract.format : "csr", h[i]);
-        h[i] = dt_hash_str(fps ? fps : "", h[i]);
-    }
-    free(fps);
-    cJSON_Delete(fp);
-    char hex[2][17], key[33];
-    dt_hash_hex(h[0], hex[0]);
-    dt_hash_hex(h[1], hex[1]);
-    snprintf(key, sizeof key, "%s%s", hex[0], hex[1]);
-    dt_json_set_str(out, "kernel_key", key);
-}
-
-int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
-{
-    wk_problem p;
-    wk_matrix *m = request_begin(w, req, &p, "measure needs a GPU", e);
-    if (m == NULL)
-        return -1;
-    wk_kernel kn;
-    if (wk_kernel_parse(req, &kn, e) != 0)
-        return -1;
-    int min_runs = dt_json_int(req, "min_runs", 20);
-    double min_s = dt_json_num(req, "min_seconds", 0.05);
-    int want_base = dt_json_bool(req, "baseline", 1);
-    int fast = dt_json_bool(req, "fast", 0);
-    instance in;
-    int prc = instance_prepare(w, m, m->a, &kn, &p, &in, e);
-    if (prc != 0) {
-        if (prc == 1) {
-            e->code = WK_ECOMPILE;
-            dt_err_set(e, "the kernel does not compile (run compile or verify for the "
-                          "diagnostics)");
-            instance_release(&in, 0);
-        }
-        wk_kernel_clear(&kn);
-        return -1;
-    }
-    operands o;
-    int rc = -1;
-    char gnote[512] = "";
-    dev_stats st[3];
-    if (make_operands(m->a, in.av, &p, kn.contract.layout, 0, 0, &o, e) != 0) {
-        instance_release(&in, 0);
-        wk_kernel_clear(&kn);
-        return -1;
-    }
-    observe ob;
-    int observed = dt_json_bool(req, "observe", 1);
-    poison_seed(p.seed ^ (uint64_t)(dt_now() * 1e6));
-    if (observed && observe_open(&ob, m, &in, &p, &kn.contract, e) != 0) {
-        observe_free(&ob);
-        operands_free(&o);
-        instance_release(&in, 0);
-        wk_kernel_clear(&kn);
-        return -1;
-    }
-    if (!observed)
-        memset(&ob, 0, sizeof ob);
-    dev_observer dob = {observe_prep, observe_refill, observe_after, &ob};
-    const dev_observer *obs = observed ? &dob : NULL;
-    launch_ud lu = {&in, &kn.contract, observed ? &ob : NULL};
-    double flops = 0, bytes = 0;
-    sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
-    int l2_resident = bytes <= 0.5 * (double)w->dev.l2_bytes;
-    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
-        time_modes(enqueue_kernel, &lu, obs, min_runs, min_s, l2_resident, fast, st, gnote,
-                   sizeof gnote, e) != 0) {
-        e->code = wk_from_dev(e->code);
-        goto done;
-    }
-    const char *method = (l2_resident && st[2].valid) ? "graph" : "cold";
-    const dev_stats *prim = (l2_resident && st[2].valid) ? &st[2] : &st[0];
-    double us = prim->median_us;
-    cJSON *cand = dt_json_obj();
-    stats_into(cand, "cold", &st[0]);
-    stats_into(cand, "warm", &st[1]);
-    stats_into(cand, "graph", &st[2]);
-    if (gnote[0])
-        dt_json_set_str(cand, "graph_note", gnote);
-    dt_json_set_take(out, "candidate", cand);
-    dt_json_set_str(out, "method", method);
-    dt_json_set_num(out, "us", us);
-    dt_json_set_num(out, "preprocess_us", in.fmt->prep_us);
-    dt_json_set_num(out, "min_bytes", bytes);
-    dt_json_set_num(out, "flops", flops);
-    dt_json_set_num(out, "gbps", bytes / (us * 1e-6) / 1e9);
-    dt_json_set_num(out, "gflops", flops / (us * 1e-6) / 1e9);
-    double bw = wk_copy_gbps > 0 ? wk_copy_gbps : 0;
-    /* The physical floor: the fewest bytes the kernel can have moved, at
-     * copy bandwidth. min_bytes counts the matrix as CSR with 4-byte
-     * columns; a format that stores it in fewer bytes (16-bit column
-     * offsets: 6 bytes an fp32 nonzero instead of 8) lowers the floor to
-     * its own size, or a sell16 kernel at 94 % of copy bandwidth on
-     * n1024-l1 x 32M reads as "below the floor" (59.2 against 62.9 us). */
-    double fbytes = 0;
-    for (int i = 0; i < in.fmt->narr; i++)
-        fbytes += (double)in.fmt->arr[i].bytes;
-    double sparse = (m->a->nnz >= INT32_MAX ? 8.0 : 4.0) * ((double)m->a->rows + 1) +
-                    (double)m->a->nnz * (4.0 + (p.op == SP_SDDMM ? 0 : (double)in.esize));
-    double floor_bytes = fbytes > 0 && fbytes < sparse ? bytes - sparse + fbytes : bytes;
-    double floor_us =
-        bw > 0 ? floor_bytes / (bw * 1e9) * 1e6 * (strcmp(method, "cold") ? 0.25 : 1.0) : 0;
-    dt_json_set_num(out, "floor_us", floor_us);
-    dt_json_set_num(out, "floor_bytes", floor_bytes);
-    dt_json_set_num(out, "copy_gbps", bw);
-    dt_json_set_bool(out, "copy_measured", wk_copy_measured);
-    int suspect = floor_us > 0 && us < 0.95 * floor_us;
-    dt_json_set_bool(out, "suspect", suspect);
-    dt_json_set_int(out, "registers", in.k.regs);
-    dt_json_set_int(out, "static_smem", in.k.static_smem);
-    dt_json_set_int(out, "local_bytes", in.k.local_bytes);
-    cJSON *launch = dt_json_obj();
-    cJSON *g = dt_json_arr(), *bl = dt_json_arr();
-    for (int i = 0; i < 3; i++) {
-        cJSON_AddItemToArray(g, cJSON_CreateNumber(in.k.grid[i]));
-        cJSON_AddItemToArray(bl, cJSON_CreateNumber(in.k.block[i]));
-    }
-    dt_json_set_take(launch, "grid", g);
-    dt_json_set_take(launch, "block", bl);
-    dt_json_set_int(launch, "smem", in.k.smem);
-    dt_json_set_take(out, "launch", launch);
-    kernel_key_into(&in, &kn, out);
-    if (suspect) {
-        e->code = WK_ESUSPECT;
-        dt_err_set(e,
-                   "suspect: %.2f us is below the physical floor of %.2f us (%.0f bytes at "
-                   "%.0f GB/s): the kernel cannot have done its work",
-                   us, floor_us, floor_bytes, bw);
-        goto done;
-    }
-    if (want_base) {
-        cJSON *base = dt_json_obj();
-        dt_err be = {0};
-        if (wk_baseline_into(m, &p, kn.contract.layout, min_runs, min_s, method, fast,
-                             enqueue_kernel, replace_operands, &lu, obs, base, &be) != 0) {
-            if (be.code == WK_EFAULT) {
-                *e = be;
-                cJSON_Delete(base);
-                goto done;
-            }
-            dt_json_set_str(base, "error", be.msg);
-        }
-        /* The speedup is the paired one (the median of per-round ratios,
-         * candidate and best algorithm timed alternately), which drift
-         * between the two separate timings cannot move; the separate
-         * quotient stays beside it. */
-        double bus = dt_json_num(base, "us", 0);
-        const cJSON *pr = cJSON_GetObjectItem(base, "paired");
-        if (bus > 0)
-            dt_json_set_num(out, "speedup_separate", bus / us);
-        if (pr && dt_json_num(pr, "speedup", 0) > 0)
-            dt_json_set_num(out, "speedup", dt_json_num(pr, "speedup", 0));
-        else if (bus > 0)
-            dt_json_set_num(out, "speedup", bus / us);
-        dt_json_set_take(out, "baseline", base);
-    }
-    if (observed) {
-        if (observe_final(&ob, e) != 0)
-            goto done;
-        cJSON *tc = dt_json_obj();
-        dt_json_set_int(tc, "samples", ob.samples);
-        dt_json_set_int(tc, "checked", ob.checked);
-        dt_json_set_bool(tc, "passed", !ob.failed);
-        dt_json_set_take(out, "timed_checks", tc);
-        if (ob.failed) {
-            e->code = WK_ESUSPECT;
-            dt_err_set(e, "%s", ob.msg);
-            goto done;
-        }
-    }
-    rc = 0;
-done:
-    if (observed)
-        observe_free(&ob);
-    operands_free(&o);
-    instance_release(&in, 0);
-    wk_kernel_clear(&kn);
-    return rc;
-}
-
-/* ---- baseline ------------------------------------------------------------------ */
-
-/* Median of v[0..n) (reordered). */
-static double median_of(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-int wk_baseline_into(wk_matrix *m, const wk_problem *p, sp_layout layout, int min_runs,
-                     double min_s, const char *method, int fast, dev_enqueue_fn cand,
-                     wk_place_fn place, void *cand_ud, const dev_observer *cand_obs, cJSON *out,
-                     dt_err *e)
-{
-    dt_err le = {0};
-    if (gpu_cusparse_load(&le) != 0) {
-        e->code = WK_EUNAVAIL;
-        return dt_err_set(e, "cuSPARSE not available: %s", le.msg);
-    }
-    const dev_fmt *csr = matrix_fmt(m, "csr", NULL, p->dtype, e);
-    const double *av = matrix_rounded(m, p->dtype, e);
-    if (csr == NULL || av == NULL)
-        return -1;
-    operands o;
-    if (make_operands(m->a, av, p, layout, 0, 1, &o, e) != 0)
-        return -1;
-    size_t es = (size_t)sp_dtype_size(p->dtype);
-    dev_buf in1 = {0}, in2 = {0}, ob = {0};
-    int rc = -1;
-    double *got = xalloc_doubles(o.nout, e);
-    unsigned char *raw = malloc(o.nout * es + 8);
-    if (got == NULL || raw == NULL || dev_alloc(&in1, o.nin1 * es, e) != 0 ||
-        (o.nin2 && dev_alloc(&in2, o.nin2 * es, e) != 0) || dev_alloc(&ob, o.nout * es, e) != 0 ||
-        put(&in1, o.in1, o.nin1, p->dtype, e) != 0 || put(&in2, o.in2, o.nin2, p->dtype, e) != 0) {
-        e->code = wk_from_dev(e->code);
-        goto done;
-    }
-    gpu_cs_problem cp = {.op = p->op,
-                         .dtype = p->dtype,
-                         .n = p->n,
-                         .layout = layout,
-                         .host = m->a,
-                         .csr = csr,
-                         .alpha = p->alpha,
-                         .beta = p->beta};
-    if (p->op == SP_SPMV) {
-        cp.x = in1.ptr;
-        cp.y = ob.ptr;
-    } else if (p->op == SP_SPMM) {
-        cp.B = in1.ptr;
-        cp.C = ob.ptr;
-    } else {
-        cp.A = in1.ptr;
-        cp.Bt = in2.ptr;
-        cp.out = ob.ptr;
-    }
-    const char *algs[16];
-    int nalgs = gpu_cusparse_algs(p->op, p->dtype, algs, 16);
-    cJSON *arr = dt_json_arr();
-    const char *best = NULL;
-    double best_us = 0;
-    int l2_graph = strcmp(method, "graph") == 0;
-    for (int i = 0; i < nalgs; i++) {
-        cJSON *aj = dt_json_obj();
-        dt_json_set_str(aj, "name", algs[i]);
-        cJSON_AddItemToArray(arr, aj);
-        if (put(&ob, o.out0, o.nout, p->dtype, e) != 0) {
-            e->code = wk_from_dev(e->code);
-            goto done_arr;
-        }
-        gpu_cs_result r;
-        memset(&r, 0, sizeof r);
-        dt_err ce = {0};
-        unsigned modes = fast ? (l2_graph ? 1u << DEV_TIME_GRAPH : 1u << DEV_TIME_COLD)
-                              : (1u << DEV_TIME_COLD) | (1u << DEV_TIME_WARM) |
-                                    (l2_graph ? (1u << DEV_TIME_GRAPH) : 0u);
-        if (gpu_cusparse_run(&cp, algs[i], modes, min_runs, min_s, &r, &ce) != 0) {
-            if (ce.code == DEV_EFAULT) {
-                *e = ce;
-                e->code = WK_EFAULT;
-                goto done_arr;
-            }
-            dt_json_set_bool(aj, "ok", 0);
-            dt_json_set_str(aj, "error", ce.msg);
-            continue;
-        }
-        dt_json_set_bool(aj, "ok", 1);
-        dt_json_set_num(aj, "buffer_bytes", (double)r.buffer_bytes);
-        dt_json_set_num(aj, "setup_us", r.setup_us);
-        dt_json_set_num(aj, "preprocess_us", r.preprocess_us);
-        stats_into(aj, "cold", &r.cold);
-        stats_into(aj, "warm", &r.warm);
-        stats_into(aj, "graph", &r.graph);
-        /* The comparison uses one method for both sides: an algorithm that
-         * cannot be timed with it is listed but not eligible as the best. */
-        const dev_stats *prim = l2_graph ? &r.graph : &r.cold;
-        if (!prim->valid) {
-            dt_json_set_str(aj, "note",
-                            l2_graph ? "not graph-capturable: not comparable"
-                                     : "no cold timing: not comparable");
-            continue;
-        }
-        dt_json_set_num(aj, "us", prim->median_us);
-        /* Correctness of the baseline itself, for beta == 0 where repeated
-         * runs leave the same output (with beta != 0 the timing runs have
-         * accumulated into it). */
-        int verified = -1;
-        if (p->beta == 0.0) {
-            if (dev_download(raw, &ob, o.nout * es, e) != 0) {
-                e->code = wk_from_dev(e->code);
-                goto done_arr;
-            }
-            sp_from_dtype(raw, got, o.nout, p->dtype);
-            epilogue_on_host(p, m->a, layout, o.bias, got, o.nout);
-            size_t bad = 0;
-            for (size_t k = 0; k < o.nout; k++)
-                bad += !(fabs(got[k] - o.ref[k]) <= o.tol[k]);
-            verified = bad == 0;
-            if (bad)
-                dt_json_set_int(aj, "outputs_outside_tolerance", (int64_t)bad);
-        }
-        if (verified >= 0)
-            dt_json_set_bool(aj, "verified", verified);
-        if (verified != 0 && prim->valid && (best == NULL || prim->median_us < best_us)) {
-            best = algs[i];
-            best_us = prim->median_us;
-        }
-    }
-    dt_json_set_str(out, "method", method);
-    if (best) {
-        dt_json_set_str(out, "best", best);
-        dt_json_set_num(out, "us", best_us);
-    }
-    dt_json_set_take(out, "algs", arr);
-    arr = NULL;
-    if (best && cand) {
-        /* Paired timing over placements: for each, the candidate's and the
-         * baseline's dense operands sit at new addresses and cuSPARSE is set
-         * up afresh (its own COO indices and workspace move too). Data beyond
-         * L2 streams from DRAM, where placement does not matter: one. */
-        int nplace = l2_graph ? WK_PLACEMENTS : 1;
-        double place_sp[WK_PLACEMENTS], place_a[WK_PLACEMENTS], place_b[WK_PLACEMENTS];
-        double place_amin[WK_PLACEMENTS], place_bmin[WK_PLACEMENTS];
-        int np = 0, rounds = 0;
-        double p10 = 0, p90 = 0;
-        dev_buf moved[3 * WK_PLACEMENTS];
-        int nmoved = 0;
-        dev_fmt *mfmt[WK_PLACEMENTS];
-        int nmfmt = 0;
-        dev_time_mode mode = l2_graph ? DEV_TIME_GRAPH : DEV_TIME_COLD;
-        dt_err pe = {0};
-        for (int r = 0; r < nplace; r++) {
-            gpu_cs_problem cq = cp;
-            if (r > 0) {
-                if ((place && place(cand_ud, p->op, &pe) != 0))
-                    break;
-                dev_fmt *c = dt_xmalloc(sizeof *c);
-                if (fmt_clone_placed(csr, c, &pe) != 0) {
-                    free(c);
-                    break;
-                }
-                mfmt[nmfmt++] = c;
-                cq.csr = c;
-                dev_buf *bs[3] = {&in1, &in2, &ob};
-                CUdeviceptr np3[3] = {0, 0, 0};
-                int bad = 0;
-                for (int i = 0; i < 3 && !bad; i++) {
-                    if (copy_placed(bs[i], &moved[nmoved], &pe) != 0) {
-                        bad = 1;
-                        break;
-                    }
-                    np3[i] = moved[nmoved++].ptr;
-                }
-                if (bad)
-                    break;
-                if (p->op == SP_SPMV) {
-                    cq.x = np3[0];
-                    cq.y = np3[2];
-                } else if (p->op == SP_SPMM) {
-                    cq.B = np3[0];
-                    cq.C = np3[2];
-                } else {
-                    cq.A = np3[0];
-                    cq.Bt = np3[1];
-                    cq.out = np3[2];
-                }
-            }
-            dev_pair_stats ps;
-            if (gpu_cusparse_pair(&cq, best, mode, cand, cand_ud, cand_obs, min_runs,
-                                  min_s / nplace, &ps, &pe) != 0)
-                break;
-            if (!ps.valid)
-                continue;
-            place_sp[np] = ps.ratio.median_us;
-            place_a[np] = ps.a.median_us;
-            place_b[np] = ps.b.median_us;
-            place_amin[np] = ps.a.min_us;
-            place_bmin[np] = ps.b.min_us;
-            if (np == 0 || ps.ratio.p10_us < p10)
-                p10 = ps.ratio.p10_us;
-            if (np == 0 || ps.ratio.p90_us > p90)
-                p90 = ps.ratio.p90_us;
-            rounds += ps.rounds;
-            np++;
-        }
-        for (int i = 0; i < nmoved; i++)
-            dev_free(&moved[i]);
-        for (int i = 0; i < nmfmt; i++) {
-            fmt_clone_free(mfmt[i]);
-            free(mfmt[i]);
-        }
-        if (pe.code == DEV_EFAULT || dev_poisoned()) {
-            *e = pe;
-            e->code = WK_EFAULT;
-            goto done;
-        }
-        if (pe.msg[0])
-            dt_json_set_str(out, "paired_error", pe.msg);
-        if (np > 0) {
-            cJSON *pj = dt_json_obj(), *pl = dt_json_arr();
-            for (int i = 0; i < np; i++)
-                cJSON_AddItemToArray(pl, cJSON_CreateNumber(place_sp[i]));
-            dt_json_set_int(pj, "placements", np);
-            dt_json_set_take(pj, "placement_speedups", pl);
-            dt_json_set_int(pj, "rounds", rounds);
-            dt_json_set_num(pj, "candidate_us", median_of(place_a, np));
-            dt_json_set_num(pj, "baseline_us", median_of(place_b, np));
-            dt_json_set_num(pj, "candidate_min_us", median_of(place_amin, np));
-            dt_json_set_num(pj, "baseline_min_us", median_of(place_bmin, np));
-            dt_json_set_num(pj, "speedup", median_of(place_sp, np));
-            dt_json_set_num(pj, "speedup_p10", p10);
-            dt_json_set_num(pj, "speedup_p90", p90);
-            dt_json_set_take(out, "paired", pj);
-        }
-    }
-    rc = 0;
-done_arr:
-    cJSON_Delete(arr);
-done:
-    free(got);
-    free(raw);
-    dev_free(&in1);
-    dev_free(&in2);
-    dev_free(&ob);
-    operands_free(&o);
-    return rc;
-}
-
-int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
-{
-    wk_problem p;
-    wk_matrix *m = request_begin(w, req, &p, "baseline needs a GPU", e);
-    if (m == NULL)
-        return -1;
-    const char *lay = dt_json_str(req, "layout", "row");
-    sp_layout layout = strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR;
-    double flops = 0, bytes = 0;
-    sp_cost(m->a->rows, m->a->cols, m->a->nnz, p.op, p.dtype, p.n, &flops, &bytes);
-    const char *method = bytes <= 0.5 * (double)w->dev.l2_bytes ? "graph" : "cold";
-    if (wk_baseline_into(m, &p, layout, dt_json_int(req, "min_runs", 20),
-                         dt_json_num(req, "min_seconds", 0.05), method,
-                         dt_json_bool(req, "fast", 0), NULL, NULL, NULL, NULL, out, e) != 0)
-        return -1;
-    dt_json_set_num(out, "min_bytes", bytes);
-    dt_json_set_num(out, "flops", flops);
-    double us = dt_json_num(out, "us", 0);
-    if (us > 0) {
-        dt_json_set_num(out, "gbps", bytes / (us * 1e-6) / 1e9);
-        dt_json_set_num(out, "gflops", flops / (us * 1e-6) / 1e9);
-    }
-    return 0;
 }
 
 /* ---- reference (no GPU needed) ------------------------------------------------ */
@@ -3032,7 +1297,7 @@ static int summarize(const operands *o, double *norm, double *sum, double *maxto
 {
     int64_t blocks = ((int64_t)o->nout + SUM_BLOCK - 1) / SUM_BLOCK;
     sum_job j = {.o = o};
-    j.norm = xalloc_doubles(2 * (size_t)blocks, e);
+    j.norm = run_xalloc_doubles(2 * (size_t)blocks, e);
     if (j.norm == NULL)
         return -1;
     j.sum = j.norm + blocks;
@@ -3051,21 +1316,21 @@ static int summarize(const operands *o, double *norm, double *sum, double *maxto
 int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    wk_matrix *m = request_begin(w, req, &p, NULL, e);
+    wk_matrix *m = run_request_begin(w, req, &p, NULL, e);
     if (m == NULL)
         return -1;
-    const double *av = matrix_rounded(m, p.dtype, e);
+    const double *av = run_matrix_rounded(m, p.dtype, e);
     if (av == NULL)
         return -1;
     double t0 = dt_now();
     operands o;
     const char *lay = dt_json_str(req, "layout", "row");
-    if (make_operands(m->a, av, &p, strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR, 0, 1, &o,
-                      e) != 0)
+    if (run_make_operands(m->a, av, &p, strcmp(lay, "col") == 0 ? SP_COL_MAJOR : SP_ROW_MAJOR, 0, 1,
+                          &o, e) != 0)
         return -1;
     double norm = 0, sum = 0, maxtol = 0;
     if (summarize(&o, &norm, &sum, &maxtol, e) != 0) {
-        operands_free(&o);
+        run_operands_free(&o);
         return -1;
     }
     dt_json_set_int(out, "outputs", (int64_t)o.nout);
@@ -3075,7 +1340,7 @@ int wk_reference(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     if (o.nout > 0)
         dt_json_set_num(out, "first", o.ref[0]);
     dt_json_set_num(out, "seconds", dt_now() - t0);
-    operands_free(&o);
+    run_operands_free(&o);
     return 0;
 }
 
@@ -3093,7 +1358,7 @@ static const char *default_metrics[] = {
 int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     wk_problem p;
-    wk_matrix *m = request_begin(w, req, &p, "metrics need a GPU", e);
+    wk_matrix *m = run_request_begin(w, req, &p, "metrics need a GPU", e);
     if (m == NULL)
         return -1;
     char why[512] = "";
@@ -3118,28 +1383,28 @@ int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
     instance in;
-    int prc = instance_prepare(w, m, m->a, &kn, &p, &in, e);
+    int prc = run_instance_prepare(w, m, m->a, &kn, &p, &in, e);
     if (prc != 0) {
         if (prc == 1) {
             e->code = WK_ECOMPILE;
             dt_err_set(e, "the kernel does not compile");
-            instance_release(&in, 0);
+            run_instance_release(&in, 0);
         }
         wk_kernel_clear(&kn);
         return -1;
     }
     operands o;
     int rc = -1;
-    if (make_operands(m->a, in.av, &p, kn.contract.layout, 0, 0, &o, e) != 0)
+    if (run_make_operands(m->a, in.av, &p, kn.contract.layout, 0, 0, &o, e) != 0)
         goto done_noops;
-    if (upload_inputs(&in, &p, &o, e) != 0 || init_output(&in, &p, &o, e) != 0 ||
+    if (run_upload_inputs(&in, &p, &o, e) != 0 || run_init_output(&in, &p, &o, e) != 0 ||
         dev_sync(e) != 0) {
         e->code = wk_from_dev(e->code);
         goto done;
     }
     double vals[32];
     launch_ud lu = {&in, &kn.contract};
-    if (gpu_cupti_collect(names, nnames, enqueue_kernel, &lu, vals, why, sizeof why) != 0) {
+    if (gpu_cupti_collect(names, nnames, run_enqueue_kernel, &lu, vals, why, sizeof why) != 0) {
         if (dev_poisoned()) {
             e->code = WK_EFAULT;
             dt_err_set(e, "%s", why);
@@ -3165,9 +1430,9 @@ int wk_metrics(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     dt_json_set_num(out, "flops", flops);
     rc = 0;
 done:
-    operands_free(&o);
+    run_operands_free(&o);
 done_noops:
-    instance_release(&in, 0);
+    run_instance_release(&in, 0);
     wk_kernel_clear(&kn);
     return rc;
 }

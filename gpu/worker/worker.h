@@ -50,7 +50,7 @@ typedef struct wk_matrix {
     dev_fmt *fmts[WK_MAX_FMTS];
     int nfmts;
     double *rounded[4];        /* values as the device sees them, per dtype */
-    /* measure's observed input sets with their references (runner.c), kept
+    /* measure's observed input sets with their references (measure.c), kept
      * for the next measure of the same problem (obs_key); freed with
      * obs_free. */
     void *obs_sets;
@@ -123,7 +123,8 @@ const char *wk_requires_violated(const gpu_contract *c, const cJSON *params, con
 int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
                    gpu_cubin **out, dt_err *e);
 
-/* Handlers (runner.c, calib.c). Each fills `out` with the success fields. */
+/* Handlers (verify.c, measure.c, baseline.c, runner.c, calib.c). Each fills
+ * `out` with the success fields. */
 int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
