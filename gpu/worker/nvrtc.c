@@ -1,4 +1,5 @@
-/* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache. */
+/* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache.
+ * Over 1,000 lines: the loader, the log parser and the cache share one compile path. */
 #include "gpu/worker/nvrtc.h"
 
 #include <ctype.h>

@@ -6,6 +6,7 @@
  * Over 1,000 lines: operands, tolerances and an instance's life are one
  * contract that every request shares. */
 #include "gpu/worker/runner.h"
+#include "sparse/tolerance.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -181,26 +182,27 @@ cJSON *wk_format_params(const wk_kernel *k, dt_err *e)
 
 /* ---- host-side operands ------------------------------------------------------ */
 
+/* The unit roundoff of a dtype's storage (sparse/tolerance.h). */
 double run_u_of(sp_dtype t)
 {
     switch (t) {
     case SP_FP64:
-        return ldexp(1.0, -53);
+        return SP_TOL_U_FP64;
     case SP_FP32:
-        return ldexp(1.0, -24);
+        return SP_TOL_U_FP32;
     case SP_FP16:
-        return ldexp(1.0, -11);
+        return SP_TOL_U_FP16;
     case SP_BF16:
-        return ldexp(1.0, -8);
+        return SP_TOL_U_BF16;
     }
-    return ldexp(1.0, -24);
+    return SP_TOL_U_FP32;
 }
 
 /* Accumulation is fp32 for every type but fp64: a kernel that sums in half
  * precision fails verification, deliberately. */
 static double u_acc(sp_dtype t)
 {
-    return t == SP_FP64 ? ldexp(1.0, -53) : ldexp(1.0, -24);
+    return t == SP_FP64 ? SP_TOL_U_FP64 : SP_TOL_U_FP32;
 }
 
 void run_operands_free(operands *o)
@@ -365,7 +367,7 @@ static void par_copy(double *dst, const double *src, size_t n)
 
 /* The tolerance pass over the outputs: the epilogue applied to the
  * reference, and tol, holding |A| |B| per output on entry, turned into the
- * tolerance in place. */
+ * tolerance in place, as sparse/tolerance.h defines it. */
 typedef struct tol_job {
     const sp_csr *a;
     const wk_problem *p;
@@ -374,15 +376,6 @@ typedef struct tol_job {
     double ua, uo, tiny; /* accumulation and output unit roundoff, the floor */
     int with_out0;       /* beta's term: with beta == 0 it adds exactly 0 */
 } tol_job;
-
-/* A statistical bound, c sqrt(len) u, rather than the worst case len u:
- * the worst case is loose enough on long rows to let a missing term
- * through, and random-sign inputs keep real accumulation error far below
- * this. This is c for a sum of len terms. */
-static inline double tol_c(double len)
-{
-    return 4.0 * sqrt(len + 2.0) + 8.0;
-}
 
 static inline double row_len(const sp_csr *a, size_t row)
 {
@@ -402,10 +395,8 @@ static inline __attribute__((always_inline)) void tol_one(const tol_job *j, size
     if (p->epilogue == SP_EPI_BIAS)
         m += fabs(o->bias[row]);
     epilogue_apply(p->epilogue, o->bias, row, &o->ref[idx]);
-    double t = c * j->ua * m + 2.0 * j->uo * fabs(o->ref[idx]) + j->tiny;
-    if (p->epilogue == SP_EPI_GELU)
-        t = 1.2 * t + 8.0 * j->ua * fabs(o->ref[idx]);
-    o->tol[idx] = t;
+    o->tol[idx] =
+        sp_tol_bound(c, j->ua, j->uo, j->tiny, m, o->ref[idx], p->epilogue == SP_EPI_GELU);
 }
 
 /* Outputs [lo, hi), walking the rows along rather than dividing per output. */
@@ -417,13 +408,13 @@ static void tol_range(void *ctx, int64_t lo, int64_t hi, int part)
     const wk_problem *p = j->p;
     size_t idx = (size_t)lo, end = (size_t)hi;
     if (p->op == SP_SDDMM) { /* one dot product of n terms per output */
-        double c = tol_c(p->n);
+        double c = sp_tol_c(p->n);
         for (; idx < end; idx++)
             tol_one(j, idx, 0, c);
     } else if (p->op == SP_SPMM && j->layout == SP_ROW_MAJOR) {
         size_t n = (size_t)p->n;
         for (size_t row = idx / n; idx < end; row++) {
-            double c = tol_c(row_len(a, row));
+            double c = sp_tol_c(row_len(a, row));
             size_t stop = (row + 1) * n < end ? (row + 1) * n : end;
             for (; idx < stop; idx++)
                 tol_one(j, idx, row, c);
@@ -432,7 +423,7 @@ static void tol_range(void *ctx, int64_t lo, int64_t hi, int part)
         size_t rows = (size_t)a->rows;
         size_t row = p->op == SP_SPMM ? idx % rows : idx;
         for (; idx < end; idx++) {
-            tol_one(j, idx, row, tol_c(row_len(a, row)));
+            tol_one(j, idx, row, sp_tol_c(row_len(a, row)));
             if (++row == rows)
                 row = 0;
         }
@@ -561,7 +552,7 @@ int run_make_operands_any(const sp_csr *a, const double *av, const wk_problem *p
                   .o = o,
                   .ua = u_acc(p->dtype),
                   .uo = run_u_of(p->dtype),
-                  .tiny = (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? 1e-4 : 1e-30,
+                  .tiny = (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? SP_TOL_TINY_HALF : SP_TOL_TINY,
                   /* finite random values but for SDDMM, whose S may hold Inf */
                   .with_out0 = p->beta != 0.0 || p->op == SP_SDDMM};
     sp_parallel_for((int64_t)o->nout, 8 * (int64_t)o->nout, tol_range, &tj);
