@@ -9,12 +9,14 @@
 #   make llm-test   the LLM backend against a real small model (docs/LLM.md)
 #   make bench      CPU benchmarks into docs/PERFORMANCE.md
 #   make tui-latency  workbench key latency in tmux; make screens: docs/screens/
-#   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N;
+#   make fuzz       libFuzzer targets (clang); make fuzz-run FUZZ_SECONDS=N [FUZZ_PARALLEL=P];
 #                   make fuzz-smoke (a few seconds per target, for CI)
 #   make bundle     dist/: the binary, data and the non-base libraries
 #   make format     clang-format every C source
 #   make install PREFIX=/usr/local  (binary, data, man page, bash/zsh completions)
 #   make man        docs/ditto.1 from the --help texts
+#   make docs-lint  no local paths in knowledge/ and docs/, bench markers paired,
+#                   README's links present (scripts/docs-lint.sh)
 #
 # CUDA_HOME points at the CUDA toolkit (headers only at build time: every
 # CUDA library is loaded at run time). Set CI=1 for -Werror.
@@ -200,9 +202,12 @@ bench: all $(REL)/bench_cpu
 # The workbench's keys, timed through tmux while an LLM step streams
 # (tests/tui/bench/keys.py); its screens at 80x24, 120x40 and 200x50 into
 # docs/screens/ (the tmux tests of tests/tui/test_sizes.c).
-.PHONY: tui-latency screens
+.PHONY: tui-latency screens docs-lint
 tui-latency: ditto
 	@python3 tests/tui/bench/keys.py --ditto $(CURDIR)/ditto
+docs-lint:
+	@./scripts/docs-lint.sh
+
 screens: $(DBG)/tests/test_tui $(DBG)/ditto
 	@DITTO_SCREENS_OUT=$(CURDIR)/docs/screens DITTO_BIN=$(CURDIR)/$(DBG)/ditto DITTO_SRC=$(CURDIR) \
 	  DITTO_SHARE=$(CURDIR) $(DBG)/tests/test_tui --filter 'sizes/*'
@@ -217,7 +222,7 @@ $(REL)/bench_cpu: $(call rel_objs,$(wildcard tests/bench/*.c)) $(REL)/libditto.a
 # links what it needs from it. The readers' chunk and line sizes shrink so
 # that inputs of a few hundred bytes cross chunk boundaries and reach the
 # line limit. make fuzz-smoke runs each target FUZZ_SMOKE_SECONDS (CI);
-# make fuzz-run FUZZ_SECONDS=N for long runs; both stop at the first crash.
+# make fuzz-run FUZZ_SECONDS=N [FUZZ_PARALLEL=P] for long runs; each target stops at its first crash.
 CLANGXX ?= clang++
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -246,25 +251,14 @@ build/fuzz/%: tests/fuzz/%.c build/fuzz/libditto.a
 	$(Q)$(CLANGXX) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $@.o build/fuzz/libditto.a \
 	  $(PKG_LIBS) $(SYS_LIBS)
 
-# One line per target: executions, corpus size and what was found.
-fuzz_each = for t in $(FUZZ_TARGETS); do \
-	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n build/fuzz/crash-$$n; \
-	  seeds=tests/fuzz/corpus/$${n\#fuzz_}; [ -d $$seeds ] || seeds=; \
-	  dict=; [ -f tests/fuzz/$$n.dict ] && dict=-dict=tests/fuzz/$$n.dict; \
-	  DITTO_SHARE=$(CURDIR) $$t -max_total_time=$(1) -max_len=4096 -timeout=20 -rss_limit_mb=4096 \
-	    -print_final_stats=1 -artifact_prefix=build/fuzz/crash-$$n/ $$dict \
-	    build/fuzz/corpus-$$n $$seeds > build/fuzz/$$n.log 2>&1; rc=$$?; \
-	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' build/fuzz/$$n.log); \
-	  echo "fuzz: $$n: $${execs:-0} executions in $(1) s, exit $$rc" \
-	    "$$(grep -m1 -E '^==[0-9]+== ?ERROR|^SUMMARY|deadly signal' build/fuzz/$$n.log)"; \
-	  test $$rc -eq 0 || exit 1; \
-	done
-
+# One line per target: executions and what was found (scripts/fuzz-run.sh;
+# FUZZ_PARALLEL=P runs P targets at once).
+FUZZ_PARALLEL ?= 1
 fuzz-run: fuzz
-	@$(call fuzz_each,$(FUZZ_SECONDS))
+	@scripts/fuzz-run.sh --seconds $(FUZZ_SECONDS) --parallel $(FUZZ_PARALLEL)
 
 fuzz-smoke: fuzz
-	@$(call fuzz_each,$(FUZZ_SMOKE_SECONDS))
+	@scripts/fuzz-run.sh --seconds $(FUZZ_SMOKE_SECONDS) --parallel $(FUZZ_PARALLEL)
 
 DATA_DIRS := hardware kernels prompts knowledge scripting/examples export
 # Single shipped files: the tolerance export inlines into every harness.

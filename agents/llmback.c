@@ -965,8 +965,9 @@ int ag_set_brain(ag_run *r, const char *what, const char *value, dt_err *e)
     dt_json_set_str(ev, "level", "info");
     /* The event is recorded: an endpoint keeps no credentials there. */
     char shown[1024];
+    int redacted = 0;
     if (dt_streq(what, "endpoint"))
-        (void)dt_url_redact(value, shown, sizeof shown);
+        redacted = dt_url_redact(value, shown, sizeof shown);
     else
         snprintf(shown, sizeof shown, "%s", value);
     char msg[1200];
@@ -975,6 +976,8 @@ int ag_set_brain(ag_run *r, const char *what, const char *value, dt_err *e)
     dt_json_set_str(ev, "setting", what);
     dt_json_set_str(ev, "value", shown);
     dt_json_set_str(ev, "by", "person");
+    if (redacted) /* resume cannot use the value: it says to give --endpoint again */
+        dt_json_set_bool(ev, "redacted", 1);
     ag_emit(r, ev);
     return 0;
 }

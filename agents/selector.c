@@ -178,6 +178,9 @@ static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x, 
     const cJSON *fs = cJSON_GetObjectItem(model, "features");
     const cJSON *cases = cJSON_GetObjectItem(model, "cases");
     int k = (int)dt_json_num(model, "k", 3);
+    /* neighbours farther than the reach do not vote: the selector abstains
+     * on a problem unlike every fitted one rather than extrapolate */
+    double reach = dt_json_num(model, "reach", 0);
     if (cJSON_GetArraySize(fs) != NFEAT || k < 1)
         return NULL;     /* fitted over other features: not comparable */
     double scale[NFEAT]; /* distances need the scales only (the means cancel) */
@@ -203,6 +206,8 @@ static cJSON *predict_x(const cJSON *model, const char *opkey, const double *x, 
             double dz = (x[i] - cJSON_GetArrayItem(cx, i)->valuedouble) / scale[i];
             d += dz * dz;
         }
+        if (reach > 0 && sqrt(d) > reach)
+            continue;
         all[m].c = c;
         all[m].d = sqrt(d);
         m++;
@@ -688,6 +693,58 @@ static void leave_one_out(const cJSON *model, const fcase *cs, int n, const char
     }
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The reach: twice the median, over the fitted cases, of the distance from
+ * a case to its nearest case of another matrix and the same op. A query
+ * farther than that from every case is unlike the corpus (an HBM-size
+ * problem when only original sizes were fitted, say). 0: too few cases. */
+static double fit_reach(const cJSON *model)
+{
+    const cJSON *fs = cJSON_GetObjectItem(model, "features");
+    const cJSON *cases = cJSON_GetObjectItem(model, "cases");
+    int n = cJSON_GetArraySize(cases), m = 0;
+    double scale[NFEAT];
+    for (int i = 0; i < NFEAT; i++) {
+        scale[i] = dt_json_num(cJSON_GetArrayItem(fs, i), "scale", 1);
+        if (!(scale[i] > 0))
+            scale[i] = 1;
+    }
+    double *near = dt_xcalloc((size_t)(n ? n : 1), sizeof *near);
+    for (int i = 0; i < n; i++) {
+        const cJSON *a = cJSON_GetArrayItem(cases, i), *ax = cJSON_GetObjectItem(a, "x");
+        double best = -1;
+        for (int j = 0; j < n; j++) {
+            const cJSON *b = cJSON_GetArrayItem(cases, j), *bx = cJSON_GetObjectItem(b, "x");
+            if (!dt_streq(dt_json_str(a, "op", ""), dt_json_str(b, "op", "")) ||
+                dt_streq(dt_json_str(a, "matrix", ""), dt_json_str(b, "matrix", "")))
+                continue;
+            double d = 0;
+            for (int k = 0; k < NFEAT; k++) {
+                double dz = (cJSON_GetArrayItem(ax, k)->valuedouble -
+                             cJSON_GetArrayItem(bx, k)->valuedouble) /
+                            scale[k];
+                d += dz * dz;
+            }
+            if (best < 0 || sqrt(d) < best)
+                best = sqrt(d);
+        }
+        if (best >= 0)
+            near[m++] = best;
+    }
+    double r = 0;
+    if (m >= 4) {
+        qsort(near, (size_t)m, sizeof *near, cmp_double);
+        r = 2.0 * near[m / 2];
+    }
+    free(near);
+    return r;
+}
+
 cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err *e)
 {
     fcase *cs = NULL;
@@ -747,9 +804,10 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
     dt_json_set_str(model, "kind", "selector");
     dt_json_set_str(model, "method",
                     "k nearest neighbours over PatternReport features, "
-                    "standardised over the fitted cases; each neighbour votes "
-                    "for the strategy that won its case, weighed by 1 / "
-                    "(distance + 0.25)");
+                    "standardised over the fitted cases; each neighbour within "
+                    "the reach (twice the median nearest-neighbour distance "
+                    "of the fitted cases) votes for the strategy that won its "
+                    "case, weighed by 1 / (distance + 0.25)");
     dt_json_set_int(model, "k", o->k > 0 ? o->k : 3);
     cJSON *fs = dt_json_arr();
     for (int k = 0; k < NFEAT; k++) {
@@ -781,6 +839,9 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
         cJSON_AddItemToArray(cases, c);
     }
     dt_json_set_take(model, "cases", cases);
+    double reach = fit_reach(model);
+    if (reach > 0)
+        dt_json_set_num(model, "reach", reach);
     cJSON *pv = dt_json_obj();
     char summary[200];
     int matrices = 0;

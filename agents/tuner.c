@@ -76,6 +76,12 @@ struct ag_tuner {
     int npw;
     char (*timing_dev)[96]; /* devices with a timing in flight ("host:index") */
     int ntiming;
+    /* per SpMM layout (row, col): the fastest cuSPARSE timed beside a
+     * final measurement in that layout, 0 when none (layout_floor) */
+    double floor_us[2];
+    char floor_alg[2][64];
+    char model[128];  /* the GPU model timings run on: o.gpu, else the first fit worker's */
+    gpu_cubin_stats cubins0; /* the pool's compile counts when the tune started */
 };
 
 static void progress(ag_tuner *t, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -496,23 +502,71 @@ static int promote_next(ag_tuner *t, int si)
 
 /* ---- which worker: timings one at a time per GPU, compiles anywhere ---------------- */
 
-/* Worker i's device as "host:index" into key when it can time for this
- * tune (a GPU, of the target's model when one is named, and "measure"
- * among the capabilities its hello lists: a worker whose CUDA libraries
- * fall short compiles only); 0 when not. */
-static int timing_device(const ag_tuner *t, int i, char key[96])
+/* Can worker i time at all: a GPU, and "measure" among the capabilities
+ * its hello lists (a worker whose CUDA libraries fall short compiles
+ * only)? Its device object, or NULL. */
+static const cJSON *measuring_device(const ag_tuner *t, int i)
 {
     const cJSON *h = gpu_pool_hello(t->o.pool, i);
     const cJSON *d = cJSON_GetObjectItem(h, "device");
     if (!dt_json_bool(d, "present", 0))
-        return 0;
+        return NULL;
     const cJSON *caps = cJSON_GetObjectItem(h, "capabilities"), *c;
     int measure = !cJSON_IsArray(caps);
     cJSON_ArrayForEach(c, caps)
         measure |= cJSON_IsString(c) && dt_streq(c->valuestring, "measure");
-    if (!measure)
-        return 0;
-    if (t->o.gpu && *t->o.gpu && !dt_streq(dt_json_str(d, "name", ""), t->o.gpu))
+    return measure ? d : NULL;
+}
+
+/* The GPU model every timing of this tune runs on: the target's when one
+ * is named, else the model of the first worker that can time (timings on
+ * two models would not compare). Pinned once known; "" until then. */
+static const char *timing_model(ag_tuner *t)
+{
+    if (t->model[0] == '\0' && t->o.gpu && *t->o.gpu)
+        snprintf(t->model, sizeof t->model, "%s", t->o.gpu);
+    for (int i = 0; t->model[0] == '\0' && i < gpu_pool_size(t->o.pool); i++) {
+        const cJSON *d = measuring_device(t, i);
+        if (d == NULL)
+            continue;
+        snprintf(t->model, sizeof t->model, "%s", dt_json_str(d, "name", "?"));
+        for (int k = i + 1; k < gpu_pool_size(t->o.pool); k++) {
+            const cJSON *o = measuring_device(t, k);
+            if (o != NULL && !dt_streq(dt_json_str(o, "name", ""), t->model))
+                progress(t, "timings on %s (worker %d's GPU): worker %d's %s compiles only",
+                         t->model, i, k, dt_json_str(o, "name", "?"));
+        }
+    }
+    return t->model;
+}
+
+/* The architecture of the GPU timings run on ("sm_90") into arch, so that
+ * compiles on any worker (one without a GPU included) build what the
+ * timing worker loads; 0 when no worker can time. */
+static int timing_arch(ag_tuner *t, char arch[16])
+{
+    const char *model = timing_model(t);
+    for (int i = 0; i < gpu_pool_size(t->o.pool); i++) {
+        const cJSON *d = measuring_device(t, i);
+        const char *cc = dt_json_str(d, "cc", NULL);
+        int major = 0, minor = 0;
+        if (d != NULL && dt_streq(dt_json_str(d, "name", ""), model) && cc != NULL &&
+            sscanf(cc, "%d.%d", &major, &minor) == 2 && major > 0 && major < 100 && minor >= 0 &&
+            minor < 10) {
+            snprintf(arch, 16, "sm_%d%d", major, minor);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Worker i's device as "host:index" into key when it can time for this
+ * tune (measuring_device, of the model timing_model pins); 0 when not. */
+static int timing_device(ag_tuner *t, int i, char key[96])
+{
+    const cJSON *h = gpu_pool_hello(t->o.pool, i);
+    const cJSON *d = measuring_device(t, i);
+    if (d == NULL || !dt_streq(dt_json_str(d, "name", ""), timing_model(t)))
         return 0;
     snprintf(key, 96, "%s:%d", dt_json_str(h, "host", "?"), (int)dt_json_num(d, "index", 0));
     return 1;
@@ -529,7 +583,7 @@ static int device_busy(const ag_tuner *t, const char *key)
 /* How many timings may run at once: one per distinct fit GPU (workers that
  * share a GPU share its slot), 1 when no worker reports one (worker 0
  * times, as with a single worker). */
-static int timing_slots(const ag_tuner *t)
+static int timing_slots(ag_tuner *t)
 {
     char keys[64][96];
     int n = 0;
@@ -548,7 +602,7 @@ static int timing_slots(const ag_tuner *t)
 
 /* A worker whose GPU has no timing in flight, its device key into key;
  * -1 when every fit GPU is busy. */
-static int timing_worker(const ag_tuner *t, char key[96])
+static int timing_worker(ag_tuner *t, char key[96])
 {
     int any = 0;
     for (int i = 0; i < gpu_pool_size(t->o.pool); i++) {
@@ -751,6 +805,9 @@ static int submit(ag_tuner *t, int vi, int kind)
      * included (they fill the disk cache). */
     char dev[96] = "";
     int target = -1;
+    char arch[16];
+    if (kind == 4 && timing_arch(t, arch))
+        dt_json_set_str(r, "arch", arch);
     if (kind != 4) {
         target = timing_worker(t, dev);
         if (target < 0) {
@@ -1104,6 +1161,42 @@ static void pump(ag_tuner *t)
     }
 }
 
+/* The layout (0 row-major, 1 column-major) of a variant's kernel, -1 when
+ * its contract does not parse. */
+static int variant_layout(const variant *v)
+{
+    gpu_contract c;
+    dt_err e = {0};
+    if (v->source == NULL || gpu_contract_from_source(v->source, &c, &e) != 0)
+        return -1;
+    int l = c.layout == SP_COL_MAJOR;
+    gpu_contract_clear(&c);
+    return l;
+}
+
+/* An SpMM kernel chooses its B and C layout and is timed beside cuSPARSE
+ * in that layout. The problem's caller may then call cuSPARSE in either
+ * layout too, so when finalists of both layouts were measured every
+ * speedup is taken against the faster cuSPARSE of the two (variant_json):
+ * a column-major kernel is not credited for beating cuSPARSE's slower
+ * column-major algorithms when its row-major ones are faster. */
+static void layout_floor(ag_tuner *t)
+{
+    memset(t->floor_us, 0, sizeof t->floor_us);
+    if (t->o.spec == NULL || t->o.spec->op != SP_SPMM)
+        return;
+    for (int i = 0; i < t->nv; i++) {
+        const variant *v = &t->v[i];
+        const cJSON *b = v->final ? cJSON_GetObjectItem(v->final, "baseline") : NULL;
+        double us = dt_json_num(b, "us", 0);
+        int l = us > 0 ? variant_layout(v) : -1;
+        if (l < 0 || (t->floor_us[l] > 0 && t->floor_us[l] <= us))
+            continue;
+        t->floor_us[l] = us;
+        snprintf(t->floor_alg[l], sizeof t->floor_alg[l], "%s", dt_json_str(b, "best", ""));
+    }
+}
+
 static cJSON *variant_json(const ag_tuner *t, const variant *v)
 {
     cJSON *o = dt_json_obj();
@@ -1135,6 +1228,17 @@ static cJSON *variant_json(const ag_tuner *t, const variant *v)
             if (dt_streq(dt_json_str(alg, "name", ""), dt_json_str(b, "best", "")))
                 dt_json_set_num(o, "baseline_preprocess_us",
                                 dt_json_num(alg, "preprocess_us", 0) + dt_json_num(alg, "setup_us", 0));
+        int l = t->floor_us[0] > 0 && t->floor_us[1] > 0 ? variant_layout(v) : -1;
+        double us = dt_json_num(v->final, "us", 0);
+        if (l >= 0 && us > 0 && t->floor_us[!l] < dt_json_num(b, "us", 0)) {
+            /* cuSPARSE is faster in the other layout: the line to beat */
+            dt_json_set_num(o, "speedup_own_layout", dt_json_num(v->final, "speedup", 0));
+            dt_json_set_num(o, "speedup", t->floor_us[!l] / us);
+            char name[96];
+            snprintf(name, sizeof name, "%s (%s-major)", t->floor_alg[!l], l ? "row" : "column");
+            dt_json_set_str(o, "baseline", name);
+            dt_json_set_num(o, "baseline_us", t->floor_us[!l]);
+        }
     }
     if (v->same_as >= 0)
         dt_json_set_take(o, "same_as", cJSON_Duplicate(t->v[v->same_as].params, 1));
@@ -1182,10 +1286,43 @@ static void honest_outcome(ag_tuner *t, cJSON *res)
              dt_json_str(b, "baseline", ""));
 }
 
+/* The compile cache over this tune: the workers' hits and compiles, and
+ * the cubins that went between hosts (gpu/PROTOCOL.md, "Sharing compiled
+ * kernels"), into res and one progress line. */
+static void compile_cache_summary(ag_tuner *t, cJSON *res)
+{
+    gpu_cubin_stats now;
+    const gpu_cubin_stats *a = &t->cubins0;
+    gpu_pool_cubin_stats(t->o.pool, &now);
+    long hits = now.hits - a->hits, misses = now.misses - a->misses;
+    long sent = now.sent - a->sent, fetched = now.fetched - a->fetched;
+    long refused = now.refused - a->refused;
+    int64_t sent_bytes = now.sent_bytes - a->sent_bytes;
+    cJSON *o = dt_json_obj();
+    dt_json_set_int(o, "hits", hits);
+    dt_json_set_int(o, "compiles", misses);
+    dt_json_set_int(o, "sent", sent);
+    dt_json_set_int(o, "sent_bytes", sent_bytes);
+    dt_json_set_int(o, "fetched", fetched);
+    dt_json_set_int(o, "refused", refused);
+    dt_json_set_take(res, "compile_cache", o);
+    if (hits + misses + sent + fetched + refused == 0)
+        return; /* workers that report no compiles (fakes, old workers) */
+    char sz[32];
+    dt_fmt_bytes((double)sent_bytes, sz, sizeof sz);
+    progress(t,
+             "compile cache: %ld hit%s, %ld compile%s; %ld cubin%s sent to workers that lacked "
+             "them (%s), %ld kept from the workers that compiled them, %ld refused by the hash "
+             "check",
+             hits, hits == 1 ? "" : "s", misses, misses == 1 ? "" : "s", sent, sent == 1 ? "" : "s",
+             sz, fetched, refused);
+}
+
 static void finish(ag_tuner *t)
 {
     t->stage = 4;
     t->done = 1;
+    layout_floor(t);
     cJSON *res = dt_json_obj();
     cJSON *strats = dt_json_arr();
     const variant *best = NULL;
@@ -1278,6 +1415,7 @@ static void finish(ag_tuner *t)
         progress(t, "answers per worker: %s (restarts: %d)", dt_buf_str(&line),
                  gpu_pool_restarts(t->o.pool));
     dt_buf_free(&line);
+    compile_cache_summary(t, res);
     /* Cache the winners' params (not their timings, which are re-measured). */
     if (t->o.use_cache && t->cache_path[0] && best) {
         cJSON *c = dt_json_obj();
@@ -1386,6 +1524,7 @@ ag_tuner *ag_tuner_start(const ag_tune_opts *o, dt_err *e)
              reserve);
     t->npw = gpu_pool_size(t->o.pool);
     t->per_worker = dt_xcalloc((size_t)t->npw, sizeof *t->per_worker);
+    gpu_pool_cubin_stats(t->o.pool, &t->cubins0);
     t->stage = gpu_pool_size(t->o.pool) > 1 || t->o.compile_only ? 0 : 1;
     pump(t);
     return t;

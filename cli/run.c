@@ -412,7 +412,7 @@ const char cli_run_usage[] =
     "                 [--api openai|anthropic] [--endpoint URL] [--model M]\n"
     "                 [--api-key-env VAR] [--goal SPEEDUP] [--tune-variants N]\n"
     "                 [--max-reviews N]\n"
-    "       ditto resume SESSION [same options]\n"
+    "       ditto resume SESSION [same options] [--clear FLAG[,FLAG...]]\n"
     "\n"
     "Run the pipeline headless: profile, plan, check, generate, compile, verify, measure,\n"
     "tune, learn -- one line per step (-v streams each agent's reasoning). With --review ask\n"
@@ -435,8 +435,13 @@ const char cli_run_usage[] =
     "\n"
     "The flags given (--review, --backend, --api, --endpoint, --model, --api-key-env,\n"
     "--hook, --lua-unsafe, --launcher, --workers, --deadline, --goal, --tune-variants,\n"
-    "--out) are recorded with the session; resume restores them, and flags given to\n"
-    "resume replace the recorded ones (and are recorded in turn). A session that cannot\n"
+    "--out) are recorded with the session; resume restores them (with a backend, model\n"
+    "or endpoint switched in the workbench since), and flags given to resume replace\n"
+    "the recorded ones (and are recorded in turn). resume --clear drops\n"
+    "recorded flags, back to config.json's or the spec's setting, and records that:\n"
+    "--clear hooks (no recorded --hook file; the hooks folder still loads), --clear\n"
+    "model, and so for review, backend, api, endpoint, api-key-env, launcher, out,\n"
+    "lua-unsafe, workers, deadline, tune-variants, goal. A session that cannot\n"
     "be recorded stops the run before any step (exit 6) unless --no-session is given.\n"
     "--deadline S bounds every worker request (a hung compile is killed after S s).\n"
     "A run that ends on a failure that was not a person's decision (a crashed worker,\n"
@@ -458,24 +463,9 @@ static void quiet_worker_log(int w, const char *line, void *ud)
 
 /* ---- flags recorded with the session ---------------------------------------------------- */
 
-/* The flags in force when the session was last run: those of its last
- * session_resumed, else of session_started. Borrowed from events. */
-static const cJSON *recorded_flags(const cJSON *events)
-{
-    const cJSON *flags = NULL, *ev;
-    cJSON_ArrayForEach(ev, events)
-    {
-        const char *type = dt_json_str(ev, "type", "");
-        if (dt_streq(type, "session_started") || dt_streq(type, "session_resumed"))
-            if (cJSON_IsObject(cJSON_GetObjectItem(ev, "flags")))
-                flags = cJSON_GetObjectItem(ev, "flags");
-    }
-    return flags;
-}
-
 /* Fill the flags not given on resume's command line from the recorded
- * ones (rec, borrowed: it must outlive a). A recorded value of the wrong
- * type is skipped and named in probs. */
+ * ones (rec, borrowed: it must outlive a), except those --clear dropped. A
+ * recorded value of the wrong type is skipped and named in probs. */
 static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
 {
     if (rec == NULL)
@@ -489,7 +479,7 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
                 {"launcher", &a->launcher},   {"out", &a->out}};
     for (size_t i = 0; i < DT_ARRAY_LEN(strs); i++) {
         const cJSON *v = cJSON_GetObjectItem(rec, strs[i].key);
-        if (v == NULL || *strs[i].field != NULL)
+        if (v == NULL || *strs[i].field != NULL || cli_run_flag_cleared(a, strs[i].key))
             continue;
         if (cJSON_IsString(v))
             *strs[i].field = v->valuestring;
@@ -497,7 +487,7 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
             dt_buf_printf(probs, "recorded flag %s is not a string: ignored\n", strs[i].key);
     }
     const cJSON *nr = cJSON_GetObjectItem(rec, "endpoint_not_recorded");
-    if (a->llm.endpoint == NULL && cJSON_IsString(nr))
+    if (a->llm.endpoint == NULL && cJSON_IsString(nr) && !cli_run_flag_cleared(a, "endpoint"))
         dt_buf_printf(probs,
                       "the run's endpoint (%s) carried credentials in its URL and was not "
                       "recorded: give --endpoint again (config.json's endpoint is used "
@@ -513,24 +503,25 @@ static void restore_flags(cli_run_args *a, const cJSON *rec, dt_buf *probs)
         a->backend = NULL;
     }
     const cJSON *h = cJSON_GetObjectItem(rec, "hooks");
-    if (a->nhooks == 0 && cJSON_IsArray(h)) {
+    if (a->nhooks == 0 && cJSON_IsArray(h) && !cli_run_flag_cleared(a, "hooks")) {
         const cJSON *x;
         cJSON_ArrayForEach(x, h)
             if (cJSON_IsString(x) && a->nhooks < (int)DT_ARRAY_LEN(a->hooks))
                 a->hooks[a->nhooks++] = x->valuestring;
     }
-    if (!a->lua_unsafe && dt_json_bool(rec, "lua_unsafe", 0))
+    if (!a->lua_unsafe && dt_json_bool(rec, "lua_unsafe", 0) &&
+        !cli_run_flag_cleared(a, "lua_unsafe"))
         a->lua_unsafe = 1;
-    double x = dt_json_num(rec, "workers", 0);
+    double x = cli_run_flag_cleared(a, "workers") ? 0 : dt_json_num(rec, "workers", 0);
     if (!a->workers && x >= 1 && x <= 64)
         a->workers = (int)x;
-    x = dt_json_num(rec, "tune_variants", 0);
+    x = cli_run_flag_cleared(a, "tune_variants") ? 0 : dt_json_num(rec, "tune_variants", 0);
     if (!a->tune_variants && x >= 1 && x <= 1e6)
         a->tune_variants = (int)x;
-    x = dt_json_num(rec, "deadline", 0);
+    x = cli_run_flag_cleared(a, "deadline") ? 0 : dt_json_num(rec, "deadline", 0);
     if (a->deadline <= 0 && x > 0)
         a->deadline = x;
-    x = dt_json_num(rec, "goal", 0);
+    x = cli_run_flag_cleared(a, "goal") ? 0 : dt_json_num(rec, "goal", 0);
     if (a->goal <= 0 && x > 0)
         a->goal = x;
 }
@@ -557,6 +548,7 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     sp_spec spec;
     sp_spec_init(&spec);
     sess_log *log = NULL;
+    cJSON *rec_flags = NULL; /* resume: the recorded flags; a's strings point into it */
     char *root = sess_root(a.session_dir);
     dt_err e = {0};
     int status = AG_EXIT_ERROR;
@@ -576,7 +568,8 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
             goto out;
         }
         /* The run's own flags, under those given now. */
-        restore_flags(&a, recorded_flags(log->events), &probs);
+        rec_flags = sess_log_flags(log->events);
+        restore_flags(&a, rec_flags, &probs);
         if (probs.len)
             fprintf(stderr, "ditto resume: %s", probs.data);
         dt_buf_reset(&probs);
@@ -650,24 +643,14 @@ static int run_common(const char *cmd, int argc, char **argv, int resume)
     printer pr = {.verbose = a.verbose, .json = a.json, .tty_in = isatty(0), .loop = loop};
     if (resume && !a.no_session) {
         ss.s = sess_open(root, a.spec, &e);
+        if (ss.s == NULL)
+            cli_session_refused(cmd, e.msg);
     } else if (!a.no_session) {
         /* Created before the run, so that its id is known to the run (the
-         * knowledge base's evidence names it). */
-        gpu_pool_wait_ready(pool, 60);
-        cJSON *sj = sp_spec_json(&spec);
-        cJSON *fp = ag_fingerprint(pool);
-        ss.s = sess_create(root, sj, fp, &e);
-        cJSON_Delete(sj);
-        cJSON_Delete(fp);
+         * knowledge base's evidence names it); the message is printed there. */
+        ss.s = cli_session_create(cmd, root, &spec, pool);
     }
     if (!a.no_session && ss.s == NULL) {
-        /* Results nobody can find again are worse than no run: say so
-         * before any step, and let the person choose. */
-        fprintf(stderr,
-                "ditto %s: cannot record the session: %s\nnothing was run: make the session "
-                "folder writable (or give --session-dir DIR), or pass --no-session to run "
-                "without recording\n",
-                cmd, e.msg);
         status = AG_EXIT_UNRECORDED;
         goto done;
     }
@@ -726,6 +709,7 @@ done:
     dt_loop_free(loop);
     llm_config_clear(&lc);
 out:
+    cJSON_Delete(rec_flags);
     sess_log_free(log);
     free(root);
     dt_buf_free(&probs);

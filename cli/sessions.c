@@ -21,9 +21,11 @@ const char cli_sessions_usage[] =
     "  (no subcommand)  a table of the sessions, newest first: id, start time,\n"
     "                   operation, matrix, steps, state (finished, running or\n"
     "                   crashed, empty, corrupted) and the best speedup\n"
-    "  show ID          one session: spec, fingerprint, each step with its kind,\n"
-    "                   version, status, seconds and artifacts, the result, and\n"
-    "                   the artifact files present. ID may also be a folder path\n"
+    "  show ID          one session: spec, fingerprint, the run's flags (what\n"
+    "                   `ditto resume` restores; \"cleared\": what a resume\n"
+    "                   --clear dropped), each step with its kind, version,\n"
+    "                   status, seconds and artifacts, the result, and the\n"
+    "                   artifact files present. ID may also be a folder path\n"
     "\n"
     "  --session-dir DIR  the folder holding the sessions\n"
     "  --json             print JSON instead of text\n"
@@ -277,13 +279,24 @@ static cJSON *build_steps(const sess_log *l, const cJSON *files)
     return steps;
 }
 
+/* The state words of `ditto sessions` (sess_list) for one log. */
 static const char *log_state(const sess_log *l)
 {
     if (l->finished)
         return "finished";
     if (cJSON_GetArraySize(l->events) == 0)
         return "empty";
-    return "running or crashed";
+    int resumable = 0; /* ended on a failure that was not a person's decision */
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, l->events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        if (strcmp(type, "session_finished") == 0)
+            resumable = dt_json_bool(cJSON_GetObjectItem(ev, "result"), "resumable", 0);
+        else if (strcmp(type, "session_resumed") == 0)
+            resumable = 0;
+    }
+    return resumable ? "stopped, resumable" : "running or crashed";
 }
 
 static const cJSON *result_of(const sess_log *l)
@@ -331,6 +344,10 @@ static void show_text(const sess_log *l, const cJSON *steps, const cJSON *files,
     printf("events         %d (last seq %.0f)\n", nev, dt_json_num(last, "seq", 0));
     print_object("spec", l->spec);
     print_object("fingerprint", l->fingerprint);
+    cJSON *flags = sess_log_flags(l->events);
+    if (flags)
+        print_object("flags (what ditto resume restores)", flags);
+    cJSON_Delete(flags);
     printf("steps\n");
     if (cJSON_GetArraySize(steps) == 0)
         printf("  (none)\n");
@@ -418,6 +435,8 @@ static int show_session(const char *root, const char *id, int json, int events)
         dt_json_set_take(o, "spec", l->spec ? cJSON_Duplicate(l->spec, 1) : cJSON_CreateNull());
         dt_json_set_take(o, "fingerprint",
                          l->fingerprint ? cJSON_Duplicate(l->fingerprint, 1) : cJSON_CreateNull());
+        cJSON *flags = sess_log_flags(l->events);
+        dt_json_set_take(o, "flags", flags ? flags : cJSON_CreateNull());
         dt_json_set_take(o, "steps", steps);
         const cJSON *res = result_of(l);
         dt_json_set_take(o, "result", res ? cJSON_Duplicate(res, 1) : cJSON_CreateNull());

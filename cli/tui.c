@@ -44,10 +44,11 @@ const char cli_tui_usage[] =
     "\n"
     "Exit status: 0 after quitting (the run's result is on the screen and in the\n"
     "session), 2 usage or no terminal, 4 quit while the run was still working (the\n"
-    "session can be resumed), 5 an error before the workbench opened, 6 the session's\n"
-    "recording stopped (disk full, folder not writable: the message says which), 66 the\n"
-    "spec file does not exist. A spec's \"gpu\" must be \"auto\" or a known GPU (ditto hw\n"
-    "list).\n";
+    "session can be resumed), 5 an error before the workbench opened, 6 the session\n"
+    "could not be recorded (the workbench does not open and nothing runs: make the\n"
+    "folder writable, give --session-dir DIR, or pass --no-session) or its recording\n"
+    "stopped (disk full: the message says which), 66 the spec file does not exist. A\n"
+    "spec's \"gpu\" must be \"auto\" or a known GPU (ditto hw list).\n";
 
 const char cli_replay_usage[] =
     "usage: ditto replay SESSION [--session-dir DIR] [--speed X] [--step N]\n"
@@ -148,9 +149,21 @@ static int workbench(const cli_run_args *a, sp_spec *spec)
     o.flags = flags;
     char problem[600] = ""; /* shown after the workbench closes: it cannot print while open */
     cli_session_sink ss = {.root = root, .problem = problem, .problem_size = sizeof problem};
-    ag_run *run = ag_run_new(loop, &o, &e);
+    ag_run *run = NULL;
+    if (!a->no_session) {
+        /* Created before the workbench opens, as `ditto run` does: a session
+         * that cannot be recorded stops the run before any step. */
+        ss.s = cli_session_create("tui", root, spec, pool);
+        o.session_dir = ss.s ? sess_dir(ss.s) : NULL;
+        o.session_id = ss.s ? sess_id(ss.s) : NULL;
+    }
+    if (!a->no_session && ss.s == NULL)
+        status = AG_EXIT_UNRECORDED; /* said on stderr: the workbench does not open */
+    else
+        run = ag_run_new(loop, &o, &e);
     if (run == NULL) {
-        fprintf(stderr, "ditto tui: %s\n", e.msg);
+        if (status != AG_EXIT_UNRECORDED)
+            fprintf(stderr, "ditto tui: %s\n", e.msg);
     } else {
         if (!a->no_session)
             ag_add_sink(run, cli_session_event, &ss);

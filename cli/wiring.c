@@ -177,6 +177,61 @@ void cli_lua_attach(ag_opts *o, cli_lua *lua)
 
 /* ---- flags recorded with a session ----------------------------------------------------------- */
 
+const char *const cli_run_flag_names[] = {"review",        "backend",     "api",      "endpoint",
+                                          "model",         "api-key-env", "launcher", "out",
+                                          "hooks",         "lua-unsafe",  "workers",  "deadline",
+                                          "tune-variants", "goal",        NULL};
+
+/* The JSON key of a --clear name: dashes become underscores. */
+static void flag_key(const char *name, char *key, size_t len)
+{
+    snprintf(key, len, "%s", name);
+    for (char *c = key; *c; c++)
+        if (*c == '-')
+            *c = '_';
+}
+
+int cli_run_flag_cleared(const cli_run_args *a, const char *key)
+{
+    char k[32];
+    for (int i = 0; cli_run_flag_names[i]; i++) {
+        flag_key(cli_run_flag_names[i], k, sizeof k);
+        if (strcmp(k, key) == 0)
+            return (a->clear >> i) & 1u;
+    }
+    return 0;
+}
+
+/* --clear LIST: each comma-separated name's bit into a->clear. CLI_OK, or
+ * CLI_USAGE with the unknown name and the known ones printed. */
+static int parse_clear(const char *cmd, const char *list, cli_run_args *a)
+{
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; cli_run_flag_names[i] && found < 0; i++)
+            if (strlen(cli_run_flag_names[i]) == n && strncmp(cli_run_flag_names[i], p, n) == 0)
+                found = i;
+        if (found < 0) {
+            dt_buf known = DT_BUF_INIT;
+            for (int i = 0; cli_run_flag_names[i]; i++)
+                dt_buf_printf(&known, "%s%s", i ? ", " : "", cli_run_flag_names[i]);
+            int rc = cli_usage_error(cmd, "--clear: '%.*s' is no recorded flag (known: %s)",
+                                     (int)(n > 64 ? 64 : n), p, known.data);
+            dt_buf_free(&known);
+            return rc;
+        }
+        a->clear |= 1u << found;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (a->clear == 0)
+        return cli_usage_error(cmd, "--clear needs the flags to drop, e.g. --clear hooks,model");
+    return CLI_OK;
+}
+
 cJSON *cli_run_flags_json(const cli_run_args *a)
 {
     cJSON *f = dt_json_obj();
@@ -217,7 +272,45 @@ cJSON *cli_run_flags_json(const cli_run_args *a)
         dt_json_set_num(f, "deadline", a->deadline);
     if (a->goal > 0)
         dt_json_set_num(f, "goal", a->goal);
+    if (a->clear) {
+        /* what the person dropped, said: the next resume restores these
+         * flags, in which the dropped ones are absent */
+        cJSON *c = dt_json_arr();
+        char k[32];
+        for (int i = 0; cli_run_flag_names[i]; i++) {
+            if (!((a->clear >> i) & 1u))
+                continue;
+            flag_key(cli_run_flag_names[i], k, sizeof k);
+            cJSON_AddItemToArray(c, cJSON_CreateString(k));
+        }
+        dt_json_set_take(f, "cleared", c);
+    }
     return f;
+}
+
+sess *cli_session_create(const char *cmd, const char *root, const sp_spec *spec, gpu_pool *pool)
+{
+    dt_err e = {0};
+    gpu_pool_wait_ready(pool, 60);
+    cJSON *sj = sp_spec_json(spec);
+    cJSON *fp = ag_fingerprint(pool);
+    sess *s = sess_create(root, sj, fp, &e);
+    cJSON_Delete(sj);
+    cJSON_Delete(fp);
+    if (s == NULL)
+        cli_session_refused(cmd, e.msg);
+    return s;
+}
+
+void cli_session_refused(const char *cmd, const char *why)
+{
+    /* Results nobody can find again are worse than no run: say so before
+     * any step, and let the person choose. */
+    fprintf(stderr,
+            "ditto %s: cannot record the session: %s\nnothing was run: make the session "
+            "folder writable (or give --session-dir DIR), or pass --no-session to run "
+            "without recording\n",
+            cmd, why);
 }
 
 /* ---- settings -------------------------------------------------------------------------------- */
@@ -330,6 +423,18 @@ int cli_run_args_parse(const char *cmd, int argc, char **argv, int headless, con
                 a->goal = x;
             else
                 a->deadline = x;
+            i++;
+        } else if (strcmp(s, "--clear") == 0) {
+            if (strcmp(cmd, "resume") != 0)
+                return cli_usage_error(cmd, "--clear drops flags a session recorded: it is "
+                                            "for `ditto resume` (a new run records only what "
+                                            "it is given)");
+            if (v == NULL)
+                return cli_usage_error(cmd, "--clear needs the flags to drop, e.g. --clear "
+                                            "hooks,model");
+            int rc = parse_clear(cmd, v, a);
+            if (rc != CLI_OK)
+                return rc;
             i++;
         } else if (strcmp(s, "--lua-unsafe") == 0) {
             a->lua_unsafe = 1;

@@ -72,7 +72,14 @@ typedef struct cli_run_args {
     int lua_unsafe, json, verbose, workers, no_session, tune_variants;
     int max_reviews; /* --max-reviews N: rejections of one step kind; 0: not given */
     double goal, deadline; /* 0: not given */
+    unsigned clear;        /* resume --clear FLAG,...: recorded flags not restored (bit i:
+                            * cli_run_flag_names[i]) */
 } cli_run_args;
+
+/* The recorded flags `ditto resume --clear` can drop, by the name --clear
+ * takes (the flag without its dashes: "model", "hooks", "api-key-env"),
+ * NULL-terminated. */
+extern const char *const cli_run_flag_names[];
 
 /* Parse argv (argv[0] is the command, cmd names it in errors) into a.
  * headless: --json and -v/--verbose are accepted (run, resume). missing: the
@@ -83,9 +90,22 @@ int cli_run_args_parse(const char *cmd, int argc, char **argv, int headless, con
 
 /* The flags of a that were given, as JSON for the session (ag_opts.flags):
  * review, backend, api, endpoint, model, api_key_env, launcher, out, hooks,
- * lua_unsafe, workers, tune_variants, deadline, goal. Caller frees. This
- * function can't fail. */
+ * lua_unsafe, workers, tune_variants, deadline, goal, and "cleared": the
+ * recorded keys resume --clear dropped. Caller frees. This function can't
+ * fail. */
 cJSON *cli_run_flags_json(const cli_run_args *a);
+/* Whether resume --clear dropped the recorded flag of this JSON key
+ * ("api_key_env"). */
+int cli_run_flag_cleared(const cli_run_args *a, const char *key);
+
+/* Create the session of a new run before any step, as the fingerprint of
+ * the pool's first worker (waited for) and the spec say. On failure says
+ * on stderr ("ditto CMD: cannot record the session: ...") that nothing ran
+ * and what the person can do, and returns NULL. */
+sess *cli_session_create(const char *cmd, const char *root, const sp_spec *spec, gpu_pool *pool);
+/* Say on stderr that the session cannot be recorded (why), so nothing ran,
+ * and what the person can do. This function can't fail. */
+void cli_session_refused(const char *cmd, const char *why);
 
 /* ---- settings -------------------------------------------------------------------------------- */
 

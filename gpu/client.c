@@ -3,6 +3,7 @@
  * reload. Runs inside ditto's event loop; loads no CUDA library. */
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
+#include "gpu/cubinstore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +112,7 @@ struct gpu_pool {
     hashed *hashes;
     int64_t shipped_bytes;
     int shipments;
+    gpu_cubinstore *cubins; /* compiled kernels kept for workers that lack them */
 };
 
 static void worker_start(gpu_pool *p, wproc *w);
@@ -119,6 +121,7 @@ static void queue_front(gpu_pool *p, request *r);
 static int path_unseen(const gpu_pool *p, const char *path);
 static void ship_over(gpu_pool *p, struct wproc *w, const char *code, const char *msg, int died);
 static void forget_held(struct wproc *w);
+static void cubins_learn(gpu_pool *p, struct wproc *w, const struct request *r, cJSON *rep);
 
 static void default_log(int worker, const char *line, void *ud)
 {
@@ -520,8 +523,10 @@ static void handle_reply(gpu_pool *p, wproc *w, const char *line, size_t len)
         cJSON_Delete(rep);
         return;
     }
-    if (!r->internal)
+    if (!r->internal) {
         dt_json_set_int(rep, "worker", w->index);
+        cubins_learn(p, w, r, rep);
+    }
     if (r->internal && dt_streq(dt_json_str(r->req, "req", ""), "hello")) {
         cJSON_Delete(w->hello);
         w->hello = cJSON_Duplicate(rep, 1);
@@ -1077,6 +1082,81 @@ static int maybe_ship(gpu_pool *p, wproc *w, request *r)
     return 1;
 }
 
+/* ---- compiled kernels (PROTOCOL.md, "Sharing compiled kernels") --------------------- */
+
+/* Shared when workers.ship is "always", or "auto" and the workers run
+ * elsewhere (ssh, srun) or their hellos name more than one host. */
+static int cubins_shared(const gpu_pool *p)
+{
+    if (p->o.ship != 0 || p->remote)
+        return p->o.ship >= 0;
+    const char *first = NULL;
+    for (int i = 0; i < p->nw; i++) {
+        const char *h = dt_json_str(p->w[i].hello, "host", NULL);
+        if (first == NULL)
+            first = h;
+        else if (h != NULL && strcmp(first, h) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The pool's load request of the matrix handle req names, or NULL. */
+static const cJSON *load_of(const gpu_pool *p, const cJSON *req)
+{
+    const char *h = dt_json_str(req, "matrix", NULL);
+    for (const loaded *l = p->loads; h != NULL && l != NULL; l = l->next)
+        if (strcmp(l->handle, h) == 0)
+            return l->req;
+    return NULL;
+}
+
+/* Which cubins a worker holds: in its held list as "cubin:KEY" (forgotten
+ * when it dies, like the files shipped to it). */
+static int cubin_held(const char *key, void *ud)
+{
+    char b[40];
+    snprintf(b, sizeof b, "cubin:%s", key);
+    return worker_holds(ud, b);
+}
+
+static void cubin_mark(const char *key, void *ud)
+{
+    wproc *w = ud;
+    if (cubin_held(key, w))
+        return;
+    w->held = dt_xrealloc(w->held, (size_t)(w->nheld + 1) * sizeof *w->held);
+    w->held[w->nheld++] = dt_xasprintf("cubin:%s", key);
+}
+
+/* Before r goes to w: ask for the cubins it compiles, and send along those
+ * the store holds for it that w lacks. */
+static void cubins_attach(gpu_pool *p, wproc *w, request *r)
+{
+    char id[17];
+    if (r->internal || r->shipreq)
+        return;
+    cJSON_DeleteItemFromObjectCaseSensitive(r->req, "want_cubins");
+    cJSON_DeleteItemFromObjectCaseSensitive(r->req, "cubins");
+    if (!cubins_shared(p) || !gpu_cubinstore_ident(r->req, w->hello, load_of(p, r->req), id))
+        return;
+    dt_json_set_bool(r->req, "want_cubins", 1);
+    gpu_cubinstore_attach(p->cubins, id, r->req, cubin_held, w);
+}
+
+static void cubins_learn(gpu_pool *p, wproc *w, const request *r, cJSON *rep)
+{
+    char id[17];
+    int any = gpu_cubinstore_ident(r->req, w->hello, load_of(p, r->req), id);
+    gpu_cubinstore_learn(p->cubins, any ? id : NULL, r->req, rep, cubin_mark, w, p->o.log,
+                         p->o.log_ud, w->index);
+}
+
+void gpu_pool_cubin_stats(const gpu_pool *p, gpu_cubin_stats *out)
+{
+    gpu_cubinstore_stats(p->cubins, out);
+}
+
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 /* Another worker than w is up or coming up: a retry avoiding w waits for it. */
@@ -1114,6 +1194,7 @@ static void dispatch(gpu_pool *p)
                     i--;
                     break;
                 }
+                cubins_attach(p, w, r);
                 send_request(p, w, r);
                 break;
             }
@@ -1170,6 +1251,7 @@ gpu_pool *gpu_pool_new(dt_loop *loop, const gpu_pool_opts *o, dt_err *e)
     }
     p->exe[n] = '\0';
     p->remote = launcher_remote(p->launcher);
+    p->cubins = gpu_cubinstore_new(p->o.cubin_store_bytes);
     /* A write to a dead worker must be an error, not our death. */
     signal(SIGPIPE, SIG_IGN);
     p->nw = p->o.workers;
@@ -1258,6 +1340,7 @@ void gpu_pool_free(gpu_pool *p)
     }
     free(p->w);
     free(p->launcher);
+    gpu_cubinstore_free(p->cubins);
     free(p);
 }
 

@@ -67,6 +67,11 @@ typedef struct gpu_pool_opts {
      * 0 (auto) when the launcher runs ssh or srun, or once a worker said
      * it cannot see a path; 1 always; -1 never. */
     int ship;
+    /* Compiled kernels follow the same setting: shared between workers
+     * when it is 1, or 0 and the workers run on more than one host (the
+     * launcher or their hellos say so); the client keeps at most this many
+     * bytes of them (0: 256 MiB). PROTOCOL.md, "Sharing compiled kernels". */
+    int64_t cubin_store_bytes;
     gpu_log_fn *log;        /* default: stderr with a "worker N: " prefix */
     void *log_ud;
 } gpu_pool_opts;
@@ -107,6 +112,18 @@ int gpu_pool_wait_ready(gpu_pool *p, double timeout_s);
 int gpu_pool_restarts(const gpu_pool *p);
 /* Files shipped to workers (each stored and hash-checked) and their bytes. */
 int gpu_pool_shipments(const gpu_pool *p, int64_t *bytes);
+/* Compiled kernels, over the pool's life. */
+typedef struct gpu_cubin_stats {
+    long hits;             /* compiles a worker served from its cache (memory or disk) */
+    long misses;           /* compiles NVRTC ran */
+    long sent;             /* cubins sent to a worker that lacked them, and stored there */
+    long fetched;          /* cubins received from the worker that compiled them, kept */
+    long refused;          /* entries refused by the hash or format check, either way */
+    int64_t sent_bytes;    /* image bytes of those sent */
+    int64_t fetched_bytes; /* and of those fetched */
+} gpu_cubin_stats;
+/* Fill out. Can't fail. */
+void gpu_pool_cubin_stats(const gpu_pool *p, gpu_cubin_stats *out);
 /* Requests queued or running. */
 int gpu_pool_pending(const gpu_pool *p);
 /* Cancel a queued or running request: a running one kills its worker (the

@@ -39,11 +39,11 @@ more at small K), where gathering a row of Bt per nonzero costs more than comput
  * values a tile instead of about 2 * K a nonzero, and the FMAs TM * TN *
  * K a tile: worth it when a tile is dense enough, not on FEM or graph
  * matrices, which the planner leaves to the other templates. On the H200
- * at original size (session 26): 64 x 64 blocks at 6.25 % took 3.25x
+ * at original size (`ditto bench --regime orig`): 64 x 64 blocks at 6.25 % took 3.25x
  * cuSPARSE at K = 32 against csr-warp-sddmm's 1.09x; rn50's final dense
  * weight (20 % set) 1.20x against 1.09x; at 10 % it lost. At K = 32 the
  * kernel is bound by issuing its FMAs and by the latency of staging, not
- * by memory (docs/PERFORMANCE.md, session 26).
+ * by memory.
  *
  * The format lists the non-empty tiles (tile_rc: tile row, tile column)
  * and, for each of a tile's TM rows, a TN-bit mask of its nonzeros

@@ -32,7 +32,7 @@ that share the most columns wherever they are"}
  * coo-sddmm reads a row of Bt for every nonzero. On FEM matrices at
  * original size that kernel is latency-bound in one partial wave, and a
  * nonzero costs it about 8 warp instructions and two L1 wavefronts
- * (bcsstk13, Nsight Compute, session 27). Neighbouring rows of a mesh
+ * (bcsstk13, Nsight Compute). Neighbouring rows of a mesh
  * share most of their columns: groups of 4 rows of bcsstk13 have 2.3
  * nonzeros per distinct column, fidapex6's 2.9. Here the format lists,
  * for each group of R consecutive rows, its distinct columns, each with

@@ -17,7 +17,7 @@
  * 3 bytes an entry a row of a few entries is a chain of round trips with
  * little behind it, and a second chain in flight per thread is what the
  * short rows of Franz6 needed: in the HBM bench 1.35x SELL_ALG1 at RPT 1,
- * 1.50x at RPT 2, BLOCK 128, VEC 1, UNROLL 4 (32 registers; session 22). */
+ * 1.50x at RPT 2, BLOCK 128, VEC 1, UNROLL 4 (32 registers). */
 /*@manifest
 {"strategy": "sell16-dict", "op": "spmv", "dtypes": ["fp32", "fp64", "fp16", "bf16"],
  "params": {"BLOCK": {"default": 256, "values": [64, 128, 256, 512]},

@@ -8,8 +8,8 @@
  * one row of 1310 entries, 12 % of its nonzeros, among rows of at most 13):
  * SELL over all rows pads them 4.6x, csr-stream streams them at 70 % of the
  * copy bandwidth, while SELL over the short rows alone pads 1.02x.
- * Measured on the H200 (32M-nonzero replicas, L2 flushed, .dev/s17a.sh and
- * s17b.sh): adder_dcop_05 fp32 100.4 us against csr-stream's 106.5 and
+ * Measured on the H200 (32M-nonzero replicas, L2 flushed, `ditto check
+ * KERNEL rep:MATRIX:nnz=32M --op spmv`): adder_dcop_05 fp32 100.4 us against csr-stream's 106.5 and
  * CSR_ALG1's 117.9, fp64 154.4 against 154.2 and 177.4; hangGlider_2 fp32
  * 73.1 against CSR_ALG1's 108.1. The long rows' blocks come first: launched
  * last they measured the same (100.45 us), so adder's remaining gap to the

@@ -174,7 +174,7 @@ __device__ __forceinline__ bool sell_slot(long long g, int nslices, const int *_
  * row s, and slots past IDROWS are padding. That saves a 4-byte load a
  * row, which on rows of a few entries is a tenth of the bytes or more.
  * Measured on the H200 (32M-nonzero replicas, L2 flushed before each run,
- * the same points with and without it, two rounds, .dev/s16g.sh):
+ * the same points with and without it, two rounds, `ditto check`):
  * sell16-dict on Franz6_id1959_aug fp32 77.1 -> 72.3 us, fp64 83.4 ->
  * 80.8 us; sell16-thread on Franz6 fp32 84.7 -> 81.2 us and on crack
  * 96.8 -> 94.0 us; n1024-l1 (rows of 32) about 1 %. */
@@ -228,7 +228,7 @@ sell_thread(int nslices, const int *__restrict__ sell_ptr, const int *__restrict
  *
  * Where rows are a few entries long the walk is a chain (slice, entries,
  * x, store) with a handful of bytes behind it, and a thread's one chain in
- * flight leaves DRAM idle. Measured on the H200 (session 21, .dev/s21j.sh,
+ * flight leaves DRAM idle. Measured on the H200 (`ditto check`,
  * 32M-nonzero replicas, fp32, L2 flushed, paired with cuSPARSE): sell16-dict
  * on Franz6_id1959_aug (rows of 4.6) 72.2 us at RPT 1 (1.34x SELL_ALG1),
  * 69.5 us at RPT 2, BLOCK 256 (1.39x); RPT 4 took 96 registers and 97.4 us.
@@ -288,7 +288,7 @@ sell_thread_rpt(int nslices, const int *__restrict__ sell_ptr, const int *__rest
      * store: finishing row 0 (its tail, its store) before summing row 1
      * kept row 1's loaded batch live across row 0's tail loop and took
      * ptxas (CUDA 13.0, sm_90) from 32 to 40 registers at VEC 1 UNROLL 4
-     * and from 48 to 56 at VEC 2 UNROLL 4 (session 22). */
+     * and from 48 to 56 at VEC 2 UNROLL 4 . */
     S acc[NR];
 #pragma unroll
     for (int q = 0; q < NR; q++) {
@@ -319,8 +319,7 @@ sell_thread_rpt(int nslices, const int *__restrict__ sell_ptr, const int *__rest
  * row after a thread's first finds them in registers: its chain is the
  * entries, x and the store, not the slice's loads first.
  *
- * Measured on the H200 (session 22, .dev/s22b.sh and s22e.sh, `ditto
- * check`, 32M-nonzero replicas, L2 flushed, paired with cuSPARSE): crack
+ * Measured on the H200 (`ditto check`, 32M-nonzero replicas, L2 flushed, paired with cuSPARSE): crack
  * (rows of 5.9) fp32 at BLOCK 256, UNROLL 4, SIGMA 256, VEC 2, SEQ 4
  * 81.9 us (1.42x SELL_ALG1) against 84.8 us (1.37x) at SEQ 1, BLOCK 512,
  * in 40 registers against 32; SEQ 2 and 8 85.4-85.7 us; crack fp64 SEQ 4

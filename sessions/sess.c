@@ -451,6 +451,42 @@ void sess_log_free(sess_log *l)
     free(l);
 }
 
+cJSON *sess_log_flags(const cJSON *events)
+{
+    cJSON *flags = NULL;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        const char *type = dt_json_str(ev, "type", "");
+        if (dt_streq(type, "session_started") || dt_streq(type, "session_resumed")) {
+            const cJSON *f = cJSON_GetObjectItem(ev, "flags");
+            if (cJSON_IsObject(f)) {
+                cJSON_Delete(flags);
+                flags = cJSON_Duplicate(f, 1);
+            }
+            continue;
+        }
+        /* a person's switch in the workbench: what they chose last */
+        const char *set = dt_json_str(ev, "setting", NULL);
+        const char *val = dt_json_str(ev, "value", NULL);
+        if (flags == NULL || !dt_streq(type, "log") || set == NULL || val == NULL ||
+            !dt_streq(dt_json_str(ev, "by", ""), "person"))
+            continue;
+        if (!dt_streq(set, "backend") && !dt_streq(set, "model") && !dt_streq(set, "endpoint"))
+            continue;
+        cJSON_DeleteItemFromObject(flags, set);
+        if (dt_streq(set, "endpoint")) {
+            cJSON_DeleteItemFromObject(flags, "endpoint_not_recorded");
+            if (dt_json_bool(ev, "redacted", 0)) {
+                dt_json_set_str(flags, "endpoint_not_recorded", val);
+                continue;
+            }
+        }
+        dt_json_set_str(flags, set, val);
+    }
+    return flags;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 static sess *sess_new(char *dir)

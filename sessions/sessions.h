@@ -122,6 +122,13 @@ typedef struct sess_log {
  * at PATH") or one without events.jsonl ("DIR: not a session folder ..."). */
 sess_log *sess_log_read(const char *root, const char *id_or_path, dt_err *e);
 void sess_log_free(sess_log *l);
+/* The run's flags in force at the end of a log (what `ditto resume`
+ * restores): the "flags" object of its last session_resumed that has one,
+ * else of session_started, with a person's later switches of the brain
+ * (log events with "setting" backend, model or endpoint and "by" person)
+ * over it -- an endpoint recorded "redacted" becomes "endpoint_not_recorded".
+ * NULL when the log has no flags. Caller frees. This function can't fail. */
+cJSON *sess_log_flags(const cJSON *events);
 
 /* One line per session for `ditto sessions`. */
 typedef struct sess_info {

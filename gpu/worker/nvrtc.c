@@ -1,6 +1,7 @@
 /* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache.
  * Over 1,000 lines: the loader, the log parser and the cache share one compile path. */
 #include "gpu/worker/nvrtc.h"
+#include "gpu/cubincache.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -993,6 +994,11 @@ static char *disk_dir(void)
     return d;
 }
 
+char *gpu_cache_disk_dir(void)
+{
+    return disk_dir();
+}
+
 static int elf_magic(const void *p, size_t n)
 {
     return n >= 4 && memcmp(p, "\177ELF", 4) == 0;
@@ -1041,6 +1047,8 @@ static void disk_put(const gpu_cubin *c)
     if (dt_mkdir_p(dir, &e) != 0 || dt_write_file_atomic(bin, c->image, c->size, &e) != 0 ||
         dt_write_file_atomic(meta, text, strlen(text), &e) != 0)
         dt_debug("nvrtc cache: not saved: %s", e.msg);
+    else
+        gpu_cubincache_prune(dir, gpu_cubincache_limit()); /* the cap (cubincache.h) */
     free(text);
     free(bin);
     free(meta);
@@ -1193,6 +1201,7 @@ static gpu_cubin *disk_get(const char *key, const gpu_compile_req *req, const ch
     c->compiled = 1;
     c->cached = 1;
     c->seconds = 0;
+    gpu_cubincache_touch(meta); /* recently used: pruned last */
     c->arch = dt_xstrdup(arch);
     snprintf(c->nvrtc_version, sizeof c->nvrtc_version, "%s", version);
     snprintf(c->hash, sizeof c->hash, "%s", key);
@@ -1455,6 +1464,8 @@ int gpu_compile(gpu_nvrtc *nv, const gpu_compile_req *req, gpu_cubin **out, dt_e
         (*out)->cached = 1;
         (*out)->seconds = 0;
     }
+    if (*out != NULL) /* what this request compiled, for the client (cubincache.h) */
+        gpu_cubincache_note(key, (*out)->cached, (*out)->compiled);
     free(archopt);
     free(opts);
     return rc;

@@ -133,4 +133,8 @@ void gpu_kinfo_free(gpu_kinfo *k, int n);
 void gpu_cache_set_dir(const char *dir);
 /* Drop every memory entry (the disk cache stays). Can't fail. */
 void gpu_cache_clear_memory(void);
+/* The folder of the disk entries (caller frees), or NULL without a home.
+ * Its size is capped (gpu/cubincache.h); entries may arrive from other
+ * hosts through the client (gpu/PROTOCOL.md, "Sharing compiled kernels"). */
+char *gpu_cache_disk_dir(void);
 #endif /* DITTO_GPU_NVRTC_H */

@@ -2,6 +2,7 @@
  * compile requests, hello and shutdown. */
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
+#include "gpu/cubincache.h"
 #include "gpu/worker/worker.h"
 #include "gpu/sandbox.h"
 
@@ -331,12 +332,23 @@ static int compile_kernel_for(wk_state *w, const cJSON *req, cJSON *out, dt_err 
         vars = f.vars;
     }
     gpu_cubin *c = NULL;
-    int rc = wk_compile_for(w, &vars, &kn, &p, &c, e);
+    /* "arch": compile for the GPU that will run it (a worker without one
+     * compiles for the pool's timing GPUs), as the plain compile does. */
+    const char *want = dt_json_str(req, "arch", NULL);
+    int rc = 0;
+    if (want != NULL && !gpu_cubincache_arch_ok(want)) {
+        e->code = WK_EBAD;
+        rc = dt_err_set(e, "arch: expected a real architecture such as sm_90, got '%.40s'", want);
+    } else {
+        w->arch = want;
+        rc = wk_compile_for(w, &vars, &kn, &p, &c, e);
+        w->arch = NULL;
+    }
     if (rc == 0) {
         char arch[16];
         snprintf(arch, sizeof arch, "sm_%d%d", w->dev.present ? w->dev.cc_major : 9,
                  w->dev.present ? w->dev.cc_minor : 0);
-        cubin_into(w, c, arch, out);
+        cubin_into(w, c, want ? want : arch, out);
         dt_json_set_take(out, "contract", gpu_contract_json(&kn.contract));
     }
     if (have_fmt)
@@ -495,7 +507,12 @@ static int handle_line(wk_state *w, const char *line, size_t len, int *status)
         rc = -1;
     } else {
         double t0 = dt_now();
+        /* Compiled kernels from other hosts in, and what this request
+         * compiled out (gpu/PROTOCOL.md, "Sharing compiled kernels"). */
+        gpu_cubincache_begin();
+        gpu_cubincache_take(req, out);
         rc = fn(w, req, out, &e);
+        gpu_cubincache_give(req, out);
         dt_json_set_num(resp, "seconds", dt_now() - t0);
     }
     if (rc == 0) {

@@ -11,7 +11,9 @@
 # say "baseline":false also answers cuSPARSE CSR_ALG1 at that many us and
 # the speedup over it, as the worker's baseline does. With
 # FAKE_TUNE_FAST_STRATEGY set to a strategy's name, every variant of the
-# template whose manifest names it takes 0.25 us.
+# template whose manifest names it takes 0.25 us. With
+# FAKE_TUNE_COL_BASELINE_US set, a kernel whose contract is column-major
+# gets cuSPARSE at that many us instead (cuSPARSE in that layout).
 # Scheduling (the pool's tests): FAKE_TUNE_GPU=N reports GPU N
 # (FAKE_TUNE_NAME, default FakeGPU) on host "fakehost"; with FAKE_TUNE_LOCKS
 # set (a folder), each measure or verify holds that GPU's lock for 50 ms and
@@ -21,6 +23,12 @@
 # FAKE_TUNE_CAPS='"compile"': the hello's capabilities (JSON strings).
 # FAKE_TUNE_HANG_ONCE=FILE: the first compile to come while FILE does not
 # exist creates it and is never answered (a node gone silent, once).
+# With FAKE_TUNE_LOG, each compile also logs "compile arch=ARCH" (the
+# request's "arch", empty when none).
+# FAKE_TUNE_CC: the GPU's compute capability in the hello (default 9.0).
+# FAKE_TUNE_CUBINS=DIR: compile, measure and verify report the cubin they
+# "used" as the worker does ("cubins": [{"key", "cached"}]), one per
+# variant, cached when any worker sharing DIR compiled it before.
 compiles=0
 while IFS= read -r line; do
   [ -n "${FAKE_TUNE_LOG:-}" ] && printf "%s\n" "${line:0:300}" >> "$FAKE_TUNE_LOG"
@@ -44,8 +52,12 @@ while IFS= read -r line; do
   fi
   extra=""
   if [ -n "${FAKE_TUNE_BASELINE_US:-}" ] && [[ "$line" != *'"baseline":false'* ]]; then
-    sp=$(awk -v b="$FAKE_TUNE_BASELINE_US" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
-    extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${FAKE_TUNE_BASELINE_US}}]},\"speedup\":${sp}"
+    bus="$FAKE_TUNE_BASELINE_US"
+    if [ -n "${FAKE_TUNE_COL_BASELINE_US:-}" ] && [[ "$line" == *'\"layout\": \"col\"'* ]]; then
+      bus="$FAKE_TUNE_COL_BASELINE_US"
+    fi
+    sp=$(awk -v b="$bus" -v u="$us" 'BEGIN { printf "%.4f", b / u }')
+    extra=",\"baseline\":{\"best\":\"CSR_ALG1\",\"us\":${bus},\"algs\":[{\"name\":\"CSR_ALG1\",\"us\":${bus}}]},\"speedup\":${sp}"
   fi
   if [ -n "${FAKE_TUNE_LOCKS:-}" ] && { [ "$req" = measure ] || [ "$req" = verify ]; }; then
     if mkdir "$FAKE_TUNE_LOCKS/lock$FAKE_TUNE_GPU" 2>/dev/null; then
@@ -57,22 +69,29 @@ while IFS= read -r line; do
     fi
   fi
   if [ "$req" = compile ]; then
+    # Past the first 300 characters: the architecture asked for, on a line of its own.
+    [ -n "${FAKE_TUNE_LOG:-}" ] && printf 'compile arch=%s\n' "$(printf '%s' "$line" | sed -n 's/.*[^\\]"arch":"\([a-z_0-9]*\)".*/\1/p')" >> "$FAKE_TUNE_LOG"
     compiles=$((compiles + 1))
     [ "$compiles" = "${FAKE_TUNE_DIE_AT:-0}" ] && kill -9 $$
     if [ -n "${FAKE_TUNE_HANG_ONCE:-}" ] && mkdir "$FAKE_TUNE_HANG_ONCE" 2>/dev/null; then
       sleep 1000
     fi
   fi
+  cub=""
+  if [ -n "${FAKE_TUNE_CUBINS:-}" ] && { [ "$req" = compile ] || [ "$req" = measure ] || [ "$req" = verify ]; }; then
+    if mkdir "$FAKE_TUNE_CUBINS/$sum" 2>/dev/null; then cached=false; else cached=true; fi
+    cub=$(printf ',"cubins":[{"key":"%016x","cached":%s}]' "$sum" "$cached")
+  fi
   case "$req" in
     hello)
       if [ -n "${FAKE_TUNE_GPU:-}" ]; then
-        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s"},"capabilities":[%s]}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}" "${FAKE_TUNE_CAPS:-\"compile\",\"measure\",\"verify\"}"
+        printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"host":"fakehost","device":{"present":true,"index":%s,"name":"%s","cc":"%s"},"capabilities":[%s]}\n' "$id" "$$" "$FAKE_TUNE_GPU" "${FAKE_TUNE_NAME:-FakeGPU}" "${FAKE_TUNE_CC:-9.0}" "${FAKE_TUNE_CAPS:-\"compile\",\"measure\",\"verify\"}"
       else
         printf '{"id":%s,"ok":true,"protocol":1,"pid":%s,"device":{"present":false,"reason":"fake"}}\n' "$id" "$$"
       fi ;;
-    compile) printf '{"id":%s,"ok":true,"compiled":true,"kernels":[{"name":"k","registers":%s}]}\n' "$id" "$((16 + sum % 48))" ;;
-    measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"%s}\n' "$id" "$us" "$key" "$extra" ;;
-    verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]}\n' "$id" ;;
+    compile) printf '{"id":%s,"ok":true,"compiled":true,"kernels":[{"name":"k","registers":%s}]%s}\n' "$id" "$((16 + sum % 48))" "$cub" ;;
+    measure) printf '{"id":%s,"ok":true,"us":%s,"method":"graph","gbps":1,"gflops":1,"kernel_key":"%s"%s%s}\n' "$id" "$us" "$key" "$extra" "$cub" ;;
+    verify) printf '{"id":%s,"ok":true,"passed":true,"checks":[]%s}\n' "$id" "$cub" ;;
     shutdown) printf '{"id":%s,"ok":true}\n' "$id"; exit 0 ;;
     *) printf '{"id":%s,"ok":true}\n' "$id" ;;
   esac

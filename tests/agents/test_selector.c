@@ -172,6 +172,17 @@ Test(selector, fitting_should_keep_the_fit_part_and_report_on_the_validate_part,
     cr_expect_str_eq(dt_json_str(v0, "strategy", ""), "merge-path");
     cr_expect_eq(dt_json_num(v0, "share", 0), 1.0);
     cr_expect_null(ag_selector_predict(m, "spmm-n32", f), "no SpMM case was fitted");
+    /* the same arrow at 10,000 times the size is farther than the reach
+     * from every fitted case: no neighbour votes */
+    cr_expect_gt(dt_json_num(m, "reach", 0), 0);
+    cJSON *big = cJSON_Duplicate(f, 1);
+    const char *grow[] = {"rows", "cols", "nnz"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(grow); i++)
+        cJSON_SetNumberValue(cJSON_GetObjectItem(big, grow[i]),
+                             1e4 * dt_json_num(big, grow[i], 1));
+    cr_expect_null(ag_selector_predict(m, "spmv-fp32", big),
+                   "a problem unlike every fitted one gets no vote");
+    cJSON_Delete(big);
     cJSON_Delete(p);
     cJSON_Delete(f);
     cJSON_Delete(rep);

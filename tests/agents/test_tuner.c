@@ -693,6 +693,85 @@ Test(tuner, widening_should_stay_within_the_time_budget, .timeout = 120)
     cJSON_Delete(lines);
 }
 
+/* A column-major SpMM kernel is timed beside cuSPARSE in its own layout,
+ * where cuSPARSE is slow (20 us here) while it takes 2 us row-major: its
+ * speedup is taken against the faster of the two. */
+Test(tuner, a_kernel_should_be_held_to_the_faster_cusparse_layout, .timeout = 120)
+{
+    setenv("FAKE_TUNE_BASELINE_US", "2", 1);
+    setenv("FAKE_TUNE_COL_BASELINE_US", "20", 1);
+    setenv("FAKE_TUNE_FAST_STRATEGY", "csr-warp-spmm-col", 1);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = SP_SPMM;
+    spec.n = 32;
+    dt_err e = {0};
+    sp_csr *a = sp_generate("gen:uniform:rows=500,nnz=5000", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_report r;
+    cr_assert_eq(sp_report_compute(a, 32, 32, &r, &e), 0, "%s", e.msg);
+    cJSON *rep = sp_report_json(&r);
+    cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", NULL, &e);
+    cr_assert_not_null(ranked, "%s", e.msg);
+    cJSON *cands = dt_json_arr();
+    cJSON_AddItemToArray(cands, ranked_cand(ranked, "ell-baked-spmm"));
+    cJSON_AddItemToArray(cands, ranked_cand(ranked, "csr-warp-spmm-col"));
+    dt_loop *l = dt_loop_new();
+    char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
+    gpu_pool_opts po = {.workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20,
+                        .log = pool_quiet};
+    gpu_pool *p = gpu_pool_new(l, &po, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    tune_wait w = {0};
+    tune_lines = dt_json_arr();
+    ag_tune_opts o = {.pool = p,
+                      .spec = &spec,
+                      .matrix = "m",
+                      .candidates = cands,
+                      .budget_variants = 2,
+                      .refine = 0,
+                      .budget_s = 60,
+                      .use_cache = 0,
+                      .progress = tune_collect,
+                      .done = tune_done,
+                      .ud = &w};
+    ag_tuner *t = ag_tuner_start(&o, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    double t0 = dt_now();
+    while (!w.done && dt_now() - t0 < 60)
+        if (dt_loop_run_once(l, 200) < 0)
+            break;
+    cr_assert(w.done, "the tuner did not finish within 60 s");
+    const cJSON *b = cJSON_GetObjectItem(w.result, "best");
+    cr_expect_str_eq(dt_json_str(b, "strategy", ""), "csr-warp-spmm-col");
+    cr_expect_float_eq(dt_json_num(b, "speedup", 0), 8.0, 1e-9, "2 us row-major / 0.25 us");
+    cr_expect_float_eq(dt_json_num(b, "speedup_own_layout", 0), 80.0, 1e-6);
+    cr_expect_str_eq(dt_json_str(b, "baseline", ""), "CSR_ALG1 (row-major)");
+    cr_expect_eq(dt_json_num(b, "baseline_us", 0), 2.0);
+    /* the row-major kernel keeps its own, equal, line */
+    const cJSON *so, *rowb = NULL;
+    cJSON_ArrayForEach(so, cJSON_GetObjectItem(w.result, "strategies"))
+        if (dt_streq(dt_json_str(so, "strategy", ""), "ell-baked-spmm"))
+            rowb = cJSON_GetObjectItem(so, "best");
+    cr_assert_not_null(rowb);
+    cr_expect_null(cJSON_GetObjectItem(rowb, "speedup_own_layout"));
+    unsetenv("FAKE_TUNE_COL_BASELINE_US");
+    unsetenv("FAKE_TUNE_FAST_STRATEGY");
+    unsetenv("FAKE_TUNE_BASELINE_US");
+    ag_tuner_free(t);
+    gpu_pool_free(p);
+    dt_loop_free(l);
+    free(la);
+    cJSON_Delete(w.result);
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
+    cJSON_Delete(cands);
+    cJSON_Delete(ranked);
+    cJSON_Delete(rep);
+    sp_csr_free(a);
+    sp_spec_clear(&spec);
+}
+
 /* ---- scheduling over a pool: compile-only, a lost worker, one timing per GPU ---------- */
 
 /* Tune one ell-baked-spmm candidate (12 points) through `workers` fake
@@ -735,7 +814,7 @@ static cJSON *tune_scheduled(const char *env, int workers, const char *gpu, int 
                       .budget_s = 60,
                       .use_cache = 0,
                       .compile_only = compile_only,
-                      .progress = tune_quiet,
+                      .progress = tune_collect, /* into tune_lines when a test sets it */
                       .done = tune_done,
                       .ud = &w};
     ag_tuner *t = ag_tuner_start(&o, &e);
@@ -837,6 +916,88 @@ Test(tuner, a_compile_that_hangs_should_be_tried_once_more_and_every_variant_acc
     cr_assert_eq(dt_json_num(res, "lost", -1), 0);
     cr_assert_eq(restarts, 1, "the hung worker should have been killed and restarted once");
     cJSON_Delete(res);
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, without_a_named_gpu_timings_should_stay_on_the_first_workers_model, .timeout = 120)
+{
+    /* Workers 0 and 1: FakeGPU 0 and 1 (sm_80); worker 2: OtherGPU 2. No
+     * target named: timings on two models would not compare. */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU={device} FAKE_TUNE_CC=8.0 "
+                             "FAKE_TUNE_LOG='%s/requests' "
+                             "FAKE_TUNE_NAME=$( [ {device} = 2 ] && echo OtherGPU || echo FakeGPU)",
+                             dir, dir);
+    tune_lines = dt_json_arr();
+    cJSON *res = tune_scheduled(env, 3, NULL, 0, NULL);
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+        cr_assert(dt_json_num(v, "quick_us", 0) > 0 || cJSON_GetObjectItem(v, "same_as"),
+                  "a variant was not timed: %s", cJSON_PrintUnformatted(v));
+    char *p = dt_xasprintf("%s/timed", dir);
+    char *timed = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(timed);
+    cr_assert_null(strstr(timed, "OtherGPU"), "another model timed: %s", timed);
+    cr_assert(strstr(timed, "FakeGPU"), "%s", timed);
+    cr_assert(has_line(tune_lines, "timings on FakeGPU (worker 0's GPU): worker 2's OtherGPU "
+                                   "compiles only"));
+    /* Compiles, wherever they run, are for the timing GPU's architecture. */
+    free(p);
+    p = dt_xasprintf("%s/requests", dir);
+    char *reqs = dt_read_file(p, NULL, NULL);
+    cr_assert_not_null(reqs);
+    int compiles = 0;
+    for (char *line = strstr(reqs, "compile arch="); line;
+         line = strstr(line + 1, "compile arch=")) {
+        cr_assert(strncmp(line, "compile arch=sm_80\n", 19) == 0,
+                  "a compile for another arch: %.40s", line);
+        compiles++;
+    }
+    cr_assert(compiles > 0, "no precompile was sent");
+    free(reqs);
+    free(timed);
+    free(p);
+    cJSON_Delete(res);
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
+    free(env);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+Test(tuner, the_summary_should_count_the_workers_compile_cache_hits_and_compiles, .timeout = 120)
+{
+    /* Two workers share one cache (FAKE_TUNE_CUBINS): each variant is
+     * compiled once, by its precompile; every later request hits. */
+    char *dir = tu_tmpdir();
+    char *env = dt_xasprintf("FAKE_TUNE_GPU={device} FAKE_TUNE_CUBINS='%s'", dir);
+    tune_lines = dt_json_arr();
+    cJSON *res = tune_scheduled(env, 2, NULL, 0, NULL);
+    const cJSON *cc = cJSON_GetObjectItem(res, "compile_cache");
+    cr_assert_not_null(cc, "no compile_cache in the result");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    int timed = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+        timed += dt_json_num(v, "quick_us", 0) > 0;
+    /* Once per variant (12, and a reserve point the precompile may take),
+     * not once per request. */
+    int compiles = (int)dt_json_num(cc, "compiles", -1);
+    cr_assert(compiles >= 12 && compiles <= 14, "%s", cJSON_PrintUnformatted(cc));
+    cr_assert(dt_json_num(cc, "hits", 0) >= timed, "%s (timed %d)", cJSON_PrintUnformatted(cc),
+              timed);
+    char want[80];
+    snprintf(want, sizeof want, "compile cache: %d hits, %d compiles",
+             (int)dt_json_num(cc, "hits", 0), compiles);
+    cr_assert(has_line(tune_lines, want), "no line '%s'", want);
+    cJSON_Delete(res);
+    cJSON_Delete(tune_lines);
+    tune_lines = NULL;
     free(env);
     tu_rmtree(dir);
     free(dir);

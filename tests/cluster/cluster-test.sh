@@ -141,6 +141,12 @@ PY
   # only as its restart.
   grep -q 'restarts: [1-9]' "$dir/out.log" || die "$name: the lost worker was not restarted"
   grep -q 'matrix shipped to workers' "$dir/out.log" || die "$name: the matrix was not shipped"
+  # Compiled kernels come back through the launcher's channel intact
+  # (gpu/PROTOCOL.md, "Sharing compiled kernels"): kept by the client, none
+  # refused by the hash check.
+  local cc; cc=$(grep -E 'compile cache: ' "$dir/out.log" || true)
+  echo "$cc" | grep -qE ', [1-9][0-9]* kept from the workers that compiled them, 0 refused' ||
+    die "$name: compiled kernels did not come back intact: ${cc:-no compile cache line}"
   say "$name: PASS: $ok of $total variants compiled and checked, 0 lost, in $(python3 -c "print(round($t1 - $t0, 1))") s"
 }
 
