@@ -30,6 +30,22 @@ static int add_arr(sp_fmt *f, const char *name, const void *host, size_t bytes, 
     return 0;
 }
 
+/* Append the malloc'd array p (bytes bytes) as array name, taking it; on error it stays the
+ * caller's. The large arrays go this way, uncopied, through TAKE, which sets the caller's
+ * pointer to NULL once f owns the array (so the builders' cleanup frees it only on error). */
+static int take_arr(sp_fmt *f, const char *name, void *p, size_t bytes, dt_err *e)
+{
+    if (f->narr == SP_FMT_MAX_ARRS)
+        return dt_err_set(e, "internal: too many arrays in format %s", f->key);
+    f->name[f->narr] = dt_xstrdup(name);
+    f->data[f->narr] = p;
+    f->bytes[f->narr] = bytes;
+    f->narr++;
+    return 0;
+}
+#define TAKE(f, name, ptr, bytes, e)                                                               \
+    (take_arr((f), (name), (ptr), (bytes), (e)) == 0 ? ((ptr) = NULL, 0) : -1)
+
 static int add_vals(sp_fmt *f, const char *name, const double *v, size_t n, sp_dtype t, dt_err *e)
 {
     size_t bytes = n * (size_t)sp_dtype_size(t);
@@ -40,7 +56,7 @@ static int add_vals(sp_fmt *f, const char *name, const double *v, size_t n, sp_d
         return dt_err_set(e, "out of host memory converting %zu values", n);
     }
     sp_to_dtype(v, tmp, n, t);
-    int rc = add_arr(f, name, tmp, bytes, e);
+    int rc = TAKE(f, name, tmp, bytes, e);
     free(tmp);
     return rc;
 }
@@ -109,7 +125,7 @@ static int build_coo(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f
     for (int32_t r = 0; r < a->rows; r++)
         for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
             row[k] = r;
-    int rc = add_arr(f, "coo_row", row, (size_t)a->nnz * 4, e);
+    int rc = TAKE(f, "coo_row", row, (size_t)a->nnz * 4, e);
     free(row);
     return rc;
 }
@@ -399,7 +415,7 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt 
         goto out;
     rc = add_arr(f, "rowptr", rp, ((size_t)a->rows + 1) * 4, e);
     free(rp);
-    if (rc != 0 || add_arr(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
+    if (rc != 0 || TAKE(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
         add_arr(f, "slice_base", base, nslices * 4, e) != 0 ||
         add_arr(f, "slice_span", span, nslices * 4, e) != 0 ||
         add_vals(f, "val", a->val, (size_t)a->nnz, t, e) != 0) {
@@ -815,15 +831,15 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt
     if (add_arr(f, "sell_ptr", ptr, (ns + 1) * 4, e) != 0 ||
         add_arr(f, "sell_len", len, ns * 4, e) != 0 ||
         add_arr(f, "sell_perm", perm, ns * (size_t)C * 4, e) != 0 ||
-        add_arr(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
+        TAKE(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
         add_arr(f, "slice_base", base, ns * 4, e) != 0)
         goto out;
     if (vdict) {
-        if (add_arr(f, "sell_vidx", vidx, (size_t)stored, e) != 0 ||
+        if (TAKE(f, "sell_vidx", vidx, (size_t)stored, e) != 0 ||
             add_vals(f, "vtab", tab, 256, t, e) != 0)
             goto out;
         set_var(f, "nvals", ntab);
-    } else if (add_arr(f, "sell_val", vals, (size_t)stored * (size_t)esize, e) != 0) {
+    } else if (TAKE(f, "sell_val", vals, (size_t)stored * (size_t)esize, e) != 0) {
         goto out;
     }
     if (long_row > 0) {
@@ -1006,8 +1022,8 @@ static int build_seg16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt 
     sp_parallel_for((int64_t)nt, a->nnz, seg16_range, &j);
     if (add_arr(f, "tile_row", trow, (nt + 1) * 4, e) != 0 ||
         add_arr(f, "tile_base", tbase, (nt ? nt : 1) * 4, e) != 0 ||
-        add_arr(f, "seg_col", col, entries * 2, e) != 0 ||
-        add_arr(f, "seg_val", val, entries * (size_t)size, e) != 0)
+        TAKE(f, "seg_col", col, entries * 2, e) != 0 ||
+        TAKE(f, "seg_val", val, entries * (size_t)size, e) != 0)
         goto out;
     set_var(f, "ntiles", (int64_t)nt);
     set_var(f, "tile", tile);
@@ -1255,7 +1271,7 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt
         }
     }
     free(grows);
-    int rc = add_arr(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
+    int rc = TAKE(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
     free(ent);
     if (rc != 0)
         return -1;
