@@ -1,6 +1,7 @@
-/* sparse.h -- sparse matrices: formats, Matrix Market / .smtx I/O, generators,
- * CPU fp64 references, pattern features (the PatternReport) and the problem
- * spec.
+/* sparse.h -- sparse matrices: formats, the device layouts kernels read and
+ * the dtype conversions, Matrix Market / .smtx I/O, generators, CPU fp64
+ * references, pattern features (the PatternReport) and the problem spec
+ * (the verification tolerance is sparse/tolerance.h, self-contained).
  *
  * Prefix: sp_. Depends on core only.
  *

@@ -220,7 +220,6 @@ void run_operands_free(operands *o)
 
 #define FILL_CHUNK ((int64_t)1 << 16) /* values per generator */
 
-
 typedef struct fill_job {
     double *v;
     int64_t n;
@@ -552,7 +551,8 @@ int run_make_operands_any(const sp_csr *a, const double *av, const wk_problem *p
                   .o = o,
                   .ua = u_acc(p->dtype),
                   .uo = run_u_of(p->dtype),
-                  .tiny = (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? SP_TOL_TINY_HALF : SP_TOL_TINY,
+                  .tiny =
+                      (p->dtype == SP_FP16 || p->dtype == SP_BF16) ? SP_TOL_TINY_HALF : SP_TOL_TINY,
                   /* finite random values but for SDDMM, whose S may hold Inf */
                   .with_out0 = p->beta != 0.0 || p->op == SP_SDDMM};
     sp_parallel_for((int64_t)o->nout, 8 * (int64_t)o->nout, tol_range, &tj);
