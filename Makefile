@@ -55,8 +55,9 @@ DBG_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
              -fno-sanitize-recover=undefined
 SYS_LIBS := -ldl -pthread -lm
 
-# Product sources by module. cli/ holds the command-line front end and main().
-MODULES := core sparse hardware gpu agents knowledge scripting sessions tui cli
+# Product sources by module. cli/ holds the command-line front end and main();
+# gpu/worker/ the code that runs only in `ditto worker` (CUDA, NVRTC, CUPTI).
+MODULES := core sparse hardware gpu gpu/worker agents knowledge scripting sessions export tui cli
 LIB_SRCS := $(foreach m,$(filter-out cli,$(MODULES)),$(wildcard $(m)/*.c))
 CXX_SRCS := $(strip $(foreach m,$(MODULES),$(wildcard $(m)/*.cpp)))
 CLI_SRCS := $(wildcard cli/*.c)
@@ -134,8 +135,6 @@ $(DBG)/tests/test_$(1): $(call dbg_objs,$(wildcard tests/$(1)/*.c) $(TEST_COMMON
 endef
 $(foreach m,$(TEST_MODULES),$(eval $(call test_exe,$(m))))
 TEST_EXES := $(foreach m,$(filter-out gpu,$(TEST_MODULES)),$(DBG)/tests/test_$(m))
-# The export tests read the harness's fixed head and tail, which live in the CLI.
-$(DBG)/tests/test_export: $(call dbg_objs,cli/export_harness.c)
 
 # The GPU tests are built without sanitizers: ASan's shadow memory and the
 # CUDA driver's address-space reservations do not mix (compute-sanitizer is
@@ -261,13 +260,16 @@ fuzz-run: fuzz
 fuzz-smoke: fuzz
 	@scripts/fuzz-run.sh --seconds $(FUZZ_SMOKE_SECONDS) --parallel $(FUZZ_PARALLEL)
 
-DATA_DIRS := hardware kernels prompts knowledge scripting/examples
+DATA_DIRS := hardware kernels prompts knowledge scripting/examples export
+# Single shipped files: the tolerance export inlines into every harness.
+DATA_FILES := sparse/tolerance.h
 bundle: all
 	@rm -rf dist && mkdir -p dist/lib dist/share/ditto
 	cp ditto dist/ditto
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then mkdir -p dist/share/ditto/$$d && \
 	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec cp {} dist/share/ditto/$$d/ \; ; fi; done
+	@for f in $(DATA_FILES); do install -D -m 0644 $$f dist/share/ditto/$$f; done
 	@./scripts/bundle-libs.sh dist/ditto dist/lib
 	@if [ -n "$(BUNDLE_TESTS)" ]; then $(MAKE) --no-print-directory gpu-test-build && \
 	  mkdir -p dist/tests && cp $(REL)/tests/test_gpu dist/tests/ && \
@@ -293,6 +295,7 @@ install: all
 	@for d in $(DATA_DIRS); do if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/ditto/$$d && \
 	  find $$d -maxdepth 1 -type f \( -name '*.json' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' -o -name '*.lua' -o -name '*.md' \) \
 	  -exec install -m 0644 {} $(DESTDIR)$(PREFIX)/share/ditto/$$d/ \; ; fi; done
+	@for f in $(DATA_FILES); do install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/ditto/$$f; done
 
 clean:
 	rm -rf build dist ditto

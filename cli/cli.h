@@ -135,13 +135,8 @@ int cli_kb_split(int argc, char **argv);
 int cli_kb_fit(int argc, char **argv);
 extern const char cli_kb_usage[];
 
-/* `ditto export` (cli/export.c): a session's best kernel as a standalone kernel.cu, a
- * harness.cu that checks and times it, a Makefile and a README. The harness's fixed parts
- * (cli/export_harness.c): the head goes before the generated launch contract, the tail
- * after it. */
+/* `ditto export` (cli/sessions.c): its options; export/export.h does the work. */
 int cli_export(int argc, char **argv);
 extern const char cli_export_usage[];
-extern const char cli_export_harness_head[];
-extern const char cli_export_harness_tail[];
 
 #endif /* DITTO_CLI_H */

@@ -1,5 +1,6 @@
 /* sessions.c -- `ditto sessions`: list the recorded sessions and show one. */
 #include "cli/cli.h"
+#include "export/export.h"
 #include "sessions/sessions.h"
 
 #include <dirent.h>
@@ -509,4 +510,86 @@ int cli_sessions(int argc, char **argv)
         free(root);
     }
     return show ? show_session(dir, id, json, events) : list_sessions(dir, json);
+}
+
+/* ---- ditto export (the export/ module does the work) ---- */
+
+const char cli_export_usage[] =
+    "usage: ditto export SESSION --out DIR [--version N] [--session-dir DIR] [--force]\n"
+    "                    [--no-matrix]\n"
+    "\n"
+    "Write a session's best kernel as a standalone project in DIR:\n"
+    "  kernel.cu    the kernel with ditto.cuh inlined and, defined at the top, the dtype and\n"
+    "               epilogue macros, its parameters and its contract's defines evaluated on\n"
+    "               the session's matrix (the kernel is specialised to that matrix)\n"
+    "  harness.cu   reads a Matrix Market file, runs the kernel under its launch contract,\n"
+    "               checks every output against an fp64 CPU reference (ditto's tolerance)\n"
+    "               and times it next to the session's best cuSPARSE algorithm with the\n"
+    "               session's method (cold: L2 flushed; graph: CUDA-graph replay)\n"
+    "  Makefile     `make` builds ./harness with nvcc (ARCH=sm_90 by default); `make run`\n"
+    "  README.md    the session's numbers, how they were measured, how to reproduce them\n"
+    "  matrix.mtx   the session's matrix, when it was not a Matrix Market file already\n"
+    "               (a generator, rep:, .smtx) or format/ was built from it; --no-matrix\n"
+    "               skips writing it\n"
+    "  format/      for a kernel over another format than CSR or COO: that format's arrays,\n"
+    "               built from the session's matrix, one raw NAME.bin each\n"
+
+    "\n"
+    "The best kernel is the one the session finished with (session_finished), else the\n"
+    "fastest measured version. A session that never measured a kernel still exports its\n"
+    "last verified (else compiled, else generated) version, and the README says it was\n"
+    "never measured. --version N exports version N instead (`ditto sessions show ID` lists\n"
+    "them). A kernel over another format than CSR (sell16, csr16, ell, bins, ...) gets its\n"
+    "format built here from the session's matrix, as ditto's worker builds it, into\n"
+    "format/ (one raw NAME.bin per array), and matrix.mtx is written so that the harness\n"
+    "checks the kernel on exactly that matrix (it refuses another); when the format cannot\n"
+    "be built or lacks what the kernel takes, the error names the CSR versions to pick\n"
+    "from. DIR must be empty or new\n"
+    "unless --force is given (then the files above are overwritten, nothing else).\n"
+    "\n"
+    "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
+
+int cli_export(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return cli_print_usage("export");
+    const char *id = NULL;
+    export_opts o = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "--out") == 0 || strcmp(a, "--session-dir") == 0 ||
+             strcmp(a, "--version") == 0) &&
+            i + 1 >= argc)
+            return cli_usage_error("export", "%s needs a value", a);
+        if (strcmp(a, "--version") == 0) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > 100000)
+                return cli_usage_error("export",
+                                       "--version: expected a version number (1, 2, ...)");
+            o.version = (int)v;
+        } else if (strcmp(a, "--out") == 0)
+            o.out = argv[++i];
+        else if (strcmp(a, "--session-dir") == 0)
+            o.session_dir = argv[++i];
+        else if (strcmp(a, "--force") == 0)
+            o.force = 1;
+        else if (strcmp(a, "--no-matrix") == 0)
+            o.no_matrix = 1;
+        else if (a[0] == '-' && a[1])
+            return cli_usage_error("export", "unknown option '%s'", a);
+        else if (id == NULL)
+            id = a;
+        else
+            return cli_usage_error("export", "unexpected argument '%s'", a);
+    }
+    if (id == NULL)
+        return cli_usage_error("export", "give a session id (ditto sessions lists them)");
+    if (o.out == NULL || *o.out == '\0')
+        return cli_usage_error("export", "give the output folder with --out DIR");
+    dt_err e = {0};
+    if (export_session(id, &o, &e) == 0)
+        return CLI_OK;
+    fprintf(stderr, "ditto export: %s\n", e.msg);
+    return cli_session_status(&e);
 }

@@ -847,3 +847,48 @@ int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_var
     }
     return 0;
 }
+
+cJSON *gpu_format_params(const gpu_contract *c, const cJSON *params, dt_err *e)
+{
+    const cJSON *fp = c->format_params;
+    if (fp == NULL)
+        return NULL;
+    gpu_vars vars = {.n = 0};
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
+    cJSON *out = cJSON_Duplicate(fp, 1);
+    cJSON *it;
+    cJSON_ArrayForEach(it, out)
+    {
+        if (!cJSON_IsString(it))
+            continue;
+        int64_t v = 0;
+        dt_err ee = {0};
+        if (gpu_eval(it->valuestring, &vars, &v, &ee) != 0) {
+            dt_err_set(e, "launch contract: format_params.%s: %s", it->string, ee.msg);
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON *num = cJSON_CreateNumber((double)v);
+        char *key = dt_xstrdup(it->string);
+        cJSON_ReplaceItemInObjectCaseSensitive(out, key, num); /* frees it, names num */
+        free(key);
+        it = num;
+    }
+    return out;
+}
+
+double gpu_requires_num(const gpu_contract *c, const cJSON *params, const char *key, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->requires, key);
+    if (cJSON_IsNumber(v))
+        return v->valuedouble;
+    if (!cJSON_IsString(v))
+        return dflt;
+    gpu_vars vars = {.n = 0};
+    const cJSON *pv;
+    cJSON_ArrayForEach(pv, params) gpu_vars_set(&vars, pv->string, dt_json_as_i64(pv, 0));
+    int64_t x = 0;
+    dt_err e = {0};
+    return gpu_eval(v->valuestring, &vars, &x, &e) == 0 ? (double)x : dflt;
+}

@@ -111,6 +111,15 @@ cJSON *gpu_manifest_defaults(const gpu_manifest *m);
 int gpu_manifest_check(const gpu_manifest *m, const cJSON *params, const gpu_vars *vars,
                        dt_err *e);
 
+/* A contract's format_params with every string value evaluated as an
+ * expression over the kernel's parameters params ("sigma": "SIGMA" lets the
+ * tuner pick the format's sorting window as it picks BLOCK). A new object;
+ * NULL when the contract has none, or with e set when an expression fails. */
+cJSON *gpu_format_params(const gpu_contract *c, const cJSON *params, dt_err *e);
+/* One of the contract's `requires` numbers, its expression evaluated over
+ * params (may be NULL); dflt when absent or not evaluable. */
+double gpu_requires_num(const gpu_contract *c, const cJSON *params, const char *key, double dflt);
+
 /* A writable __device__ or __managed__ variable in src (state kept across
  * launches; gpu/devstate.c): 1 with its name and line, else 0. */
 int gpu_device_state(const char *src, char *name, size_t nlen, int *line);

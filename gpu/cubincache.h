@@ -3,7 +3,9 @@
  * (which cubins a request used, entries taken from and given to a request,
  * the disk cache's size cap) and the entry check both sides apply.
  *
- * Internal to gpu/. Prefix gpu_cubincache_. The notes of the request being
+ * The checks are gpu/cubincache.c (both sides), the worker's side
+ * gpu/worker/cubincache_disk.c. Internal to gpu/ and gpu/worker/. Prefix
+ * gpu_cubincache_. The notes of the request being
  * served are process state, as the compile cache itself is: a worker serves
  * one request at a time. */
 #ifndef DITTO_GPU_CUBINCACHE_H

@@ -1,6 +1,6 @@
 /* ship.h -- matrices sent to a worker over the protocol (gpu/PROTOCOL.md,
  * "Shipping files"): base64 for the chunks, the content hash, and the
- * worker's store of received files. Internal to gpu/. */
+ * worker's store of received files. Internal to gpu/ and gpu/worker/. */
 #ifndef DITTO_GPU_SHIP_H
 #define DITTO_GPU_SHIP_H
 
@@ -26,8 +26,9 @@ int ship_hash_file(const char *path, char hex[17], int64_t *size, dt_err *e);
  * with a dot. */
 int ship_name_ok(const char *name);
 
-/* Worker side: blob_begin, blob_chunk, blob_end (the handlers' shape of
- * gpu/worker.c; state kept in *st, freed by ship_worker_free). */
+/* Worker side, in gpu/worker/ship_store.c: blob_begin, blob_chunk,
+ * blob_end (the handlers' shape of gpu/worker/worker.c; state kept in *st,
+ * freed by ship_worker_free). */
 typedef struct ship_worker ship_worker;
 int ship_begin(ship_worker **st, const cJSON *req, cJSON *out, dt_err *e);
 int ship_chunk(ship_worker **st, const cJSON *req, cJSON *out, dt_err *e);

@@ -197,6 +197,18 @@ void sp_csr_fingerprint(const sp_csr *a, char out[17])
     dt_hash_hex(h, out);
 }
 
+void sp_csr_randomize_pattern_values(sp_csr *a)
+{
+    dt_rng g;
+    char fp[17];
+    sp_csr_fingerprint(a, fp);
+    dt_rng_seed(&g, dt_hash_str(fp, DT_HASH_SEED));
+    for (int64_t k = 0; k < a->nnz; k++) {
+        double m = 0.5 + dt_rng_uniform(&g);
+        a->val[k] = (dt_rng_next(&g) & 1) ? m : -m;
+    }
+}
+
 int sp_csr_distinct_values(const sp_csr *a, int cap)
 {
     enum { SLOTS = 8192 }; /* open addressing, at most 4096 used */

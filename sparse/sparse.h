@@ -1,6 +1,7 @@
-/* sparse.h -- sparse matrices: formats, Matrix Market / .smtx I/O, generators,
- * CPU fp64 references, pattern features (the PatternReport) and the problem
- * spec.
+/* sparse.h -- sparse matrices: formats, the device layouts kernels read and
+ * the dtype conversions, Matrix Market / .smtx I/O, generators, CPU fp64
+ * references, pattern features (the PatternReport) and the problem spec
+ * (the verification tolerance is sparse/tolerance.h, self-contained).
  *
  * Prefix: sp_. Depends on core only.
  *
@@ -63,6 +64,11 @@ size_t sp_csr_bytes(const sp_csr *a);
 size_t sp_csr_device_bytes(const sp_csr *a, sp_dtype t);
 /* A fingerprint of structure and values (for caches), as 16 hex digits. */
 void sp_csr_fingerprint(const sp_csr *a, char out[17]);
+/* Give a pattern-only matrix (loaded with a->pattern set) seeded random
+ * values in +-[0.5, 1.5), the seed from its fingerprint, so every load of
+ * the pattern gets the same: a kernel that ignored val would pass on the
+ * all-ones values. */
+void sp_csr_randomize_pattern_values(sp_csr *a);
 /* The number of distinct nonzero values (told apart by their bits, so -0.0
  * counts), or cap + 1 as soon as there are more than cap (1..4096). */
 int sp_csr_distinct_values(const sp_csr *a, int cap);
@@ -171,6 +177,55 @@ sp_bsr *sp_csr_to_bsr(const sp_csr *a, int32_t b, dt_err *e);
 void sp_bsr_free(sp_bsr *m);
 /* Back to CSR, dropping the filled-in zeros (for tests). */
 sp_csr *sp_bsr_to_csr(const sp_bsr *m, dt_err *e);
+
+/* ---- device layouts (sparse/layout.c, sparse/dtype.c) -------------------
+ *
+ * A layout is a matrix converted on the host into the arrays one device
+ * format reads, each named as the launch contracts name it (rowptr, col16,
+ * sell_ptr, ...), plus the variables the contracts' formulas see (rows,
+ * cols, nnz, max_row, value_bytes and the format's own: nslices, C, ...).
+ * The worker uploads a built layout array by array; export writes it to
+ * disk. Values are stored in the requested dtype, indices as 32-bit (16-bit
+ * for the *16 formats). */
+
+/* Host conversion of fp64 values to a dtype's storage (4, 8 or 2 bytes per
+ * element, round to nearest even), and back. Large arrays are converted on
+ * several threads with the same bits as one pass. */
+void sp_to_dtype(const double *src, void *dst, size_t n, sp_dtype t);
+void sp_from_dtype(const void *src, double *dst, size_t n, sp_dtype t);
+/* Round an fp64 value through a dtype (what the device will see). */
+double sp_round(double v, sp_dtype t);
+
+/* e->code of sp_fmt_build when host memory ran out (any other failure: the
+ * matrix or the parameters do not fit the format, code 1). */
+#define SP_ENOMEM 3
+#define SP_FMT_MAX_ARRS 12
+#define SP_FMT_MAX_VARS 32
+typedef struct sp_fmt {
+    char key[128]; /* format + params + dtype: the cache key */
+    int narr;
+    char *name[SP_FMT_MAX_ARRS];  /* owned */
+    void *data[SP_FMT_MAX_ARRS];  /* owned host array of bytes[i] bytes */
+    size_t bytes[SP_FMT_MAX_ARRS];
+    int nvars;
+    const char *var_name[SP_FMT_MAX_VARS]; /* static strings */
+    int64_t var_val[SP_FMT_MAX_VARS];
+    double prep_us; /* host conversion time */
+} sp_fmt;
+
+/* Build format (csr, coo, ell, sell, sell16, bsr, bins, csr16, seg16,
+ * dtile, runion) of a with the format parameters params (may be NULL; the
+ * defaults and legal values are documented at each builder in layout.c)
+ * and values in dtype t. On error -1 with e set (code SP_ENOMEM or 1) and
+ * f left empty; sp_fmt_free(f) is then a no-op. */
+int sp_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
+                 sp_fmt *f, dt_err *e);
+/* Free f's arrays (f itself is the caller's; NULL is a no-op). */
+void sp_fmt_free(sp_fmt *f);
+/* Array name and its size in bytes; NULL when f has none. Borrowed. */
+const void *sp_fmt_get(const sp_fmt *f, const char *name, size_t *bytes);
+/* Variable name into *out: 0, or -1 when f has none. */
+int sp_fmt_var(const sp_fmt *f, const char *name, int64_t *out);
 
 /* ---- reading and writing ------------------------------------------------ */
 

@@ -11,11 +11,10 @@
  *   bench_cpu profile SPEC            generate, then profile; time and peak
  *                                     memory over the CSR size
  *   bench_cpu format SOURCE FORMAT PARAMS DTYPE
- *                                     build a device format on the host (no
+ *                                     build a device layout on the host (no
  *                                     upload), 3 times: the worker's
  *                                     preprocessing less the copy to the GPU
  * Each prints one line of key=value pairs for scripts/bench.sh. */
-#include "gpu/dev.h"
 #include "sparse/sparse.h"
 
 #include <cjson/cJSON.h>
@@ -207,14 +206,14 @@ int main(int argc, char **argv)
         }
         double ts[3];
         for (int i = 0; i < 3; i++) {
-            dev_fmt f;
+            sp_fmt f;
             double t0 = dt_now();
-            if (dev_fmt_build(a, argv[3], p, t, 0, &f, &e) != 0) {
+            if (sp_fmt_build(a, argv[3], p, t, &f, &e) != 0) {
                 fprintf(stderr, "bench_cpu: %s: %s\n", argv[3], e.msg);
                 return 1;
             }
             ts[i] = dt_now() - t0;
-            dev_fmt_free(&f);
+            sp_fmt_free(&f);
         }
         qsort(ts, 3, sizeof ts[0], cmp);
         printf("nnz=%lld best_s=%.3f median_s=%.3f ns_per_nnz=%.1f\n", (long long)a->nnz, ts[0],

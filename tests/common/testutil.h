@@ -40,7 +40,7 @@ void tu_rmtree(const char *dir);
 /* Write text to DIR/NAME; returns the full path (caller frees). */
 char *tu_write(const char *dir, const char *name, const char *text);
 
-/* Zeroes the worker state w (a wk_state, gpu/worker.h) and loads NVRTC into
+/* Zeroes the worker state w (a wk_state, gpu/worker/worker.h) and loads NVRTC into
  * it, or skips the test: NVRTC is missing where the CUDA toolkit is not
  * installed. */
 #define TU_NVRTC_OR_SKIP(w)                                                                        \

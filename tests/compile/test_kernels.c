@@ -4,7 +4,7 @@
  * value), exactly as the worker compiles it. */
 #include "tests/common/testutil.h"
 
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <dirent.h>
 #include <stdlib.h>

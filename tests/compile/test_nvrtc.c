@@ -1,7 +1,7 @@
 /* test_nvrtc.c -- NVRTC loading, compiles to CUBIN, log parsing and the compile cache (no GPU). */
 #include "tests/common/testutil.h"
 
-#include "gpu/nvrtc.h"
+#include "gpu/worker/nvrtc.h"
 
 #include <glob.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * SIGMA 1 sell16 and sell16-dict take rows from slots, not sell_perm. */
 #include "tests/common/testutil.h"
 
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <stdlib.h>
 #include <string.h>

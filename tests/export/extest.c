@@ -170,7 +170,7 @@ static void step_end(rec *r, int step, int ok)
     emit(r, e);
 }
 
-/* A measure answer as gpu/runner.c wk_measure gives it (plus the evaluator's fields). */
+/* A measure answer as gpu/worker/measure.c wk_measure gives it (plus the evaluator's fields). */
 static cJSON *measure_json(double us, const char *method, const char *baseline)
 {
     double base_us = 15.0;

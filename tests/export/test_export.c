@@ -3,7 +3,7 @@
  * it needs one and is not done here). */
 #include "tests/export/extest.h"
 
-#include "cli/cli.h"
+#include "export/export.h"
 #include "gpu/contract.h"
 #include "sparse/sparse.h"
 
@@ -683,7 +683,12 @@ Test(export, no_template_parameter_name_should_appear_in_the_harness_code, .time
     export_template(&f, "spmv_seg16.cu", o, &h, &r);
     char *k = ex_read(&f, "kernel.cu");
     has(k, "kernel.cu", "#define U 2");
-    char *fixed = dt_xasprintf("%s\n%s", cli_export_harness_head, cli_export_harness_tail);
+    char *head, *tail;
+    dt_err he = {0};
+    cr_assert_eq(export_harness_parts(&head, &tail, &he), 0, "%s", he.msg);
+    char *fixed = dt_xasprintf("%s\n%s", head, tail);
+    free(head);
+    free(tail);
     char *code = code_only(fixed);
     free(fixed);
     char *dir = dt_xasprintf("%s/kernels", tu_src_dir());

@@ -2,7 +2,7 @@
  * the JSON, the problem fields, the kernel object (source sandbox, options,
  * contract, parameters), and a reply that must be valid UTF-8 JSON. */
 #include "gpu/sandbox.h"
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include "tests/common/testutil.h"
 
 #include "gpu/gpu.h"
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <dirent.h>
 #include <stdlib.h>

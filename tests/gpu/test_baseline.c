@@ -2,7 +2,7 @@
  * CPU references) and CUPTI metrics on a real GPU; the tests that need one skip without. */
 #include "tests/common/testutil.h"
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -63,7 +63,7 @@ static sp_csr *csr_copy(const sp_csr *a, sp_dtype t, int absolute)
     sp_csr *b = sp_csr_dup(a, &e);
     cr_assert_not_null(b, "%s", e.msg);
     for (int64_t k = 0; k < b->nnz; k++) {
-        b->val[k] = dev_round(b->val[k], t);
+        b->val[k] = sp_round(b->val[k], t);
         if (absolute)
             b->val[k] = fabs(b->val[k]);
     }
@@ -78,7 +78,7 @@ static double *random_vals(size_t n, sp_dtype t, uint64_t seed)
     double *v = malloc((n ? n : 1) * sizeof *v);
     cr_assert_not_null(v);
     for (size_t i = 0; i < n; i++)
-        v[i] = dev_round(rnd(&r), t);
+        v[i] = sp_round(rnd(&r), t);
     return v;
 }
 
@@ -107,7 +107,7 @@ static void put(dev_buf *b, const double *v, size_t n, sp_dtype t)
     size_t bytes = n * (size_t)sp_dtype_size(t);
     void *tmp = malloc(bytes ? bytes : 1);
     cr_assert_not_null(tmp);
-    dev_to_dtype(v, tmp, n, t);
+    sp_to_dtype(v, tmp, n, t);
     if (b->ptr == 0)
         cr_assert_eq(dev_alloc(b, bytes, &e), 0, "%s", e.msg);
     if (bytes)
@@ -123,7 +123,7 @@ static double *get(const dev_buf *b, size_t n, sp_dtype t)
     double *v = malloc((n ? n : 1) * sizeof *v);
     cr_assert(tmp && v);
     cr_assert_eq(dev_download(tmp, b, bytes, &e), 0, "%s", e.msg);
-    dev_from_dtype(tmp, v, n, t);
+    sp_from_dtype(tmp, v, n, t);
     free(tmp);
     return v;
 }

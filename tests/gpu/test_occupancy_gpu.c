@@ -4,8 +4,8 @@
  * blocks per SM must equal cuOccupancyMaxActiveBlocksPerMultiprocessor. */
 #include "tests/common/testutil.h"
 
-#include "gpu/dev.h"
-#include "gpu/nvrtc.h"
+#include "gpu/worker/dev.h"
+#include "gpu/worker/nvrtc.h"
 #include "hardware/hardware.h"
 
 #include <stdlib.h>

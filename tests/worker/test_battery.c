@@ -4,7 +4,7 @@
  * matrix holds rows of 64 to 4096 entries beside a few short ones. */
 #include "tests/common/testutil.h"
 
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <stdlib.h>
 

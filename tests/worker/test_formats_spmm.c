@@ -1,8 +1,8 @@
 /* test_formats_spmm.c -- SpMM/SDDMM templates against the formats they name, for any n and k. */
 #include "tests/common/testutil.h"
 
-#include "gpu/dev.h"
-#include "gpu/worker.h"
+#include "gpu/worker/dev.h"
+#include "gpu/worker/worker.h"
 
 #include <stdlib.h>
 #include <string.h>

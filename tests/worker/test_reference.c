@@ -2,7 +2,7 @@
  * reference and tolerances do not depend on the thread count. */
 #include "tests/common/testutil.h"
 
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * spec's measured block), the hardware spec of the worker's device, and
  * compute-sanitizer runs with their findings. */
 #include "gpu/gpu.h"
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 #include "hardware/hardware.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
 #include "gpu/cubincache.h"
-#include "gpu/worker.h"
+#include "gpu/worker/worker.h"
 #include "gpu/sandbox.h"
 
 #include <errno.h>
@@ -199,20 +199,6 @@ static int do_hello(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 
 /* ---- matrices --------------------------------------------------------------------- */
 
-/* Pattern-only files carry no values; a kernel that ignored val would pass
- * on all-ones values, so the worker gives them seeded random ones. */
-void wk_randomize_pattern_values(sp_csr *a)
-{
-    dt_rng g;
-    char fp[17];
-    sp_csr_fingerprint(a, fp);
-    dt_rng_seed(&g, dt_hash_str(fp, DT_HASH_SEED));
-    for (int64_t k = 0; k < a->nnz; k++) {
-        double m = 0.5 + dt_rng_uniform(&g);
-        a->val[k] = (dt_rng_next(&g) & 1) ? m : -m;
-    }
-}
-
 static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     const char *src = dt_json_str(req, "matrix", NULL);
@@ -253,7 +239,7 @@ static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         return -1;
     }
     if (a->pattern)
-        wk_randomize_pattern_values(a);
+        sp_csr_randomize_pattern_values(a);
     wk_matrix *m = dt_xcalloc(1, sizeof *m);
     m->a = a;
     m->load_seconds = dt_now() - t0;

@@ -1,5 +1,5 @@
 /* cudaw.c -- the CUDA driver API table: dlopen, dlsym and error texts. */
-#include "gpu/cudaw.h"
+#include "gpu/worker/cudaw.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

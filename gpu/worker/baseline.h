@@ -7,7 +7,7 @@
 #ifndef DITTO_GPU_BASELINE_H
 #define DITTO_GPU_BASELINE_H
 
-#include "gpu/dev.h"
+#include "gpu/worker/dev.h"
 
 /* ---- cuSPARSE ----------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
-/* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache. */
-#include "gpu/nvrtc.h"
+/* nvrtc.c -- NVRTC loaded with dlopen: compiles to CUBIN, log parsing, the compile cache.
+ * Over 1,000 lines: the loader, the log parser and the cache share one compile path. */
+#include "gpu/worker/nvrtc.h"
 #include "gpu/cubincache.h"
 
 #include <ctype.h>

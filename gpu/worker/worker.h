@@ -9,10 +9,10 @@
 #ifndef DITTO_GPU_WORKER_H
 #define DITTO_GPU_WORKER_H
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 #include "gpu/contract.h"
-#include "gpu/dev.h"
-#include "gpu/nvrtc.h"
+#include "gpu/worker/dev.h"
+#include "gpu/worker/nvrtc.h"
 #include "sparse/sparse.h"
 
 /* Error codes carried in dt_err.code, mapped to the protocol's names. */
@@ -50,7 +50,7 @@ typedef struct wk_matrix {
     dev_fmt *fmts[WK_MAX_FMTS];
     int nfmts;
     double *rounded[4];        /* values as the device sees them, per dtype */
-    /* measure's observed input sets with their references (runner.c), kept
+    /* measure's observed input sets with their references (measure.c), kept
      * for the next measure of the same problem (obs_key); freed with
      * obs_free. */
     void *obs_sets;
@@ -110,10 +110,6 @@ void wk_kernel_clear(wk_kernel *k);
  * kernel's parameters (e.g. "sigma": "SIGMA"); a new object, NULL when the
  * contract has none or (e set) an expression fails. */
 cJSON *wk_format_params(const wk_kernel *k, dt_err *e);
-/* The values the worker gives a pattern-only matrix (it loads with
- * a->pattern set): seeded random ones in +-[0.5, 1.5), the seed from the
- * pattern's fingerprint, so every load of the pattern gets the same. */
-void wk_randomize_pattern_values(sp_csr *a);
 
 /* Compile a kernel as it would run on a matrix whose format variables are
  * fvars (dtype and epilogue macros, the contract's defines evaluated on
@@ -123,14 +119,12 @@ void wk_randomize_pattern_values(sp_csr *a);
  * an expression over the kernel's parameters (params, may be NULL), such
  * as seg16's "max_row": "BLOCK * U * 8". */
 const char *wk_requires_violated(const gpu_contract *c, const cJSON *params, const sp_csr *a);
-/* One of `requires`'s numbers, its expression evaluated over params;
- * dflt when absent or not evaluable. */
-double wk_requires_num(const gpu_contract *c, const cJSON *params, const char *key, double dflt);
 
 int wk_compile_for(wk_state *w, const gpu_vars *fvars, const wk_kernel *kn, const wk_problem *p,
                    gpu_cubin **out, dt_err *e);
 
-/* Handlers (runner.c, calib.c). Each fills `out` with the success fields. */
+/* Handlers (verify.c, measure.c, baseline.c, runner.c, calib.c). Each fills
+ * `out` with the success fields. */
 int wk_verify(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);
 int wk_baseline(wk_state *w, const cJSON *req, cJSON *out, dt_err *e);

@@ -5,7 +5,7 @@
  * declarations, which warns on every include in C. We use none of them. */
 #define DISABLE_CUSPARSE_DEPRECATED
 
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 
 #include <cusparse.h>
 #include <dlfcn.h>
@@ -494,7 +494,7 @@ static int setup_sell(const gpu_cs_problem *p, cs_run *c, sp_dtype t, dt_err *e)
         }
         off[s] = (int32_t)m->slice_ptr[s];
     }
-    dev_to_dtype(m->val, vals, (size_t)m->stored, t);
+    sp_to_dtype(m->val, vals, (size_t)m->stored, t);
     if (dev_upload(&c->sell_off, off, ((size_t)m->nslices + 1) * sizeof *off, e) != 0 ||
         dev_upload(&c->sell_col, m->col, (size_t)m->stored * sizeof *m->col, e) != 0 ||
         dev_upload(&c->sell_val, vals, (size_t)m->stored * (size_t)sp_dtype_size(t), e) != 0)

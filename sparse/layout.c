@@ -1,481 +1,80 @@
-/* dev.c -- the worker's device layer: context, buffers, formats, launches and
- * the timing harness. */
-#include "gpu/dev.h"
+/* layout.c -- device layouts: a CSR matrix converted on the host into the
+ * named arrays and variables a kernel's format reads (csr, coo, ell, sell,
+ * bsr, bins, csr16, sell16, seg16, dtile, runion). The worker uploads them
+ * as they are; export writes them to disk. Needs no device.
+ * Over 1,000 lines: one builder per format with the comment that defines its
+ * arrays, kept beside the table that names them all. */
+#include "sparse/sparse.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static struct {
-    int ready;
-    int poisoned;
-    CUdevice dev;
-    CUcontext ctx;
-    CUstream stream;
-    dev_info info;
-    dev_buf flush; /* 2 x L2, written before every cold run */
-    /* The stream hold (timer_sample): a host-mapped word the stream waits
-     * on; hold_state 0 not tried, 1 usable, -1 unavailable. */
-    volatile uint32_t *hold_host;
-    CUdeviceptr hold_dev;
-    uint32_t hold_seq;
-    int hold_state;
-} D;
-
-int dev_ready(void)
+/* Append a copy of bytes bytes at host as array name. */
+static int add_arr(sp_fmt *f, const char *name, const void *host, size_t bytes, dt_err *e)
 {
-    return D.ready;
-}
-
-int dev_poisoned(void)
-{
-    return D.poisoned;
-}
-
-CUstream dev_stream(void)
-{
-    return D.stream;
-}
-
-int dev_check(CUresult r, const char *what, dt_err *e)
-{
-    if (r == CUDA_SUCCESS)
-        return 0;
-    char buf[256];
-    gpu_cu_errstr(r, buf, sizeof buf);
-    if (gpu_cu_fatal(r)) {
-        D.poisoned = 1;
-        if (e)
-            e->code = DEV_EFAULT;
-        return dt_err_set(e, "%s (%s, during %s)", gpu_cu_fault_text(r), buf, what);
-    }
-    if (e)
-        e->code = r == CUDA_ERROR_OUT_OF_MEMORY ? DEV_ENOMEM
-                  : (r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES || r == CUDA_ERROR_INVALID_VALUE)
-                      ? DEV_ELAUNCH
-                      : DEV_ECUDA;
-    return dt_err_set(e, "%s: %s", what, buf);
-}
-
-static int attr(CUdevice_attribute a)
-{
-    int v = 0;
-    CU(cuDeviceGetAttribute)(&v, a, D.dev);
-    return v;
-}
-
-void dev_open(int index, dev_info *info)
-{
-    memset(info, 0, sizeof *info);
-    info->index = index;
-    dt_err e = {0};
-    if (gpu_cuda_load(&e) != 0) {
-        snprintf(info->reason, sizeof info->reason, "libcuda not loaded: %s", e.msg);
-        return;
-    }
-    CU(cuDriverGetVersion)(&info->driver_version);
-    CUresult r = CU(cuInit)(0);
-    if (r != CUDA_SUCCESS) {
-        char buf[256];
-        snprintf(info->reason, sizeof info->reason, "cuInit failed: %s",
-                 gpu_cu_errstr(r, buf, sizeof buf));
-        return;
-    }
-    int count = 0;
-    CU(cuDeviceGetCount)(&count);
-    if (index < 0 || index >= count) {
-        snprintf(info->reason, sizeof info->reason, "device %d requested, %d present", index,
-                 count);
-        return;
-    }
-    char buf[256];
-    if ((r = CU(cuDeviceGet)(&D.dev, index)) != CUDA_SUCCESS ||
-        (r = CU(cuDevicePrimaryCtxRetain)(&D.ctx, D.dev)) != CUDA_SUCCESS ||
-        (r = CU(cuCtxSetCurrent)(D.ctx)) != CUDA_SUCCESS ||
-        (r = CU(cuStreamCreate)(&D.stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
-        snprintf(info->reason, sizeof info->reason, "cannot open device %d: %s", index,
-                 gpu_cu_errstr(r, buf, sizeof buf));
-        return;
-    }
-    CU(cuDeviceGetName)(info->name, sizeof info->name, D.dev);
-    info->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-    info->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-    info->sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
-    info->l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
-    info->smem_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
-    info->smem_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-    info->smem_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    info->regs_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
-    info->max_threads_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
-    info->max_blocks_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
-    info->clock_mhz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1000;
-    info->mem_clock_mhz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000;
-    info->bus_width = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-    CU(cuDeviceTotalMem)(&info->mem_bytes, D.dev);
-    info->present = 1;
-    D.info = *info;
-    D.ready = 1;
-}
-
-/* ---- buffers ---- */
-
-int dev_alloc(dev_buf *b, size_t bytes, dt_err *e)
-{
-    b->ptr = 0;
-    b->bytes = bytes;
-    if (!D.ready) {
-        if (e)
-            e->code = DEV_ENODEV;
-        return dt_err_set(e, "no device");
-    }
-    /* Zero-byte arrays (an empty matrix) still get a valid pointer so that
-     * kernels can be launched on them. */
-    return dev_check(CU(cuMemAlloc)(&b->ptr, bytes ? bytes : 16), "cuMemAlloc", e);
-}
-
-void dev_free(dev_buf *b)
-{
-    if (b->ptr && D.ready && !D.poisoned)
-        CU(cuMemFree)(b->ptr);
-    b->ptr = 0;
-    b->bytes = 0;
-}
-
-/* The copy goes on the worker's stream and is finished when this returns.
- * That stream is non-blocking: a plain cuMemcpyHtoD runs on the legacy
- * stream, which does not order it before the kernels launched on ours,
- * and from pageable memory it may return with its last bytes still in
- * flight. A kernel could then run before its inputs arrived, or its
- * outputs be overwritten afterwards by the poison the verification
- * battery uploads (seen on the H200: an edge matrix's 32896 SpMM outputs
- * all reported unwritten). */
-int dev_copy_in(CUdeviceptr dst, const void *host, size_t bytes, dt_err *e)
-{
-    if (bytes == 0)
-        return 0;
-    if (dev_check(CU(cuMemcpyHtoDAsync)(dst, host, bytes, D.stream), "copy to device", e) != 0)
-        return -1;
-    return dev_check(CU(cuStreamSynchronize)(D.stream), "copy to device", e);
-}
-
-int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e)
-{
-    if (dev_alloc(b, bytes, e) != 0)
-        return -1;
-    if (bytes == 0)
-        return 0;
-    if (dev_copy_in(b->ptr, host, bytes, e) != 0) {
-        dev_free(b);
-        return -1;
-    }
-    return 0;
-}
-
-int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e)
-{
-    if (bytes == 0)
-        return 0;
-    /* The synchronous copy waits for the stream's work: faults of a kernel
-     * surface here. */
-    if (dev_sync(e) != 0)
-        return -1;
-    return dev_check(CU(cuMemcpyDtoH)(host, b->ptr, bytes), "copy from device", e);
-}
-
-int dev_zero(const dev_buf *b, dt_err *e)
-{
-    if (b->bytes == 0)
-        return 0;
-    if (dev_check(CU(cuMemsetD8Async)(b->ptr, 0, b->bytes, D.stream), "clearing memory", e) != 0)
-        return -1;
-    return dev_sync(e);
-}
-
-int dev_sync(dt_err *e)
-{
-    return dev_check(CU(cuStreamSynchronize)(D.stream), "kernel execution", e);
-}
-
-/* ---- dtype conversion ---- */
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t mant = x & 0x7fffffu;
-    int exp = (int)((x >> 23) & 0xff);
-    if (exp == 0xff)
-        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-    int he = exp - 127 + 15;
-    if (he >= 0x1f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (he <= 0) {
-        if (he < -10)
-            return (uint16_t)sign;
-        mant |= 0x800000u;
-        int shift = 14 - he;
-        uint32_t hm = mant >> shift;
-        uint32_t rem = mant & ((1u << shift) - 1);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (hm & 1)))
-            hm++;
-        return (uint16_t)(sign | hm);
-    }
-    uint32_t h = sign | ((uint32_t)he << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-        h++; /* a carry into the exponent is the correct rounding */
-    return (uint16_t)h;
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    int exp = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ffu;
-    uint32_t x;
-    if (exp == 0) {
-        if (mant == 0) {
-            x = sign;
-        } else {
-            int e = -1;
-            do {
-                e++;
-                mant <<= 1;
-            } while ((mant & 0x400u) == 0);
-            x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-        }
-    } else if (exp == 0x1f) {
-        x = sign | 0x7f800000u | (mant << 13);
-    } else {
-        x = sign | ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7f800000u) == 0x7f800000u && (x & 0x7fffffu))
-        return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-/* Element i of each direction depends on element i alone, so the arrays
- * split over threads with the same bits as one pass. */
-typedef struct conv_job {
-    const void *src;
-    void *dst;
-    sp_dtype t;
-} conv_job;
-
-static void to_dtype_range(void *ctx, int64_t lo, int64_t hi, int part)
-{
-    (void)part;
-    const conv_job *j = ctx;
-    const double *src = j->src;
-    switch (j->t) {
-    case SP_FP64:
-        memcpy((double *)j->dst + lo, src + lo, (size_t)(hi - lo) * sizeof(double));
-        break;
-    case SP_FP32:
-        for (int64_t i = lo; i < hi; i++)
-            ((float *)j->dst)[i] = (float)src[i];
-        break;
-    case SP_FP16:
-        for (int64_t i = lo; i < hi; i++)
-            ((uint16_t *)j->dst)[i] = f32_to_f16((float)src[i]);
-        break;
-    case SP_BF16:
-        for (int64_t i = lo; i < hi; i++)
-            ((uint16_t *)j->dst)[i] = f32_to_bf16((float)src[i]);
-        break;
-    }
-}
-
-static void from_dtype_range(void *ctx, int64_t lo, int64_t hi, int part)
-{
-    (void)part;
-    const conv_job *j = ctx;
-    double *dst = j->dst;
-    switch (j->t) {
-    case SP_FP64:
-        memcpy(dst + lo, (const double *)j->src + lo, (size_t)(hi - lo) * sizeof(double));
-        break;
-    case SP_FP32:
-        for (int64_t i = lo; i < hi; i++)
-            dst[i] = ((const float *)j->src)[i];
-        break;
-    case SP_FP16:
-        for (int64_t i = lo; i < hi; i++)
-            dst[i] = f16_to_f32(((const uint16_t *)j->src)[i]);
-        break;
-    case SP_BF16:
-        for (int64_t i = lo; i < hi; i++)
-            dst[i] = bf16_to_f32(((const uint16_t *)j->src)[i]);
-        break;
-    }
-}
-
-/* Below this many elements a conversion runs inline: dev_round converts one. */
-#define CONV_INLINE (1 << 16)
-
-void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t)
-{
-    conv_job j = {src, dst, t};
-    if (n < CONV_INLINE)
-        to_dtype_range(&j, 0, (int64_t)n, 0);
-    else
-        sp_parallel_for((int64_t)n, (int64_t)n, to_dtype_range, &j);
-}
-
-void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t)
-{
-    conv_job j = {src, dst, t};
-    if (n < CONV_INLINE)
-        from_dtype_range(&j, 0, (int64_t)n, 0);
-    else
-        sp_parallel_for((int64_t)n, (int64_t)n, from_dtype_range, &j);
-}
-
-double dev_round(double v, sp_dtype t)
-{
-    /* The common cases inline: the battery rounds every input it draws. */
-    if (t == SP_FP64)
-        return v;
-    if (t == SP_FP32)
-        return (double)(float)v;
-    unsigned char tmp[8];
-    double out;
-    dev_to_dtype(&v, tmp, 1, t);
-    dev_from_dtype(tmp, &out, 1, t);
-    return out;
-}
-
-/* ---- formats ---- */
-
-/* Word-at-a-time hash of a byte range: the unchanged-inputs check hashes
- * every input array after each run, so byte-wise FNV would be the slow
- * part of verifying a large matrix. */
-static uint64_t hash_chunk(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-/* hash_chunk over 1 MiB chunks in parallel, the chunks' hashes folded in
- * order: the same value whatever the thread count. At 32M nonzeros the
- * format's arrays are some 250 MB, and hashing them on one thread took a
- * tenth of building sell16. */
-#define HASH_CHUNK ((size_t)1 << 20)
-
-typedef struct hash_job {
-    const unsigned char *p;
-    size_t n;
-    uint64_t *out;
-} hash_job;
-
-/* Chunk c of the n bytes at p. */
-static uint64_t hash_chunk_at(const unsigned char *p, size_t n, size_t c)
-{
-    const size_t at = c * HASH_CHUNK;
-    return hash_chunk(p + at, n - at < HASH_CHUNK ? n - at : HASH_CHUNK);
-}
-
-static void hash_range(void *ctx, int64_t lo, int64_t hi, int part)
-{
-    (void)part;
-    const hash_job *j = ctx;
-    for (int64_t c = lo; c < hi; c++)
-        j->out[c] = hash_chunk_at(j->p, j->n, (size_t)c);
-}
-
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    const size_t nch = (n + HASH_CHUNK - 1) / HASH_CHUNK;
-    if (nch <= 1)
-        return hash_chunk(p, n);
-    uint64_t *out = malloc(nch * sizeof *out);
-    hash_job j = {p, n, out};
-    if (out != NULL)
-        sp_parallel_for((int64_t)nch, (int64_t)(n / 8), hash_range, &j);
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    for (size_t c = 0; c < nch; c++) {
-        /* Out of memory for the chunks' hashes: the same fold, serially. */
-        const uint64_t hc = out != NULL ? out[c] : hash_chunk_at(p, n, c);
-        h = (h ^ hc) * 0x100000001b3ULL;
-        h ^= h >> 29;
-    }
-    free(out);
-    return h;
-}
-
-static int add_arr(dev_fmt *f, const char *name, const void *host, size_t bytes, dt_err *e)
-{
-    if (f->narr == DEV_MAX_ARRS)
+    if (f->narr == SP_FMT_MAX_ARRS)
         return dt_err_set(e, "internal: too many arrays in format %s", f->key);
-    int i = f->narr;
-    f->names[i] = dt_xstrdup(name);
-    f->hash[i] = hash_bytes(host, bytes);
-    f->arr[i].bytes = bytes;
-    f->host[i] = NULL;
-    if (f->on_device && dev_upload(&f->arr[i], host, bytes, e) != 0) {
-        free(f->names[i]);
-        f->names[i] = NULL;
-        return -1;
+    void *copy = malloc(bytes ? bytes : 1);
+    if (copy == NULL) {
+        if (e)
+            e->code = SP_ENOMEM;
+        return dt_err_set(e, "out of host memory keeping %zu bytes of %s", bytes, name);
     }
-    if (f->keep_host) {
-        f->host[i] = malloc(bytes ? bytes : 1);
-        if (f->host[i] == NULL) {
-            free(f->names[i]);
-            f->names[i] = NULL;
-            if (e)
-                e->code = DEV_ENOMEM;
-            return dt_err_set(e, "out of host memory keeping %zu bytes of %s", bytes, name);
-        }
-        memcpy(f->host[i], host, bytes);
-    }
+    memcpy(copy, host, bytes);
+    f->name[f->narr] = dt_xstrdup(name);
+    f->data[f->narr] = copy;
+    f->bytes[f->narr] = bytes;
     f->narr++;
     return 0;
 }
 
-static int add_vals(dev_fmt *f, const char *name, const double *v, size_t n, sp_dtype t,
-                    dt_err *e)
+/* Append the malloc'd array p (bytes bytes) as array name, taking it; on error it stays the
+ * caller's. The large arrays go this way, uncopied, through TAKE, which sets the caller's
+ * pointer to NULL once f owns the array (so the builders' cleanup frees it only on error). */
+static int take_arr(sp_fmt *f, const char *name, void *p, size_t bytes, dt_err *e)
+{
+    if (f->narr == SP_FMT_MAX_ARRS)
+        return dt_err_set(e, "internal: too many arrays in format %s", f->key);
+    f->name[f->narr] = dt_xstrdup(name);
+    f->data[f->narr] = p;
+    f->bytes[f->narr] = bytes;
+    f->narr++;
+    return 0;
+}
+#define TAKE(f, name, ptr, bytes, e)                                                               \
+    (take_arr((f), (name), (ptr), (bytes), (e)) == 0 ? ((ptr) = NULL, 0) : -1)
+
+static int add_vals(sp_fmt *f, const char *name, const double *v, size_t n, sp_dtype t, dt_err *e)
 {
     size_t bytes = n * (size_t)sp_dtype_size(t);
     void *tmp = malloc(bytes ? bytes : 1);
     if (tmp == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         return dt_err_set(e, "out of host memory converting %zu values", n);
     }
-    dev_to_dtype(v, tmp, n, t);
-    int rc = add_arr(f, name, tmp, bytes, e);
+    sp_to_dtype(v, tmp, n, t);
+    int rc = TAKE(f, name, tmp, bytes, e);
     free(tmp);
     return rc;
+}
+
+/* Set (or replace) variable name, a string that outlives f. */
+static void set_var(sp_fmt *f, const char *name, int64_t val)
+{
+    for (int i = 0; i < f->nvars; i++) {
+        if (strcmp(f->var_name[i], name) == 0) {
+            f->var_val[i] = val;
+            return;
+        }
+    }
+    assert(f->nvars < SP_FMT_MAX_VARS); /* the builders below set at most 17 */
+    if (f->nvars == SP_FMT_MAX_VARS)
+        return;
+    f->var_name[f->nvars] = name;
+    f->var_val[f->nvars++] = val;
 }
 
 static int32_t *narrow_offsets(const int64_t *p, size_t n, dt_err *e)
@@ -496,7 +95,7 @@ static int64_t fparam(const cJSON *params, const char *key, int64_t dflt)
     return dt_json_as_i64(v, dflt);
 }
 
-static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     (void)params;
     int32_t *rp = narrow_offsets(a->rowptr, (size_t)a->rows + 1, e);
@@ -513,27 +112,27 @@ static int build_csr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
 /* COO beside CSR: CSR's arrays and coo_row, the row of every nonzero in
  * CSR order, so a kernel that takes nonzeros whatever their rows finds a
  * nonzero's row and column in one pair of independent loads. */
-static int build_coo(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_coo(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     if (build_csr(a, params, t, f, e) != 0)
         return -1;
     int32_t *row = malloc((a->nnz ? (size_t)a->nnz : 1) * sizeof *row);
     if (row == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         return dt_err_set(e, "out of host memory for coo (%lld nonzeros)", (long long)a->nnz);
     }
     for (int32_t r = 0; r < a->rows; r++)
         for (int64_t k = a->rowptr[r]; k < a->rowptr[r + 1]; k++)
             row[k] = r;
-    int rc = add_arr(f, "coo_row", row, (size_t)a->nnz * 4, e);
+    int rc = TAKE(f, "coo_row", row, (size_t)a->nnz * 4, e);
     free(row);
     return rc;
 }
 
 /* ELL: column-major (slot k of row r at k * rows + r) unless the format
  * parameter row_major is 1 (r * width + k). */
-static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     int64_t row_major = fparam(params, "row_major", 0);
     if (row_major != 0 && row_major != 1)
@@ -551,7 +150,7 @@ static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
             free(val);
             sp_ell_free(m);
             if (e)
-                e->code = DEV_ENOMEM;
+                e->code = SP_ENOMEM;
             return dt_err_set(e, "ELL: out of host memory for %zu slots", n);
         }
         for (size_t r = 0; r < rows; r++)
@@ -567,13 +166,13 @@ static int build_ell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
     int rc = add_arr(f, "ell_col", m->col, n * 4, e);
     if (rc == 0)
         rc = add_vals(f, "ell_val", m->val, n, t, e);
-    gpu_vars_set(&f->vars, "width", m->width);
-    gpu_vars_set(&f->vars, "row_major", row_major);
+    set_var(f, "width", m->width);
+    set_var(f, "row_major", row_major);
     sp_ell_free(m);
     return rc;
 }
 
-static int build_sell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_sell(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     int32_t C = (int32_t)fparam(params, "C", 32);
     int32_t sigma = (int32_t)fparam(params, "sigma", C);
@@ -593,14 +192,14 @@ static int build_sell(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt 
         rc = add_arr(f, "sell_col", m->col, (size_t)m->stored * 4, e);
     if (rc == 0)
         rc = add_vals(f, "sell_val", m->val, (size_t)m->stored, t, e);
-    gpu_vars_set(&f->vars, "nslices", m->nslices);
-    gpu_vars_set(&f->vars, "C", C);
-    gpu_vars_set(&f->vars, "sigma", sigma);
+    set_var(f, "nslices", m->nslices);
+    set_var(f, "C", C);
+    set_var(f, "sigma", sigma);
     sp_sell_free(m);
     return rc;
 }
 
-static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     int32_t b = (int32_t)fparam(params, "b", 4);
     sp_bsr *m = sp_csr_to_bsr(a, b, e);
@@ -615,10 +214,10 @@ static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
         rc = add_arr(f, "bsr_col", m->bcol, (size_t)m->nblocks * 4, e);
     if (rc == 0)
         rc = add_vals(f, "bsr_val", m->val, (size_t)m->nblocks * (size_t)b * (size_t)b, t, e);
-    gpu_vars_set(&f->vars, "brows", m->brows);
-    gpu_vars_set(&f->vars, "bcols", m->bcols);
-    gpu_vars_set(&f->vars, "nblocks", m->nblocks);
-    gpu_vars_set(&f->vars, "b", b);
+    set_var(f, "brows", m->brows);
+    set_var(f, "bcols", m->bcols);
+    set_var(f, "nblocks", m->nblocks);
+    set_var(f, "b", b);
     sp_bsr_free(m);
     return rc;
 }
@@ -637,7 +236,7 @@ static int build_bsr(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *
  * (nonzeros in the last bin), per_lane, long_row. */
 #define BINS_N 7
 
-static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     static const char *count_names[BINS_N] = {"bin0", "bin1", "bin2", "bin3",
                                               "bin4", "bin5", "bin6"};
@@ -658,7 +257,7 @@ static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt 
     int rc = -1;
     if (bin_rows == NULL || bin_of == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         dt_err_set(e, "out of host memory binning %d rows", a->rows);
         goto out;
     }
@@ -684,7 +283,7 @@ static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt 
     long_ptr = malloc((nlong + 1) * sizeof *long_ptr);
     if (long_ptr == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         dt_err_set(e, "out of host memory binning %d rows", a->rows);
         goto out;
     }
@@ -697,12 +296,12 @@ static int build_bins(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt 
         add_arr(f, "bin_ptr", bin_ptr, sizeof bin_ptr, e) != 0 ||
         add_arr(f, "bin_long_ptr", long_ptr, (nlong + 1) * 4, e) != 0)
         goto out;
-    gpu_vars_set(&f->vars, "nbins", BINS_N);
+    set_var(f, "nbins", BINS_N);
     for (int b = 0; b < BINS_N; b++)
-        gpu_vars_set(&f->vars, count_names[b], count[b]);
-    gpu_vars_set(&f->vars, "long_nnz", long_ptr[nlong]);
-    gpu_vars_set(&f->vars, "per_lane", per_lane);
-    gpu_vars_set(&f->vars, "long_row", long_row);
+        set_var(f, count_names[b], count[b]);
+    set_var(f, "long_nnz", long_ptr[nlong]);
+    set_var(f, "per_lane", per_lane);
+    set_var(f, "long_row", long_row);
     rc = 0;
 out:
     free(bin_rows);
@@ -766,7 +365,7 @@ static void csr16_range(void *ctx, int64_t lo, int64_t hi, int part)
     }
 }
 
-static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     int64_t slice = fparam(params, "slice", 1);
     int shift = 0;
@@ -783,7 +382,7 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
     int rc = -1;
     if (base == NULL || span == NULL || col16 == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         dt_err_set(e, "out of host memory for csr16 (%lld nonzeros)", (long long)a->nnz);
         goto out;
     }
@@ -816,16 +415,16 @@ static int build_csr16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
         goto out;
     rc = add_arr(f, "rowptr", rp, ((size_t)a->rows + 1) * 4, e);
     free(rp);
-    if (rc != 0 || add_arr(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
+    if (rc != 0 || TAKE(f, "col16", col16, (size_t)a->nnz * 2, e) != 0 ||
         add_arr(f, "slice_base", base, nslices * 4, e) != 0 ||
         add_arr(f, "slice_span", span, nslices * 4, e) != 0 ||
         add_vals(f, "val", a->val, (size_t)a->nnz, t, e) != 0) {
         rc = -1;
         goto out;
     }
-    gpu_vars_set(&f->vars, "slice", slice);
-    gpu_vars_set(&f->vars, "slice_shift", shift);
-    gpu_vars_set(&f->vars, "slice_span_max", span_max);
+    set_var(f, "slice", slice);
+    set_var(f, "slice_shift", shift);
+    set_var(f, "slice_span_max", span_max);
 out:
     free(base);
     free(span);
@@ -849,7 +448,7 @@ static int value_dict_serial(const double *v, size_t n, sp_dtype t, uint8_t *idx
     int ntab = 1;
     tab[0] = 0.0;
     for (size_t i = 0; i < n; i++) {
-        double r = dev_round(v[i], t);
+        double r = sp_round(v[i], t);
         if (r == 0.0 && !signbit(r)) {
             idx[i] = 0;
             continue;
@@ -916,7 +515,7 @@ static void vd_collect(void *ctx, int64_t lo, int64_t hi, int part)
     }
     memset(t->at, -1, sizeof t->at);
     for (int64_t i = lo; i < hi; i++) {
-        const double r = dev_round(j->v[i], j->t);
+        const double r = sp_round(j->v[i], j->t);
         if (r == 0.0 && !signbit(r))
             continue;
         uint64_t b;
@@ -940,7 +539,7 @@ static void vd_index(void *ctx, int64_t lo, int64_t hi, int part)
     (void)part;
     vd_job *j = ctx;
     for (int64_t i = lo; i < hi; i++) {
-        const double r = dev_round(j->v[i], j->t);
+        const double r = sp_round(j->v[i], j->t);
         if (r == 0.0 && !signbit(r)) {
             j->idx[i] = 0;
             continue;
@@ -1109,7 +708,7 @@ static void slice_range(void *ctx, int64_t lo, int64_t hi, int part)
     }
 }
 
-static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     int32_t C = (int32_t)fparam(params, "C", 32);
     int32_t sigma = (int32_t)fparam(params, "sigma", C);
@@ -1208,7 +807,7 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
             csr_vals = malloc(((size_t)a->nnz + 1) * (size_t)esize);
             if (csr_vals == NULL)
                 goto nomem;
-            dev_to_dtype(a->val, csr_vals, (size_t)a->nnz, t);
+            sp_to_dtype(a->val, csr_vals, (size_t)a->nnz, t);
         }
     }
     sell16_job job = {a,
@@ -1232,15 +831,15 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     if (add_arr(f, "sell_ptr", ptr, (ns + 1) * 4, e) != 0 ||
         add_arr(f, "sell_len", len, ns * 4, e) != 0 ||
         add_arr(f, "sell_perm", perm, ns * (size_t)C * 4, e) != 0 ||
-        add_arr(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
+        TAKE(f, "col16", col16, (size_t)stored * 2, e) != 0 ||
         add_arr(f, "slice_base", base, ns * 4, e) != 0)
         goto out;
     if (vdict) {
-        if (add_arr(f, "sell_vidx", vidx, (size_t)stored, e) != 0 ||
+        if (TAKE(f, "sell_vidx", vidx, (size_t)stored, e) != 0 ||
             add_vals(f, "vtab", tab, 256, t, e) != 0)
             goto out;
-        gpu_vars_set(&f->vars, "nvals", ntab);
-    } else if (add_arr(f, "sell_val", vals, (size_t)stored * (size_t)esize, e) != 0) {
+        set_var(f, "nvals", ntab);
+    } else if (TAKE(f, "sell_val", vals, (size_t)stored * (size_t)esize, e) != 0) {
         goto out;
     }
     if (long_row > 0) {
@@ -1266,7 +865,7 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
                 continue;
             lrows[li] = r;
             memcpy(lcol + lk, a->col + b, (size_t)n * sizeof *lcol);
-            dev_to_dtype(a->val + b, lval + lk * esize, (size_t)n, t);
+            sp_to_dtype(a->val + b, lval + lk * esize, (size_t)n, t);
             lk += n;
             lptr[++li] = (int32_t)lk;
         }
@@ -1275,20 +874,20 @@ static int build_sell16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
             add_arr(f, "long_col", lcol, (size_t)lnnz * 4, e) != 0 ||
             add_arr(f, "long_val", lval, (size_t)lnnz * (size_t)esize, e) != 0)
             goto out;
-        gpu_vars_set(&f->vars, "nlong", nl);
+        set_var(f, "nlong", nl);
     }
-    gpu_vars_set(&f->vars, "long", long_row);
-    gpu_vars_set(&f->vars, "nslices", (int64_t)ns);
-    gpu_vars_set(&f->vars, "C", C);
-    gpu_vars_set(&f->vars, "sigma", sigma);
-    gpu_vars_set(&f->vars, "vec", vec);
-    gpu_vars_set(&f->vars, "vdict", vdict);
-    gpu_vars_set(&f->vars, "order", order);
+    set_var(f, "long", long_row);
+    set_var(f, "nslices", (int64_t)ns);
+    set_var(f, "C", C);
+    set_var(f, "sigma", sigma);
+    set_var(f, "vec", vec);
+    set_var(f, "vdict", vdict);
+    set_var(f, "order", order);
     rc = 0;
     goto out;
 nomem:
     if (e)
-        e->code = DEV_ENOMEM;
+        e->code = SP_ENOMEM;
     dt_err_set(e, "out of host memory for sell16 (%d rows)", a->rows);
 out:
     free(lval);
@@ -1345,14 +944,13 @@ static void seg16_range(void *ctx, int64_t lo, int64_t hi, int part)
             for (int64_t p = p0; p < p1; p++)
                 j->col[k + p - p0] =
                     (uint16_t)((a->col[p] - j->tbase[t]) | (p == p1 - 1 ? 0x8000 : 0));
-            dev_to_dtype(a->val + p0, j->val + (size_t)k * (size_t)j->size, (size_t)(p1 - p0),
-                         j->t);
+            sp_to_dtype(a->val + p0, j->val + (size_t)k * (size_t)j->size, (size_t)(p1 - p0), j->t);
             k += p1 - p0;
         }
     }
 }
 
-static int build_seg16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_seg16(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     const int64_t tile = fparam(params, "tile", 2048);
     if (tile < 8 || tile > (1 << 20) || tile % 8 != 0)
@@ -1424,17 +1022,17 @@ static int build_seg16(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
     sp_parallel_for((int64_t)nt, a->nnz, seg16_range, &j);
     if (add_arr(f, "tile_row", trow, (nt + 1) * 4, e) != 0 ||
         add_arr(f, "tile_base", tbase, (nt ? nt : 1) * 4, e) != 0 ||
-        add_arr(f, "seg_col", col, entries * 2, e) != 0 ||
-        add_arr(f, "seg_val", val, entries * (size_t)size, e) != 0)
+        TAKE(f, "seg_col", col, entries * 2, e) != 0 ||
+        TAKE(f, "seg_val", val, entries * (size_t)size, e) != 0)
         goto out;
-    gpu_vars_set(&f->vars, "ntiles", (int64_t)nt);
-    gpu_vars_set(&f->vars, "tile", tile);
-    gpu_vars_set(&f->vars, "seg_entries", (int64_t)entries);
+    set_var(f, "ntiles", (int64_t)nt);
+    set_var(f, "tile", tile);
+    set_var(f, "seg_entries", (int64_t)entries);
     rc = 0;
     goto out;
 oom:
     if (e)
-        e->code = DEV_ENOMEM;
+        e->code = SP_ENOMEM;
     dt_err_set(e, "out of host memory for seg16 (%lld nonzeros)", (long long)a->nnz);
 out:
     free(trow);
@@ -1459,7 +1057,7 @@ static int cmp_int32(const void *x, const void *y)
  * the tile (0 when it has none). A row's nonzeros in a tile are
  * consecutive in CSR, in column order, so a kernel finds any entry's
  * position from the mask alone. Variables: ntiles, tm, tn. */
-static int build_dtile(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_dtile(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     (void)t;
     const int64_t tm = fparam(params, "tm", 64), tn = fparam(params, "tn", 64);
@@ -1536,14 +1134,14 @@ static int build_dtile(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt
         add_arr(f, "tile_rbase", rbase, (size_t)(nt ? nt * tm : 1) * 4, e) != 0 ||
         add_arr(f, "tile_rmask", rmask, (size_t)(nt ? nt * tm : 1) * 8, e) != 0)
         goto done;
-    gpu_vars_set(&f->vars, "ntiles", nt);
-    gpu_vars_set(&f->vars, "tm", tm);
-    gpu_vars_set(&f->vars, "tn", tn);
+    set_var(f, "ntiles", nt);
+    set_var(f, "tm", tm);
+    set_var(f, "tn", tn);
     out = 0;
     goto done;
 oom:
     if (e)
-        e->code = DEV_ENOMEM;
+        e->code = SP_ENOMEM;
     dt_err_set(e, "out of host memory for dtile (%lld nonzeros)", (long long)a->nnz);
 done:
     free(stamp);
@@ -1605,7 +1203,7 @@ static int64_t runion_count(const sp_csr *a, const int32_t *grows, int64_t ng, i
     return nent;
 }
 
-static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fmt *f, dt_err *e)
+static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, sp_fmt *f, dt_err *e)
 {
     (void)t;
     const int64_t r = fparam(params, "r", 2), sim = fparam(params, "sim", 0);
@@ -1622,7 +1220,7 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     int32_t *grows = malloc((size_t)(ng ? ng * r : 1) * sizeof *grows);
     if (grows == NULL) {
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         return dt_err_set(e, "out of host memory for runion (%lld groups)", (long long)ng);
     }
     for (int64_t k = 0; k < ng * r; k++)
@@ -1634,7 +1232,7 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
         if (sg == NULL) {
             free(grows);
             if (e)
-                e->code = DEV_ENOMEM;
+                e->code = SP_ENOMEM;
             return -1;
         }
         const int64_t snent = runion_count(a, sg, sng, r);
@@ -1656,7 +1254,7 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
     if (ent == NULL) {
         free(grows);
         if (e)
-            e->code = DEV_ENOMEM;
+            e->code = SP_ENOMEM;
         return dt_err_set(e, "out of host memory for runion (%lld entries)", (long long)nent);
     }
     int64_t cur[8], end[8];
@@ -1673,18 +1271,18 @@ static int build_runion(const sp_csr *a, const cJSON *params, sp_dtype t, dev_fm
         }
     }
     free(grows);
-    int rc = add_arr(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
+    int rc = TAKE(f, "un_ent", ent, (size_t)(nent ? nent * es : es) * 4, e);
     free(ent);
     if (rc != 0)
         return -1;
-    gpu_vars_set(&f->vars, "nent", nent);
-    gpu_vars_set(&f->vars, "ur", r);
-    gpu_vars_set(&f->vars, "ues", es);
-    gpu_vars_set(&f->vars, "usim", sim);
+    set_var(f, "nent", nent);
+    set_var(f, "ur", r);
+    set_var(f, "ues", es);
+    set_var(f, "usim", sim);
     return 0;
 }
 
-typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, dev_fmt *, dt_err *);
+typedef int (*fmt_builder)(const sp_csr *, const cJSON *, sp_dtype, sp_fmt *, dt_err *);
 
 static const struct {
     const char *name;
@@ -1696,18 +1294,13 @@ static const struct {
     {"dtile", build_dtile}, {"runion", build_runion},
 };
 
-int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
-                  int upload, dev_fmt *f, dt_err *e)
+int sp_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t, sp_fmt *f,
+                 dt_err *e)
 {
     memset(f, 0, sizeof *f);
-    f->on_device = upload == 1;
-    f->keep_host = upload == DEV_FMT_HOST;
-    if (a->nnz >= INT32_MAX) {
-        if (e)
-            e->code = DEV_ECONTRACT;
+    if (a->nnz >= INT32_MAX)
         return dt_err_set(e, "%lld nonzeros exceed the 32-bit offsets device formats use",
                           (long long)a->nnz);
-    }
     char *ps = params ? dt_json_print(params, 0) : dt_xstrdup("{}");
     snprintf(f->key, sizeof f->key, "%s%s/%s", format, ps, sp_dtype_name(t));
     free(ps);
@@ -1715,649 +1308,61 @@ int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_d
     for (int32_t i = 0; i < a->rows; i++)
         if (a->rowptr[i + 1] - a->rowptr[i] > max_row)
             max_row = (int32_t)(a->rowptr[i + 1] - a->rowptr[i]);
-    gpu_vars_set(&f->vars, "rows", a->rows);
-    gpu_vars_set(&f->vars, "cols", a->cols);
-    gpu_vars_set(&f->vars, "nnz", a->nnz);
-    gpu_vars_set(&f->vars, "max_row", max_row);
-    gpu_vars_set(&f->vars, "sms", D.info.sms);
-    gpu_vars_set(&f->vars, "value_bytes", sp_dtype_size(t));
+    set_var(f, "rows", a->rows);
+    set_var(f, "cols", a->cols);
+    set_var(f, "nnz", a->nnz);
+    set_var(f, "max_row", max_row);
+    set_var(f, "value_bytes", sp_dtype_size(t));
     for (size_t i = 0; i < DT_ARRAY_LEN(formats); i++) {
         if (strcmp(formats[i].name, format) != 0)
             continue;
         double t0 = dt_now();
         if (formats[i].build(a, params, t, f, e) != 0) {
-            dev_fmt_free(f);
-            if (e && e->code == 1)
-                e->code = DEV_ECONTRACT; /* a conversion refused the matrix */
+            sp_fmt_free(f);
             return -1;
         }
         f->prep_us = (dt_now() - t0) * 1e6;
         return 0;
     }
-    if (e)
-        e->code = DEV_ECONTRACT;
     return dt_err_set(e,
                       "unknown format '%s' (formats: csr, coo, ell, sell, sell16, bsr, bins, "
                       "csr16, seg16, dtile, runion)",
                       format);
 }
 
-void dev_fmt_free(dev_fmt *f)
+void sp_fmt_free(sp_fmt *f)
 {
+    if (f == NULL)
+        return;
     for (int i = 0; i < f->narr; i++) {
-        dev_free(&f->arr[i]);
-        free(f->names[i]);
-        free(f->host[i]);
-        f->host[i] = NULL;
+        free(f->name[i]);
+        free(f->data[i]);
+        f->name[i] = NULL;
+        f->data[i] = NULL;
     }
     f->narr = 0;
+    f->nvars = 0;
 }
 
-const void *dev_fmt_host(const dev_fmt *f, const char *name, size_t *bytes)
+const void *sp_fmt_get(const sp_fmt *f, const char *name, size_t *bytes)
 {
     for (int i = 0; i < f->narr; i++) {
-        if (strcmp(f->names[i], name) == 0) {
+        if (strcmp(f->name[i], name) == 0) {
             if (bytes)
-                *bytes = f->arr[i].bytes;
-            return f->host[i];
+                *bytes = f->bytes[i];
+            return f->data[i];
         }
     }
     return NULL;
 }
 
-int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out)
+int sp_fmt_var(const sp_fmt *f, const char *name, int64_t *out)
 {
-    for (int i = 0; i < f->narr; i++) {
-        if (strcmp(f->names[i], name) == 0) {
-            *out = f->arr[i];
+    for (int i = 0; i < f->nvars; i++) {
+        if (strcmp(f->var_name[i], name) == 0) {
+            *out = f->var_val[i];
             return 0;
         }
     }
     return -1;
-}
-
-int dev_fmt_changed(const dev_fmt *f, const char **which, dt_err *e)
-{
-    *which = NULL;
-    for (int i = 0; i < f->narr; i++) {
-        void *tmp = malloc(f->arr[i].bytes ? f->arr[i].bytes : 1);
-        if (tmp == NULL) {
-            if (e)
-                e->code = DEV_ENOMEM;
-            return dt_err_set(e, "out of host memory");
-        }
-        if (dev_download(tmp, &f->arr[i], f->arr[i].bytes, e) != 0) {
-            free(tmp);
-            return -1;
-        }
-        uint64_t h = hash_bytes(tmp, f->arr[i].bytes);
-        free(tmp);
-        if (h != f->hash[i]) {
-            *which = f->names[i];
-            return 0;
-        }
-    }
-    return 0;
-}
-
-/* ---- kernels ---- */
-
-int dev_kernel_load(const void *cubin, const char *entry, const gpu_contract *c,
-                    const gpu_vars *vars, dev_kernel *k, dt_err *e)
-{
-    memset(k, 0, sizeof *k);
-    if (!D.ready) {
-        if (e)
-            e->code = DEV_ENODEV;
-        return dt_err_set(e, "no device");
-    }
-    if (dev_check(CU(cuModuleLoadData)(&k->mod, cubin), "loading the CUBIN", e) != 0)
-        return -1;
-    CUresult r = CU(cuModuleGetFunction)(&k->fn, k->mod, entry);
-    if (r != CUDA_SUCCESS) {
-        CU(cuModuleUnload)(k->mod);
-        k->mod = NULL;
-        if (e)
-            e->code = DEV_ECONTRACT;
-        return dt_err_set(e, "the CUBIN has no kernel '%s' (declare it extern \"C\" or give a "
-                             "name expression)",
-                          entry);
-    }
-    CU(cuFuncGetAttribute)(&k->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn);
-    CU(cuFuncGetAttribute)(&k->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->fn);
-    CU(cuFuncGetAttribute)(&k->local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->fn);
-    CU(cuFuncGetAttribute)(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn);
-    dt_err ee = {0};
-    int64_t v;
-    for (int i = 0; i < 3; i++) {
-        if (gpu_eval(c->block[i], vars, &v, &ee) != 0)
-            goto bad_expr;
-        k->block[i] = (int)v;
-        if (gpu_eval(c->grid[i], vars, &v, &ee) != 0)
-            goto bad_expr;
-        if (v < 0 || v > (i == 0 ? INT32_MAX : 65535)) {
-            dt_err_set(&ee, "grid[%d] = %lld is outside [0, %d]", i, (long long)v,
-                       i == 0 ? INT32_MAX : 65535);
-            goto bad_expr;
-        }
-        k->grid[i] = (int)v;
-    }
-    if (gpu_eval(c->smem, vars, &v, &ee) != 0)
-        goto bad_expr;
-    k->smem = (int)v;
-    if (c->scratch_bytes) {
-        if (gpu_eval(c->scratch_bytes, vars, &v, &ee) != 0)
-            goto bad_expr;
-        k->scratch_bytes = (size_t)v;
-    }
-    int64_t threads = (int64_t)k->block[0] * k->block[1] * k->block[2];
-    if (threads < 1 || threads > k->max_threads) {
-        dev_kernel_unload(k);
-        if (e)
-            e->code = DEV_ELAUNCH;
-        return dt_err_set(e, "block of %lld threads, but '%s' allows at most %d (it uses %d "
-                             "registers per thread)",
-                          (long long)threads, entry, k->max_threads, k->regs);
-    }
-    if (k->smem + k->static_smem > D.info.smem_per_block_optin) {
-        dev_kernel_unload(k);
-        if (e)
-            e->code = DEV_ELAUNCH;
-        return dt_err_set(e, "%d bytes of shared memory (%d static + %d dynamic) exceed the "
-                             "device's %d per block",
-                          k->smem + k->static_smem, k->static_smem, k->smem,
-                          D.info.smem_per_block_optin);
-    }
-    if (k->smem + k->static_smem > 48 * 1024) {
-        r = CU(cuFuncSetAttribute)(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   k->smem);
-        if (dev_check(r, "opting in to more than 48 KB of shared memory", e) != 0) {
-            dev_kernel_unload(k);
-            return -1;
-        }
-    }
-    return 0;
-bad_expr:
-    dev_kernel_unload(k);
-    if (e)
-        e->code = DEV_ECONTRACT;
-    return dt_err_set(e, "launch contract: %s", ee.msg);
-}
-
-void dev_kernel_unload(dev_kernel *k)
-{
-    if (k->mod && D.ready && !D.poisoned)
-        CU(cuModuleUnload)(k->mod);
-    k->mod = NULL;
-    k->fn = NULL;
-}
-
-void dev_bind_ptr(dev_bind *b, const char *name, CUdeviceptr p)
-{
-    for (int i = 0; i < b->n; i++) {
-        if (strcmp(b->names[i], name) == 0) {
-            b->ptrs[i] = p;
-            return;
-        }
-    }
-    if (b->n < (int)DT_ARRAY_LEN(b->names)) {
-        b->names[b->n] = name;
-        b->ptrs[b->n] = p;
-        b->n++;
-    }
-}
-
-typedef union {
-    int32_t i;
-    float f;
-    double d;
-    CUdeviceptr p;
-} arg_slot;
-
-int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s,
-               dt_err *e)
-{
-    arg_slot slot[GPU_MAX_PARAMS];
-    void *args[GPU_MAX_PARAMS];
-    for (int i = 0; i < c->nparams; i++) {
-        const char *p = c->params[i];
-        args[i] = &slot[i];
-        int64_t v;
-        dev_buf buf;
-        if (strcmp(p, "alpha") == 0 || strcmp(p, "beta") == 0) {
-            double x = p[0] == 'a' ? b->alpha : b->beta;
-            if (b->dtype == SP_FP64)
-                slot[i].d = x;
-            else
-                slot[i].f = (float)x;
-            continue;
-        }
-        if (strcmp(p, "scratch") == 0) {
-            slot[i].p = b->scratch.ptr;
-            continue;
-        }
-        if (b->fmt && dev_fmt_find(b->fmt, p, &buf) == 0) {
-            slot[i].p = buf.ptr;
-            continue;
-        }
-        int found = 0;
-        for (int j = 0; j < b->n; j++) {
-            if (strcmp(b->names[j], p) == 0) {
-                slot[i].p = b->ptrs[j];
-                found = 1;
-                break;
-            }
-        }
-        if (found)
-            continue;
-        if (b->fmt && gpu_vars_get(&b->fmt->vars, p, &v) == 0) {
-            slot[i].i = (int32_t)v;
-            continue;
-        }
-        if (e)
-            e->code = DEV_ECONTRACT;
-        return dt_err_set(e, "parameter '%s' has nothing to bind to for this op and format", p);
-    }
-    if (k->scratch_bytes > 0 && !c->scratch_once &&
-        dev_check(CU(cuMemsetD8Async)(b->scratch.ptr, 0, k->scratch_bytes, s),
-                  "clearing scratch", e) != 0)
-        return -1;
-    if (k->grid[0] == 0 || k->grid[1] == 0 || k->grid[2] == 0)
-        return 0; /* nothing to do (an empty matrix) */
-    CUresult r = CU(cuLaunchKernel)(k->fn, (unsigned)k->grid[0], (unsigned)k->grid[1],
-                                    (unsigned)k->grid[2], (unsigned)k->block[0],
-                                    (unsigned)k->block[1], (unsigned)k->block[2],
-                                    (unsigned)k->smem, s, args, NULL);
-    return dev_check(r, "cuLaunchKernel", e);
-}
-
-/* ---- timing ---- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void summarize(double *t, int n, dev_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (n == 0)
-        return;
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    out->valid = 1;
-    out->runs = n;
-    out->min_us = t[0];
-    out->max_us = t[n - 1];
-    out->median_us = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    out->p10_us = t[(int)floor(0.1 * (n - 1) + 0.5)];
-    out->p90_us = t[(int)floor(0.9 * (n - 1) + 0.5)];
-}
-
-#define GRAPH_LAUNCHES 50
-#define MAX_RUNS 20000
-
-/* One timed side: its work, warmed up and (graph mode) captured. */
-typedef struct timer {
-    dev_enqueue_fn fn;
-    void *ud;
-    const dev_observer *obs; /* NULL: none */
-    dev_time_mode mode;
-    CUgraph g;
-    CUgraphExec ge;
-    CUgraph gf;      /* graph mode with a refill: the refills alone */
-    CUgraphExec gfe;
-    unsigned samples; /* taken so far, for prep's and after's sample number */
-} timer;
-
-static void timer_close(timer *t)
-{
-    if (!D.poisoned) {
-        if (t->ge)
-            CU(cuGraphExecDestroy)(t->ge);
-        if (t->g)
-            CU(cuGraphDestroy)(t->g);
-        if (t->gfe)
-            CU(cuGraphExecDestroy)(t->gfe);
-        if (t->gf)
-            CU(cuGraphDestroy)(t->gf);
-    }
-    t->ge = NULL;
-    t->g = NULL;
-    t->gfe = NULL;
-    t->gf = NULL;
-}
-
-/* Capture GRAPH_LAUNCHES launches of fn (each after a refill when with_fn
- * and the observer has one; the refills alone when !with_fn) into *g,
- * instantiated into *ge. */
-static int capture(timer *t, int with_fn, CUgraph *g, CUgraphExec *ge, dt_err *e)
-{
-    CUstream s = D.stream;
-    if (dev_check(CU(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                  "beginning graph capture", e) != 0)
-        return -1;
-    int ok = 1;
-    for (int i = 0; i < GRAPH_LAUNCHES && ok; i++) {
-        if (t->obs && t->obs->refill)
-            ok = t->obs->refill(t->obs->ud, s, e) == 0;
-        if (ok && with_fn)
-            ok = t->fn(t->ud, s, e) == 0;
-    }
-    CUresult r = CU(cuStreamEndCapture)(s, g);
-    if (!ok)
-        return -1;
-    if (dev_check(r, "ending graph capture", e) != 0 ||
-        dev_check(CU(cuGraphInstantiate)(ge, *g, 0), "instantiating the graph", e) != 0)
-        return -1;
-    return 0;
-}
-
-/* Warm-up (module load, first touch and clock ramp stay out of the numbers)
- * and, for graph mode, GRAPH_LAUNCHES launches captured into one graph. */
-static int timer_open(timer *t, dev_enqueue_fn fn, void *ud, const dev_observer *obs,
-                      dev_time_mode mode, dt_err *e)
-{
-    memset(t, 0, sizeof *t);
-    t->fn = fn;
-    t->ud = ud;
-    t->obs = obs;
-    t->mode = mode;
-    CUstream s = D.stream;
-    if (mode == DEV_TIME_COLD && D.flush.ptr == 0 &&
-        dev_alloc(&D.flush, 2 * (size_t)(D.info.l2_bytes > 0 ? D.info.l2_bytes : 64 << 20), e) != 0)
-        return -1;
-    if (obs && obs->prep && obs->prep(obs->ud, s, DEV_SAMPLE_WARMUP, e) != 0)
-        return -1;
-    for (int w = 0; w < 3; w++)
-        if (fn(ud, s, e) != 0)
-            return -1;
-    if (dev_sync(e) != 0)
-        return -1;
-    if (mode != DEV_TIME_GRAPH)
-        return 0;
-    if (capture(t, 1, &t->g, &t->ge, e) != 0)
-        return -1;
-    if (obs && obs->refill && capture(t, 0, &t->gf, &t->gfe, e) != 0)
-        return -1;
-    for (int w = 0; w < 2; w++)
-        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0 ||
-            (t->gfe && dev_check(CU(cuGraphLaunch)(t->gfe, s), "graph launch", e) != 0))
-            return -1;
-    return dev_sync(e);
-}
-
-/* The stream hold: before a sample's first event the stream waits on a
- * host-mapped word, and the host releases it only once the whole sample
- * (flush, events, work) is enqueued. Without it the GPU starts on the
- * first launch while the host is still submitting the rest, and for
- * launches shorter than their submission (a graph of 50 tiny kernels, a
- * multi-kernel cuSPARSE call) the events time the host: on the H200 a
- * 4 us cuSPARSE algorithm moved by up to 20 % between calls seconds apart
- * while staying within 2 % inside each call. */
-static int timer_enqueue(timer *t, CUevent ev0, CUevent ev1, unsigned salt, dt_err *e);
-
-static int hold_ready(void)
-{
-    if (D.hold_state != 0)
-        return D.hold_state > 0;
-    D.hold_state = -1;
-    void *h = NULL;
-    if (CU(cuMemHostAlloc)(&h, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
-        CUDA_SUCCESS)
-        return 0;
-    if (CU(cuMemHostGetDevicePointer)(&D.hold_dev, h, 0) != CUDA_SUCCESS) {
-        CU(cuMemFreeHost)(h);
-        return 0;
-    }
-    D.hold_host = h;
-    *D.hold_host = 0;
-    D.hold_seq = 0;
-    D.hold_state = 1;
-    return 1;
-}
-
-/* Enqueue the wait; returns the value that releases it (0: no hold). */
-static uint32_t hold_enqueue(CUstream s)
-{
-    if (!hold_ready())
-        return 0;
-    uint32_t v = ++D.hold_seq;
-    if (v == 0) { /* wrapped: restart the sequence */
-        *D.hold_host = 0;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        v = D.hold_seq = 1;
-    }
-    if (CU(cuStreamWaitValue32)(s, D.hold_dev, v, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
-        D.hold_state = -1; /* not supported here: time without it */
-        return 0;
-    }
-    return v;
-}
-
-static void hold_release(uint32_t v)
-{
-    if (v == 0)
-        return;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    *D.hold_host = v;
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-}
-
-/* One sample: the L2 flush (cold) outside the events, the work inside, all
- * of it held until enqueued. *us is per launch; *span_s the measured
- * device time. */
-static int timer_sample(timer *t, CUevent ev0, CUevent ev1, unsigned salt, double *us,
-                        double *span_s, dt_err *e)
-{
-    CUstream s = D.stream;
-    unsigned sample = t->samples++;
-    /* The refills alone first (graph mode with a refill), then the sample;
-     * so that the output the after hook reads is the sample's. */
-    float fill_ms = 0;
-    if (t->gfe) {
-        uint32_t hold = hold_enqueue(s);
-        int rc = dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0 ||
-                         dev_check(CU(cuGraphLaunch)(t->gfe, s), "graph launch", e) != 0 ||
-                         dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e) != 0
-                     ? -1
-                     : 0;
-        hold_release(hold);
-        if (rc != 0 || dev_check(CU(cuEventSynchronize)(ev1), "refill graph", e) != 0 ||
-            dev_check(CU(cuEventElapsedTime)(&fill_ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
-            return -1;
-    }
-    if (t->obs && t->obs->prep && t->obs->prep(t->obs->ud, s, sample, e) != 0)
-        return -1;
-    uint32_t hold = hold_enqueue(s);
-    int rc = timer_enqueue(t, ev0, ev1, salt, e);
-    hold_release(hold);
-    if (rc != 0)
-        return -1;
-    if (dev_check(CU(cuEventSynchronize)(ev1), "kernel execution", e) != 0)
-        return -1;
-    float ms = 0;
-    if (dev_check(CU(cuEventElapsedTime)(&ms, ev0, ev1), "cuEventElapsedTime", e) != 0)
-        return -1;
-    *span_s = ms * 1e-3;
-    /* With refills the launches' own time is the difference; never below
-     * 1 % of the sample, so that noise cannot make it vanish. */
-    double k_ms = t->gfe ? (double)ms - (double)fill_ms : (double)ms;
-    if (t->gfe && k_ms < 0.01 * (double)ms)
-        k_ms = 0.01 * (double)ms;
-    *us = k_ms * 1000.0 / (t->mode == DEV_TIME_GRAPH ? GRAPH_LAUNCHES : 1);
-    if (t->obs && t->obs->after && t->obs->after(t->obs->ud, sample, e) != 0)
-        return -1;
-    return 0;
-}
-
-static int timer_enqueue(timer *t, CUevent ev0, CUevent ev1, unsigned salt, dt_err *e)
-{
-    CUstream s = D.stream;
-    if (t->mode == DEV_TIME_COLD &&
-        dev_check(CU(cuMemsetD32Async)(D.flush.ptr, salt, D.flush.bytes / 4, s), "flushing L2",
-                  e) != 0)
-        return -1;
-    if (dev_check(CU(cuEventRecord)(ev0, s), "cuEventRecord", e) != 0)
-        return -1;
-    if (t->mode == DEV_TIME_GRAPH) {
-        if (dev_check(CU(cuGraphLaunch)(t->ge, s), "graph launch", e) != 0)
-            return -1;
-    } else if (t->fn(t->ud, s, e) != 0) {
-        return -1;
-    }
-    return dev_check(CU(cuEventRecord)(ev1, s), "cuEventRecord", e);
-}
-
-static int events_new(CUevent *ev0, CUevent *ev1, dt_err *e)
-{
-    *ev0 = *ev1 = NULL;
-    return dev_check(CU(cuEventCreate)(ev0, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0 ||
-                   dev_check(CU(cuEventCreate)(ev1, CU_EVENT_DEFAULT), "cuEventCreate", e) != 0
-               ? -1
-               : 0;
-}
-
-static void events_free(CUevent ev0, CUevent ev1)
-{
-    if (D.poisoned)
-        return;
-    if (ev0)
-        CU(cuEventDestroy)(ev0);
-    if (ev1)
-        CU(cuEventDestroy)(ev1);
-}
-
-static int not_ready(dt_err *e)
-{
-    if (e)
-        e->code = DEV_ENODEV;
-    return dt_err_set(e, "no device");
-}
-
-int dev_time(dev_enqueue_fn fn, void *ud, dev_time_mode mode, int min_runs, double min_seconds,
-             double max_seconds, dev_stats *out, dt_err *e)
-{
-    return dev_time_obs(fn, ud, NULL, mode, min_runs, min_seconds, max_seconds, out, e);
-}
-
-int dev_time_obs(dev_enqueue_fn fn, void *ud, const dev_observer *obs, dev_time_mode mode,
-                 int min_runs, double min_seconds, double max_seconds, dev_stats *out, dt_err *e)
-{
-    memset(out, 0, sizeof *out);
-    if (!D.ready)
-        return not_ready(e);
-    CUevent ev0 = NULL, ev1 = NULL;
-    timer t;
-    memset(&t, 0, sizeof t);
-    double *samples = NULL;
-    int rc = -1;
-    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&t, fn, ud, obs, mode, e) != 0)
-        goto out;
-    samples = malloc(MAX_RUNS * sizeof *samples);
-    if (samples == NULL) {
-        dt_err_set(e, "out of host memory");
-        goto out;
-    }
-    int n = 0;
-    double total = 0.0, start = dt_now();
-    while (n < MAX_RUNS) {
-        if (n >= min_runs && total >= min_seconds)
-            break;
-        if (n >= 3 && dt_now() - start > max_seconds)
-            break;
-        double us = 0, span = 0;
-        if (timer_sample(&t, ev0, ev1, (unsigned)n, &us, &span, e) != 0)
-            goto out;
-        total += span;
-        samples[n++] = us;
-    }
-    summarize(samples, n, out);
-    rc = 0;
-out:
-    free(samples);
-    timer_close(&t);
-    events_free(ev0, ev1);
-    return rc;
-}
-
-int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_time_mode mode,
-                  int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
-                  dt_err *e)
-{
-    return dev_time_pair_obs(fa, ua, NULL, fb, ub, NULL, mode, min_rounds, min_seconds,
-                             max_seconds, out, e);
-}
-
-int dev_time_pair_obs(dev_enqueue_fn fa, void *ua, const dev_observer *oa, dev_enqueue_fn fb,
-                      void *ub, const dev_observer *ob, dev_time_mode mode, int min_rounds,
-                      double min_seconds, double max_seconds, dev_pair_stats *out, dt_err *e)
-{
-    memset(out, 0, sizeof *out);
-    if (!D.ready)
-        return not_ready(e);
-    CUevent ev0 = NULL, ev1 = NULL;
-    timer ta, tb;
-    memset(&ta, 0, sizeof ta);
-    memset(&tb, 0, sizeof tb);
-    double *sa = NULL, *sb = NULL, *ratio = NULL;
-    int rc = -1;
-    if (events_new(&ev0, &ev1, e) != 0 || timer_open(&ta, fa, ua, oa, mode, e) != 0 ||
-        timer_open(&tb, fb, ub, ob, mode, e) != 0)
-        goto out;
-    sa = malloc(MAX_RUNS * sizeof *sa);
-    sb = malloc(MAX_RUNS * sizeof *sb);
-    ratio = malloc(MAX_RUNS * sizeof *ratio);
-    if (sa == NULL || sb == NULL || ratio == NULL) {
-        dt_err_set(e, "out of host memory");
-        goto out;
-    }
-    int n = 0;
-    double total = 0.0, start = dt_now();
-    while (n < MAX_RUNS) {
-        if (n >= min_rounds && total >= min_seconds)
-            break;
-        if (n >= 3 && dt_now() - start > max_seconds)
-            break;
-        /* a then b in even rounds, b then a in odd ones: neither side always
-         * runs right after the other's L2 flush or clock step. */
-        timer *first = n % 2 ? &tb : &ta, *second = n % 2 ? &ta : &tb;
-        double u1 = 0, u2 = 0, s1 = 0, s2 = 0;
-        if (timer_sample(first, ev0, ev1, (unsigned)(2 * n), &u1, &s1, e) != 0 ||
-            timer_sample(second, ev0, ev1, (unsigned)(2 * n + 1), &u2, &s2, e) != 0)
-            goto out;
-        sa[n] = n % 2 ? u2 : u1;
-        sb[n] = n % 2 ? u1 : u2;
-        ratio[n] = sa[n] > 0 ? sb[n] / sa[n] : 0;
-        total += s1 + s2;
-        n++;
-    }
-    summarize(sa, n, &out->a);
-    summarize(sb, n, &out->b);
-    summarize(ratio, n, &out->ratio);
-    out->rounds = n;
-    out->valid = n > 0;
-    rc = 0;
-out:
-    free(sa);
-    free(sb);
-    free(ratio);
-    timer_close(&ta);
-    timer_close(&tb);
-    events_free(ev0, ev1);
-    return rc;
-}
-
-cJSON *dev_stats_json(const dev_stats *s)
-{
-    if (!s->valid)
-        return cJSON_CreateNull();
-    cJSON *o = dt_json_obj();
-    dt_json_set_num(o, "median_us", s->median_us);
-    dt_json_set_num(o, "min_us", s->min_us);
-    dt_json_set_num(o, "max_us", s->max_us);
-    dt_json_set_num(o, "p10_us", s->p10_us);
-    dt_json_set_num(o, "p90_us", s->p90_us);
-    dt_json_set_int(o, "runs", s->runs);
-    return o;
 }

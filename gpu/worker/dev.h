@@ -11,7 +11,7 @@
 #define DITTO_GPU_DEV_H
 
 #include "gpu/contract.h"
-#include "gpu/cudaw.h"
+#include "gpu/worker/cudaw.h"
 #include "sparse/sparse.h"
 
 enum {
@@ -66,15 +66,8 @@ int dev_download(void *host, const dev_buf *b, size_t bytes, dt_err *e);
 /* Every byte of b set to 0 on the worker's stream, complete on return. */
 int dev_zero(const dev_buf *b, dt_err *e);
 
-/* Host conversion of fp64 values to a dtype's storage (4, 8 or 2 bytes per
- * element, round to nearest even), and back. */
-void dev_to_dtype(const double *src, void *dst, size_t n, sp_dtype t);
-void dev_from_dtype(const void *src, double *dst, size_t n, sp_dtype t);
-/* Round an fp64 value through a dtype (what the device will see). */
-double dev_round(double v, sp_dtype t);
-
 /* ---- a matrix prepared for a format on the device ---- */
-#define DEV_MAX_ARRS 12
+#define DEV_MAX_ARRS SP_FMT_MAX_ARRS
 typedef struct dev_fmt {
     char key[128];      /* format + params + dtype */
     char *names[DEV_MAX_ARRS];
@@ -84,25 +77,19 @@ typedef struct dev_fmt {
     double prep_us;     /* host conversion time */
     int on_device;      /* 0: variables only (built with upload = 0) */
     uint64_t hash[DEV_MAX_ARRS]; /* of the host copy, for the unchanged check */
-    int keep_host;               /* built with upload = DEV_FMT_HOST */
-    void *host[DEV_MAX_ARRS];    /* host copies, only when keep_host */
 } dev_fmt;
 
-/* dev_fmt_build's upload argument: keep the converted arrays in host memory
- * (dev_fmt_host) instead of uploading them. For tests; needs no device. */
-#define DEV_FMT_HOST 2
-
-/* Build (convert on the host, upload) the format a contract asks for.
- * Supported: csr, ell, sell (C, sigma), bsr (b), bins (per_lane, long_row),
- * csr16 (slice). With upload = 0 only the variables are computed (no device
- * needed): what compiling a kernel for a matrix needs. */
+/* Build the layout a contract asks for on the host (sp_fmt_build, every
+ * format sparse/layout.c knows) and upload its arrays. With upload = 0 only
+ * the variables are kept (no device needed): what compiling a kernel for a
+ * matrix needs. The variables are the layout's plus sms. */
 int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
                   int upload, dev_fmt *f, dt_err *e);
 void dev_fmt_free(dev_fmt *f);
 int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out);
-/* The host copy of an array (built with DEV_FMT_HOST) and its size in bytes;
- * NULL when there is no such array or no host copy. Borrowed. */
-const void *dev_fmt_host(const dev_fmt *f, const char *name, size_t *bytes);
+/* The hash dev_fmt keeps of each uploaded array (n bytes at p; the same
+ * value whatever the thread count). */
+uint64_t dev_hash(const void *p, size_t n);
 /* Re-hash every array from the device and compare with the upload: *which
  * gets the name of the first array that changed, or NULL. Returns -1 when
  * the arrays could not be read back. */

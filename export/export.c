@@ -1,10 +1,11 @@
-/* export.c -- `ditto export ID --out DIR`: a session's best kernel as a standalone CUDA
- * source, a harness that checks it against an fp64 reference and times it next to cuSPARSE
- * the way the session did, a Makefile for nvcc and a README with the session's numbers. */
-#include "cli/cli.h"
+/* export.c -- `ditto export`: a session's best kernel as a standalone CUDA source, a
+ * harness (from the shipped export/harness.cu) that checks it against an fp64 reference with
+ * ditto's tolerance and times it next to cuSPARSE the way the session did, a Makefile for
+ * nvcc and a README with the session's numbers (export/export.h).
+ * Over 1,000 lines: reading a session's events, specialising its kernel and contract to the
+ * matrix and writing the harness's C are one pass over one context (ex_ctx). */
+#include "export/export.h"
 #include "gpu/contract.h"
-#include "gpu/dev.h"
-#include "gpu/worker.h"
 #include "hardware/hardware.h"
 #include "sessions/sessions.h"
 #include "sparse/sparse.h"
@@ -15,41 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-const char cli_export_usage[] =
-    "usage: ditto export SESSION --out DIR [--version N] [--session-dir DIR] [--force]\n"
-    "                    [--no-matrix]\n"
-    "\n"
-    "Write a session's best kernel as a standalone project in DIR:\n"
-    "  kernel.cu    the kernel with ditto.cuh inlined and, defined at the top, the dtype and\n"
-    "               epilogue macros, its parameters and its contract's defines evaluated on\n"
-    "               the session's matrix (the kernel is specialised to that matrix)\n"
-    "  harness.cu   reads a Matrix Market file, runs the kernel under its launch contract,\n"
-    "               checks every output against an fp64 CPU reference (ditto's tolerance)\n"
-    "               and times it next to the session's best cuSPARSE algorithm with the\n"
-    "               session's method (cold: L2 flushed; graph: CUDA-graph replay)\n"
-    "  Makefile     `make` builds ./harness with nvcc (ARCH=sm_90 by default); `make run`\n"
-    "  README.md    the session's numbers, how they were measured, how to reproduce them\n"
-    "  matrix.mtx   the session's matrix, when it was not a Matrix Market file already\n"
-    "               (a generator, rep:, .smtx) or format/ was built from it; --no-matrix\n"
-    "               skips writing it\n"
-    "  format/      for a kernel over another format than CSR or COO: that format's arrays,\n"
-    "               built from the session's matrix, one raw NAME.bin each\n"
-
-    "\n"
-    "The best kernel is the one the session finished with (session_finished), else the\n"
-    "fastest measured version. A session that never measured a kernel still exports its\n"
-    "last verified (else compiled, else generated) version, and the README says it was\n"
-    "never measured. --version N exports version N instead (`ditto sessions show ID` lists\n"
-    "them). A kernel over another format than CSR (sell16, csr16, ell, bins, ...) gets its\n"
-    "format built here from the session's matrix, as ditto's worker builds it, into\n"
-    "format/ (one raw NAME.bin per array), and matrix.mtx is written so that the harness\n"
-    "checks the kernel on exactly that matrix (it refuses another); when the format cannot\n"
-    "be built or lacks what the kernel takes, the error names the CSR versions to pick\n"
-    "from. DIR must be empty or new\n"
-    "unless --force is given (then the files above are overwritten, nothing else).\n"
-    "\n"
-    "Exit status: 0 exported, 1 nothing could be exported, 2 usage.\n";
 
 /* ---- what the session's events say about each kernel version ------------------------- */
 
@@ -472,7 +438,8 @@ typedef struct ex_ctx {
     char matrix_note[600];     /* how matrix.mtx came to be, or why there is none */
     sp_csr *matrix;            /* the session's matrix, to be written as matrix.mtx */
     int write_matrix;          /* matrix.mtx is written */
-    dev_fmt fmt;               /* a format other than CSR or COO, built from matrix */
+    sp_fmt fmt;                /* a format other than CSR or COO, built from matrix */
+    gpu_vars fvars;            /* its variables */
     int have_fmt;
     uint64_t fmt_sum;   /* csr_sum of the matrix it was built from */
     int pattern_values; /* a pattern given the worker's seeded values */
@@ -485,7 +452,7 @@ static void ctx_free(ex_ctx *x)
     best_free(&x->best);
     sp_csr_free(x->matrix);
     if (x->have_fmt)
-        dev_fmt_free(&x->fmt);
+        sp_fmt_free(&x->fmt);
     if (x->have_contract)
         gpu_contract_clear(&x->c);
     dt_buf_free(&x->defines);
@@ -523,14 +490,14 @@ static int is_harness_var(const char *name)
 static int fmt_array(const ex_ctx *x, const char *name)
 {
     for (int i = 0; x->have_fmt && i < x->fmt.narr; i++)
-        if (strcmp(x->fmt.names[i], name) == 0)
+        if (strcmp(x->fmt.name[i], name) == 0)
             return i;
     return -1;
 }
 
 static int fmt_var(const ex_ctx *x, const char *name, int64_t *val)
 {
-    return x->have_fmt && gpu_vars_get(&x->fmt.vars, name, val) == 0;
+    return x->have_fmt && gpu_vars_get(&x->fvars, name, val) == 0;
 }
 
 static int is_expr_var(const char *name, size_t len, const cJSON *params, const gpu_vars *fv)
@@ -675,27 +642,25 @@ static int prebuild_format(ex_ctx *x, dt_err *e)
     if (x->matrix->pattern) {
         /* The values the session's worker ran on; matrix.mtx then carries them, so the
          * harness reads the matrix the format was built from. */
-        wk_randomize_pattern_values(x->matrix);
+        sp_csr_randomize_pattern_values(x->matrix);
         x->matrix->pattern = 0;
         x->pattern_values = 1;
     }
-    wk_kernel k;
-    memset(&k, 0, sizeof k);
-    k.contract = x->c; /* borrowed: not cleared here */
-    k.params = b->params;
     dt_err fe = {0};
-    cJSON *fp = wk_format_params(&k, &fe);
+    cJSON *fp = gpu_format_params(&x->c, b->params, &fe);
     if (fp == NULL && x->c.format_params != NULL)
         return dt_err_set(e, "kernel %s: contract format_params: %s", b->label, fe.msg);
     if (x->matrix->nnz >= 1000000) /* seconds of work: say so */
         fprintf(stderr, "ditto export: building the %s format of %s (%lld nonzeros)\n", x->c.format,
                 x->spec.matrix, (long long)x->matrix->nnz);
-    int rc = dev_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, DEV_FMT_HOST, &x->fmt, &fe);
+    int rc = sp_fmt_build(x->matrix, x->c.format, fp, x->spec.dtype, &x->fmt, &fe);
     cJSON_Delete(fp);
     if (rc != 0)
         return dt_err_set(e, "kernel %s: building its '%s' format from the session's matrix: %s",
                           b->label, x->c.format, fe.msg);
     x->have_fmt = 1;
+    for (int i = 0; i < x->fmt.nvars; i++)
+        gpu_vars_set(&x->fvars, x->fmt.var_name[i], x->fmt.var_val[i]); /* static names */
     x->fmt_sum = csr_sum(x->matrix);
     /* The kernel is specialised to the matrix its format was built from. */
     const sp_csr *a = x->matrix;
@@ -709,7 +674,7 @@ static int prebuild_format(ex_ctx *x, dt_err *e)
     x->rows = a->rows;
     x->cols = a->cols;
     x->nnz = a->nnz;
-    gpu_vars_get(&x->fmt.vars, "max_row", &x->max_row);
+    gpu_vars_get(&x->fvars, "max_row", &x->max_row);
     return 0;
 }
 
@@ -736,7 +701,7 @@ static int check_params(const ex_ctx *x, const char *fmt, dt_err *e)
             continue;
         dt_buf arrays = DT_BUF_INIT;
         for (int j = 0; j < x->fmt.narr; j++)
-            dt_buf_printf(&arrays, "%s%s", j ? ", " : "", x->fmt.names[j]);
+            dt_buf_printf(&arrays, "%s%s", j ? ", " : "", x->fmt.name[j]);
         dt_err_set(e,
                    "kernel %s takes '%s', which the '%s' format does not provide (its arrays: "
                    "%s)",
@@ -794,9 +759,9 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
     gpu_vars *v = &x->vars;
     v->n = 0;
     /* The format's variables (nslices, C, slice_shift, ...), then the harness's own. */
-    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++)
-        if (!is_harness_var(x->fmt.vars.name[i]))
-            gpu_vars_set(v, x->fmt.vars.name[i], x->fmt.vars.val[i]);
+    for (int i = 0; x->have_fmt && i < x->fvars.n; i++)
+        if (!is_harness_var(x->fvars.name[i]))
+            gpu_vars_set(v, x->fvars.name[i], x->fvars.val[i]);
     gpu_vars_set(v, "rows", x->rows);
     gpu_vars_set(v, "cols", x->cols);
     gpu_vars_set(v, "nnz", x->nnz);
@@ -840,7 +805,7 @@ static int prepare_contract(ex_ctx *x, dt_err *e)
         dt_buf tmp = DT_BUF_INIT;
         dt_err xe = {0};
         const char *ex = exprs[i] ? exprs[i] : "0";
-        int rc = expr_to_c(ex, b->params, x->have_fmt ? &x->fmt.vars : NULL, &tmp, &xe);
+        int rc = expr_to_c(ex, b->params, x->have_fmt ? &x->fvars : NULL, &tmp, &xe);
         dt_buf_free(&tmp);
         if (rc != 0)
             return dt_err_set(e, "kernel %s: contract expression %s", b->label, xe.msg);
@@ -1030,9 +995,77 @@ static char *kernel_file(ex_ctx *x, dt_err *e)
     return dt_buf_take(&o);
 }
 
-/* The generated part of harness.cu: what the session ran, the launch contract as C. */
-static char *harness_file(ex_ctx *x)
+/* ---- the harness template (export/harness.cu, shipped data) ------------------------------ */
+
+#define HARNESS_HEAD     "//@ditto-export:head\n"
+#define HARNESS_CONTRACT "//@ditto-export:contract\n"
+#define HARNESS_TOL      "#include \"sparse/tolerance.h\"\n"
+
+/* The text of shipped file rel (export/harness.cu, sparse/tolerance.h), a new string, or NULL
+ * with e naming what is missing and where it was looked for. */
+static char *share_text(const char *rel, dt_err *e)
 {
+    char *path = dt_share_path(rel);
+    if (path == NULL) {
+        dt_err_set(e,
+                   "%s, which every exported harness is made from, was not found (set "
+                   "DITTO_SHARE to ditto's source or share folder, or reinstall ditto)",
+                   rel);
+        return NULL;
+    }
+    dt_err re = {0};
+    char *text = dt_read_file_max(path, (size_t)1 << 20, NULL, &re);
+    if (text == NULL)
+        dt_err_set(e, "%s", re.msg);
+    free(path);
+    return text;
+}
+
+int export_harness_parts(char **head, char **tail, dt_err *e)
+{
+    *head = *tail = NULL;
+    char *t = share_text("export/harness.cu", e);
+    if (t == NULL)
+        return -1;
+    char *h = strstr(t, HARNESS_HEAD);
+    char *c = h ? strstr(h, HARNESS_CONTRACT) : NULL;
+    char *inc = h && c ? strstr(h, HARNESS_TOL) : NULL;
+    if (inc == NULL || inc > c) {
+        const char *missing = h == NULL ? HARNESS_HEAD : c == NULL ? HARNESS_CONTRACT : HARNESS_TOL;
+        dt_err_set(e,
+                   "export/harness.cu: the line %.*s is missing (a damaged install: reinstall "
+                   "ditto or point DITTO_SHARE at its source)",
+                   (int)strlen(missing) - 1, missing);
+        free(t);
+        return -1;
+    }
+    char *tol = share_text("sparse/tolerance.h", e);
+    if (tol == NULL) {
+        free(t);
+        return -1;
+    }
+    dt_buf o = DT_BUF_INIT;
+    dt_buf_append(&o, h + strlen(HARNESS_HEAD), (size_t)(inc - h) - strlen(HARNESS_HEAD));
+    dt_buf_puts(&o, "/* ---- sparse/tolerance.h, inlined by ditto export ---- */\n");
+    dt_buf_puts(&o, tol);
+    if (o.len && o.data[o.len - 1] != '\n')
+        dt_buf_putc(&o, '\n');
+    dt_buf_puts(&o, "/* ---- end of sparse/tolerance.h ---- */\n");
+    const char *after = inc + strlen(HARNESS_TOL);
+    dt_buf_append(&o, after, (size_t)(c - after));
+    *head = dt_buf_take(&o);
+    *tail = dt_xstrdup(c + strlen(HARNESS_CONTRACT));
+    free(tol);
+    free(t);
+    return 0;
+}
+
+/* The generated part of harness.cu: what the session ran, the launch contract as C. */
+static char *harness_file(ex_ctx *x, dt_err *e)
+{
+    char *head, *tail;
+    if (export_harness_parts(&head, &tail, e) != 0)
+        return NULL;
     const ex_best *b = &x->best;
     const sp_spec *sp = &x->spec;
     const cJSON *fp = x->log->fingerprint;
@@ -1098,7 +1131,7 @@ static char *harness_file(ex_ctx *x)
     dt_buf_printf(&o, "#define DX_REQ_UNIFORM %d /* the contract's requires */\n",
                   dt_json_bool(rq, "uniform_rows", 0));
     dt_buf_printf(&o, "#define DX_REQ_MAX_ROW %lldLL\n#define DX_REQ_MIN_ROWS %lldLL\n",
-                  (long long)wk_requires_num(&x->c, b->params, "max_row", -1),
+                  (long long)gpu_requires_num(&x->c, b->params, "max_row", -1),
                   (long long)dt_json_i64(rq, "min_rows", -1));
     dt_buf_printf(&o, "#define DX_REQ_SQUARE %d\n", dt_json_bool(rq, "square", 0));
     dt_buf_puts(&o, "#define DX_S_US ");
@@ -1118,7 +1151,8 @@ static char *harness_file(ex_ctx *x)
     dt_buf_puts(&o, "\n#define DX_SESSION_GPU ");
     c_string(&o, gpu);
     dt_buf_puts(&o, "\n\n");
-    dt_buf_puts(&o, cli_export_harness_head);
+    dt_buf_puts(&o, head);
+    free(head);
     /* The contract as C. */
     dt_buf_puts(
         &o, "/* ---- the launch contract of kernel.cu's @contract block (generated) ---- */\n\n");
@@ -1127,12 +1161,12 @@ static char *harness_file(ex_ctx *x)
                     "static const char *const dx_fmt_files[] = {");
     for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++) {
         dt_buf_puts(&o, i ? ", " : "");
-        c_string(&o, x->fmt.names[i]);
+        c_string(&o, x->fmt.name[i]);
     }
     dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n" : "\"\"};\n");
     dt_buf_puts(&o, "static const unsigned long long dx_fmt_bytes[] = {");
     for (int i = 0; i < (x->have_fmt ? x->fmt.narr : 0); i++)
-        dt_buf_printf(&o, "%s%zuULL", i ? ", " : "", x->fmt.arr[i].bytes);
+        dt_buf_printf(&o, "%s%zuULL", i ? ", " : "", x->fmt.bytes[i]);
     dt_buf_puts(&o, x->have_fmt && x->fmt.narr ? "};\n\n" : "0};\n\n");
     dt_buf_puts(&o, "static void dx_contract_dims(const dx_vars *v, dx_dims *d)\n{\n"
                     "    const long long rows = v->rows, cols = v->cols, nnz = v->nnz, n = v->n, "
@@ -1140,25 +1174,25 @@ static char *harness_file(ex_ctx *x)
                     "    const long long max_row = v->max_row, sms = v->sms;\n"
                     "    (void)rows;\n    (void)cols;\n    (void)nnz;\n    (void)n;\n    (void)k;\n"
                     "    (void)max_row;\n    (void)sms;\n");
-    for (int i = 0; x->have_fmt && i < x->fmt.vars.n; i++) {
-        const char *name = x->fmt.vars.name[i];
+    for (int i = 0; x->have_fmt && i < x->fvars.n; i++) {
+        const char *name = x->fvars.name[i];
         if (!is_harness_var(name))
             dt_buf_printf(&o,
                           "    const long long dx_fv_%s = %lldLL; /* the format's %s */\n"
                           "    (void)dx_fv_%s;\n",
-                          name, (long long)x->fmt.vars.val[i], name, name);
+                          name, (long long)x->fvars.val[i], name, name);
     }
     static const char *dim_names[8] = {"grid[0]",  "grid[1]",  "grid[2]", "block[0]",
                                        "block[1]", "block[2]", "smem",    "scratch"};
     const char *exprs[8] = {x->c.grid[0],  x->c.grid[1],  x->c.grid[2], x->c.block[0],
                             x->c.block[1], x->c.block[2], x->c.smem,    x->c.scratch_bytes};
     for (int i = 0; i < 8; i++) {
-        dt_buf e = DT_BUF_INIT;
+        dt_buf c = DT_BUF_INIT;
         dt_err ee = {0};
-        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, x->have_fmt ? &x->fmt.vars : NULL, &e,
+        expr_to_c(exprs[i] ? exprs[i] : "0", x->best.params, x->have_fmt ? &x->fvars : NULL, &c,
                   &ee); /* checked before */
-        dt_buf_printf(&o, "    d->%s = %s;\n", dim_names[i], e.data);
-        dt_buf_free(&e);
+        dt_buf_printf(&o, "    d->%s = %s;\n", dim_names[i], c.data);
+        dt_buf_free(&c);
     }
     dt_buf_puts(&o, "}\n\n");
     dt_buf_puts(&o, "/* The parameters in contract order; pointers bind whatever their declared "
@@ -1188,7 +1222,8 @@ static char *harness_file(ex_ctx *x)
             dt_buf_printf(&o, "dx_p(a->%s)", p);
     }
     dt_buf_puts(&o, ");\n}\n\n");
-    dt_buf_puts(&o, cli_export_harness_tail);
+    dt_buf_puts(&o, tail);
+    free(tail);
     return dt_buf_take(&o);
 }
 
@@ -1279,7 +1314,7 @@ static char *readme_file(const ex_ctx *x)
                       "array (",
                       x->c.format);
         for (int i = 0; i < x->fmt.narr; i++)
-            dt_buf_printf(&o, "%s`%s` %zu B", i ? ", " : "", x->fmt.names[i], x->fmt.arr[i].bytes);
+            dt_buf_printf(&o, "%s`%s` %zu B", i ? ", " : "", x->fmt.name[i], x->fmt.bytes[i]);
         dt_buf_puts(&o, "); the harness loads them (`DX_FORMAT_DIR` names another folder) and "
                         "runs only on that matrix, which it checks by a sum of its rows, "
                         "columns and values |\n");
@@ -1429,7 +1464,7 @@ static char *readme_file(const ex_ctx *x)
                     "the dtype so that the reference sees what the GPU sees); before each run the "
                     "output is poisoned with a NaN pattern when beta is 0, so an output the "
                     "kernel never writes is caught. Every output must match the fp64 CPU "
-                    "reference within ditto's tolerance (`gpu/runner.c`):\n\n"
+                    "reference within ditto's tolerance (`gpu/worker/runner.c`):\n\n"
                     "    tol_i = (4 sqrt(len_i + 2) + 8) u_acc m_i + 2 u_out |ref_i| + tiny\n\n"
                     "where `len_i` is the row length (K for SDDMM), `m_i` = |alpha| sum_k "
                     "|a_ik x_k| + |beta y0_i| (+ |bias_i|), `u_acc` the unit roundoff of the "
@@ -1585,8 +1620,8 @@ static int write_format(const ex_ctx *x, const char *out, dt_err *e)
     int rc = dt_mkdir_p(dir, e);
     for (int i = 0; rc == 0 && i < x->fmt.narr; i++) {
         size_t bytes = 0;
-        const void *host = dev_fmt_host(&x->fmt, x->fmt.names[i], &bytes);
-        char *path = dt_xasprintf("%s/%s.bin", dir, x->fmt.names[i]);
+        const void *host = sp_fmt_get(&x->fmt, x->fmt.name[i], &bytes);
+        char *path = dt_xasprintf("%s/%s.bin", dir, x->fmt.name[i]);
         rc = dt_write_file_atomic(path, host, bytes, e);
         free(path);
     }
@@ -1596,129 +1631,78 @@ static int write_format(const ex_ctx *x, const char *out, dt_err *e)
 
 /* ---- the command --------------------------------------------------------------------------- */
 
-int cli_export(int argc, char **argv)
+int export_session(const char *id, const export_opts *opts, dt_err *e)
 {
-    if (cli_wants_help(argc, argv))
-        return cli_print_usage("export");
-    const char *id = NULL, *session_dir = NULL, *out = NULL;
-    int force = 0, no_matrix = 0, version = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((strcmp(a, "--out") == 0 || strcmp(a, "--session-dir") == 0 ||
-             strcmp(a, "--version") == 0) &&
-            i + 1 >= argc)
-            return cli_usage_error("export", "%s needs a value", a);
-        if (strcmp(a, "--version") == 0) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end != '\0' || v < 1 || v > 100000)
-                return cli_usage_error("export",
-                                       "--version: expected a version number (1, 2, ...)");
-            version = (int)v;
-        } else if (strcmp(a, "--out") == 0)
-            out = argv[++i];
-        else if (strcmp(a, "--session-dir") == 0)
-            session_dir = argv[++i];
-        else if (strcmp(a, "--force") == 0)
-            force = 1;
-        else if (strcmp(a, "--no-matrix") == 0)
-            no_matrix = 1;
-        else if (a[0] == '-' && a[1])
-            return cli_usage_error("export", "unknown option '%s'", a);
-        else if (id == NULL)
-            id = a;
-        else
-            return cli_usage_error("export", "unexpected argument '%s'", a);
-    }
-    if (id == NULL)
-        return cli_usage_error("export", "give a session id (ditto sessions lists them)");
-    if (out == NULL || *out == '\0')
-        return cli_usage_error("export", "give the output folder with --out DIR");
-
+    const char *out = opts->out;
+    const int version = opts->version;
     struct stat st;
-    if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "ditto export: %s exists and is not a folder\n", out);
-        return CLI_FAIL;
-    }
-    if (!force && dir_nonempty(out)) {
-        fprintf(stderr,
-                "ditto export: %s is not empty (--force overwrites the exported files "
-                "in it)\n",
-                out);
-        return CLI_FAIL;
-    }
-    dt_err e = {0};
-    char *root = sess_root(session_dir);
-    sess_log *log = sess_log_read(root, id, &e);
+    if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode))
+        return dt_err_set(e, "%s exists and is not a folder", out);
+    if (!opts->force && dir_nonempty(out))
+        return dt_err_set(e, "%s is not empty (--force overwrites the exported files in it)", out);
+    char *root = sess_root(opts->session_dir);
+    sess_log *log = sess_log_read(root, id, e);
     free(root);
-    if (log == NULL) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
-        return cli_session_status(&e);
-    }
+    if (log == NULL)
+        return -1;
     ex_ctx x;
     memset(&x, 0, sizeof x);
     x.log = log;
     sp_spec_init(&x.spec);
     ex_scan s;
     scan_events(log, &s);
-    int status = CLI_FAIL;
+    int status = -1;
     dt_buf probs = DT_BUF_INIT;
     char *kernel = NULL, *harness = NULL, *make = NULL, *readme = NULL;
     if (log->spec == NULL || sp_spec_from_json(&x.spec, log->spec, NULL, &probs) != 0) {
-        fprintf(stderr, "ditto export: session %s: spec.json is missing or invalid%s%s", log->id,
-                probs.len ? ": " : "\n", dt_buf_str(&probs));
+        while (probs.len && probs.data[probs.len - 1] == '\n')
+            probs.data[--probs.len] = '\0';
+        dt_err_set(e, "session %s: spec.json is missing or invalid%s%s", log->id,
+                   probs.len ? ": " : "", dt_buf_str(&probs));
         goto done;
     }
-    if ((version > 0 ? choose_version(log, &s, version, &x.best, &e)
-                     : choose_best(log, &s, &x.best, &e)) != 0) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
+    if ((version > 0 ? choose_version(log, &s, version, &x.best, e)
+                     : choose_best(log, &s, &x.best, e)) != 0)
         goto done;
-    }
     session_matrix(&x, &s);
     session_sms(&x);
-    if (prepare_contract(&x, &e) != 0) {
+    if (prepare_contract(&x, e) != 0) {
         char alt[600] = "";
         if (x.have_contract && !harness_format(x.c.format))
             csr_versions(&s, alt, sizeof alt);
-        if (alt[0])
-            fprintf(stderr, "ditto export: %s; measured CSR versions, for --version N: %s\n", e.msg,
-                    alt);
-        else
-            fprintf(stderr, "ditto export: %s\n", e.msg);
+        if (alt[0]) {
+            char msg[sizeof e->msg];
+            snprintf(msg, sizeof msg, "%s", e->msg);
+            dt_err_set(e, "%s; measured CSR versions, for --version N: %s", msg, alt);
+        }
         goto done;
     }
-    kernel = kernel_file(&x, &e);
-    if (kernel == NULL) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
+    kernel = kernel_file(&x, e);
+    if (kernel == NULL)
         goto done;
-    }
-    plan_matrix(&x, no_matrix);
-    harness = harness_file(&x);
+    plan_matrix(&x, opts->no_matrix);
+    harness = harness_file(&x, e);
+    if (harness == NULL)
+        goto done;
     make = makefile_file(&x);
     readme = readme_file(&x);
 
-    if (dt_mkdir_p(out, &e) != 0 || write_text(out, "kernel.cu", kernel, &e) != 0 ||
-        write_text(out, "harness.cu", harness, &e) != 0 ||
-        write_text(out, "Makefile", make, &e) != 0 ||
-        write_text(out, "README.md", readme, &e) != 0) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
+    if (dt_mkdir_p(out, e) != 0 || write_text(out, "kernel.cu", kernel, e) != 0 ||
+        write_text(out, "harness.cu", harness, e) != 0 ||
+        write_text(out, "Makefile", make, e) != 0 ||
+        write_text(out, "README.md", readme, e) != 0)
         goto done;
-    }
-    if (x.have_fmt && write_format(&x, out, &e) != 0) {
-        fprintf(stderr, "ditto export: %s\n", e.msg);
+    if (x.have_fmt && write_format(&x, out, e) != 0)
         goto done;
-    }
     if (x.write_matrix) {
         if (x.matrix->nnz >= 1000000)
             fprintf(stderr, "ditto export: writing %s/matrix.mtx (%lld nonzeros)\n", out,
                     (long long)x.matrix->nnz);
         char *mpath = dt_xasprintf("%s/matrix.mtx", out);
-        int rc = sp_mm_write(x.matrix, mpath, &e);
+        int rc = sp_mm_write(x.matrix, mpath, e);
         free(mpath);
-        if (rc != 0) {
-            fprintf(stderr, "ditto export: %s\n", e.msg);
+        if (rc != 0)
             goto done;
-        }
     }
     if (!x.best.measured)
         fprintf(stderr, "ditto export: warning: %s\n", x.best.status);
@@ -1731,7 +1715,7 @@ int cli_export(int argc, char **argv)
                x.best.speedup, x.best.baseline[0] ? x.best.baseline : "?");
     printf("build: make -C %s    run: make -C %s run%s\n", out, out,
            x.matrix_default[0] ? "" : " MATRIX=path.mtx");
-    status = CLI_OK;
+    status = 0;
 done:
     free(kernel);
     free(harness);

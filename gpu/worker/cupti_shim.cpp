@@ -41,7 +41,7 @@ extern "C" {
 #pragma GCC diagnostic push
 // gpu/contract.h names a field `requires`, a C++20 keyword; this file is C++17.
 #pragma GCC diagnostic ignored "-Wc++20-compat"
-#include "gpu/baseline.h"
+#include "gpu/worker/baseline.h"
 #pragma GCC diagnostic pop
 }
 
