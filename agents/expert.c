@@ -1235,28 +1235,6 @@ void ag_wishes_show(ag_run *r, ag_step *s)
     }
 }
 
-/* The source without comments (each replaced by a space, newlines kept). */
-static char *strip_comments(const char *src)
-{
-    char *o = dt_xstrdup(src);
-    for (char *p = o; *p; p++) {
-        if (p[0] == '/' && p[1] == '*') {
-            char *e = strstr(p + 2, "*/");
-            char *stop = e ? e + 2 : p + strlen(p);
-            for (; p < stop; p++)
-                if (*p != '\n')
-                    *p = ' ';
-            p--;
-        } else if (p[0] == '/' && p[1] == '/') {
-            for (; *p && *p != '\n'; p++)
-                *p = ' ';
-            if (*p == '\0')
-                break;
-        }
-    }
-    return o;
-}
-
 static int uses_atomics(const char *code)
 {
     for (const char *p = strstr(code, "atomic"); p; p = strstr(p + 1, "atomic")) {
@@ -1277,7 +1255,7 @@ static int uses_atomics(const char *code)
 
 int ag_wishes_refuse(ag_run *r, const char *src, char *why, size_t len)
 {
-    char *code = strip_comments(src);
+    char *code = dt_code_only(src);
     int bad = 0;
     const cJSON *w;
     cJSON_ArrayForEach(w, r->wishes)

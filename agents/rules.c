@@ -62,40 +62,6 @@ static const rule_info rule_table[] = {
      "worker owns and clears."},
 };
 
-/* Blank out comments and string/char literals, keeping newlines, so the
- * scans below see only code at the right line numbers. */
-static char *code_only(const char *src)
-{
-    size_t n = strlen(src);
-    char *c = dt_xmalloc(n + 1);
-    memcpy(c, src, n + 1);
-    for (size_t i = 0; i < n; i++) {
-        if (c[i] == '/' && c[i + 1] == '/') {
-            while (i < n && c[i] != '\n')
-                c[i++] = ' ';
-        } else if (c[i] == '/' && c[i + 1] == '*') {
-            c[i] = c[i + 1] = ' ';
-            i += 2;
-            while (i < n && !(c[i] == '*' && c[i + 1] == '/')) {
-                if (c[i] != '\n')
-                    c[i] = ' ';
-                i++;
-            }
-            if (i < n)
-                c[i] = c[i + 1] = ' ';
-            i++;
-        } else if (c[i] == '"' || c[i] == '\'') {
-            char q = c[i++];
-            while (i < n && c[i] != q && c[i] != '\n') {
-                if (c[i] == '\\' && i + 1 < n)
-                    c[i++] = ' ';
-                c[i++] = ' ';
-            }
-        }
-    }
-    return c;
-}
-
 static int line_of(const char *base, const char *p)
 {
     int line = 1;
@@ -496,7 +462,7 @@ static void check_contract(const char *src, const cJSON *contract, cJSON *out)
 cJSON *ag_static_rules(const char *source, const cJSON *contract)
 {
     cJSON *out = dt_json_arr();
-    char *code = code_only(source);
+    char *code = dt_code_only(source);
     char derived[32][64];
     int nd = derived_vars(code, derived, 32);
     region reg[128];

@@ -116,6 +116,10 @@ void dt_buf_put_term(dt_buf *b, const char *s, size_t n, int keep_newlines);
  * turn: for printf arguments ("%s", dt_tsafe(name)); valid until eight more
  * calls. NULL gives "". Newlines show as ^J: one field, one line. */
 const char *dt_tsafe(const char *s);
+/* A copy of C or CUDA source with comments, string and character literals
+ * blanked to spaces, newlines kept (line numbers stay right): what static
+ * scans of code look at. Caller frees. */
+char *dt_code_only(const char *src);
 /* NULL when s (n bytes) is valid UTF-8, else a copy (caller frees) with
  * each invalid byte replaced by U+FFFD. */
 char *dt_utf8_fix(const char *s, size_t n);

@@ -129,3 +129,34 @@ void dt_json_utf8_fix(cJSON *v)
             dt_json_utf8_fix(v->child);
     }
 }
+
+char *dt_code_only(const char *src)
+{
+    size_t n = strlen(src);
+    char *c = dt_xmalloc(n + 1);
+    memcpy(c, src, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (c[i] == '/' && c[i + 1] == '/') {
+            while (i < n && c[i] != '\n')
+                c[i++] = ' ';
+        } else if (c[i] == '/' && c[i + 1] == '*') {
+            c[i] = c[i + 1] = ' ';
+            i += 2;
+            while (i < n && !(c[i] == '*' && c[i + 1] == '/')) {
+                if (c[i] != '\n')
+                    c[i] = ' ';
+                i++;
+            }
+            if (i < n)
+                c[i] = c[i + 1] = ' ', i++;
+        } else if (c[i] == '"' || c[i] == '\'') {
+            char q = c[i++];
+            while (i < n && c[i] != q && c[i] != '\n') {
+                if (c[i] == '\\' && i + 1 < n)
+                    c[i++] = ' ';
+                c[i++] = ' ';
+            }
+        }
+    }
+    return c;
+}

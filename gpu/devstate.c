@@ -13,39 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A copy of src with comments, string and character literals blanked
- * (newlines kept, so line numbers stay right). */
-static char *blank_noncode(const char *src)
-{
-    size_t n = strlen(src);
-    char *c = dt_xmalloc(n + 1);
-    memcpy(c, src, n + 1);
-    for (size_t i = 0; i < n; i++) {
-        if (c[i] == '/' && c[i + 1] == '/') {
-            while (i < n && c[i] != '\n')
-                c[i++] = ' ';
-        } else if (c[i] == '/' && c[i + 1] == '*') {
-            c[i] = c[i + 1] = ' ';
-            i += 2;
-            while (i < n && !(c[i] == '*' && c[i + 1] == '/')) {
-                if (c[i] != '\n')
-                    c[i] = ' ';
-                i++;
-            }
-            if (i < n)
-                c[i] = c[i + 1] = ' ', i++;
-        } else if (c[i] == '"' || c[i] == '\'') {
-            char q = c[i++];
-            while (i < n && c[i] != q && c[i] != '\n') {
-                if (c[i] == '\\' && i + 1 < n)
-                    c[i++] = ' ';
-                c[i++] = ' ';
-            }
-        }
-    }
-    return c;
-}
-
 static int ident_char(char ch)
 {
     return isalnum((unsigned char)ch) || ch == '_';
@@ -65,7 +32,7 @@ int gpu_device_state(const char *src, char *name, size_t nlen, int *line)
     *line = 0;
     if (src == NULL)
         return 0;
-    char *code = blank_noncode(src);
+    char *code = dt_code_only(src);
     int found = 0;
     for (const char *p = code; *p && !found; p++) {
         int managed = word_at(code, p, "__managed__");

@@ -169,3 +169,22 @@ Test(core, json_parse_error_should_not_read_past_the_buffer)
     cr_assert(strstr(e.msg, "t.json:1:3: invalid JSON near '}'"), "%s", e.msg);
     free(text);
 }
+
+Test(core, code_only_should_blank_comments_and_literals_and_keep_lines)
+{
+    const char *src = "int a; // atomicAdd here\n"
+                      "/* two\n lines */ int b = '\\''; char *s = \"x\\\"/*y\";\n"
+                      "int c; /* unterminated";
+    char *c = dt_code_only(src);
+    cr_assert_eq(strlen(c), strlen(src), "same length: offsets stay right");
+    cr_expect_null(strstr(c, "atomicAdd"));
+    cr_expect_null(strstr(c, "two"));
+    cr_expect_null(strstr(c, "x"), "a literal with an escaped quote is blanked whole");
+    cr_expect_null(strstr(c, "unterminated"));
+    cr_expect(strstr(c, "int a;") && strstr(c, "int b =") && strstr(c, "int c;"), "%s", c);
+    int lines = 0;
+    for (const char *p = c; *p; p++)
+        lines += *p == '\n';
+    cr_expect_eq(lines, 3, "newlines kept");
+    free(c);
+}
