@@ -59,12 +59,20 @@ void dt_schema_show(dt_buf *b, const cJSON *v)
 
 static void describe(dt_buf *b, const dt_schema *s);
 
+/* Bounds apply unless both are 0 (the zero-initialised table). */
+static int bounded(const dt_schema *s)
+{
+    return s->min != 0 || s->max != 0;
+}
+
 static void describe_num(dt_buf *b, const dt_schema *s)
 {
     int integer = s->type == DT_SCHEMA_INT;
     const char *noun = integer ? "an integer" : "a number";
-    if (!(s->min < s->max)) {
+    if (!bounded(s)) {
         dt_buf_puts(b, integer ? "an integer" : "a finite number");
+    } else if (s->min == s->max) {
+        dt_buf_printf(b, "%.15g", s->min);
     } else if (s->flags & DT_SCHEMA_GT_MIN) {
         dt_buf_printf(b, "%s above %g", noun, s->min);
         if (isfinite(s->max))
@@ -274,7 +282,7 @@ static void check_num(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, cons
     int ok = isfinite(d);
     if (ok && s->type == DT_SCHEMA_INT)
         ok = d == floor(d) && d >= -TWO63 && d < TWO63;
-    if (ok && s->min < s->max)
+    if (ok && bounded(s))
         ok = ((s->flags & DT_SCHEMA_GT_MIN) ? d > s->min : d >= s->min) && d <= s->max;
     if (ok && s->valid != NULL)
         ok = s->valid(v);

@@ -25,7 +25,7 @@
 typedef enum dt_schema_type {
     DT_SCHEMA_ANY,   /* any value, not looked into */
     DT_SCHEMA_STR,   /* a string: choices, min_len/max_len (bytes), valid */
-    DT_SCHEMA_NUM,   /* a finite number within [min, max] (min < max) */
+    DT_SCHEMA_NUM,   /* a finite number within [min, max] */
     DT_SCHEMA_INT,   /* an integral number within [min, max] and int64's range */
     DT_SCHEMA_BOOL,  /* true or false */
     DT_SCHEMA_OBJ,   /* an object of the listed fields */
@@ -57,7 +57,7 @@ typedef struct dt_schema_field {
 struct dt_schema {
     dt_schema_type type;
     unsigned flags;
-    double min, max;                /* NUM, INT: bounds when min < max (may be +-HUGE_VAL) */
+    double min, max;                /* NUM, INT: bounds unless both 0 (may be +-HUGE_VAL) */
     size_t min_len, max_len;        /* STR bytes, ARR items, MAP names; max 0: unbounded */
     const char *const *choices;     /* STR: allowed values, NULL-terminated */
     const dt_schema_field *fields;  /* OBJ */

@@ -330,3 +330,21 @@ Test(schema, string_lengths_should_count_characters_not_bytes)
     HAS(dt_buf_str(&out), "expected at most 8 characters, got 9");
     dt_buf_free(&out);
 }
+
+static const dt_schema exactly_s = {.type = DT_SCHEMA_INT, .min = 32, .max = 32};
+static const dt_schema below_s = {.type = DT_SCHEMA_NUM, .min = -HUGE_VAL, .max = -1};
+
+Test(schema, equal_and_one_sided_bounds_should_hold)
+{
+    cJSON *v = cJSON_CreateNumber(32);
+    cr_assert(dt_schema_valid(&exactly_s, v));
+    cJSON_SetNumberValue(v, 31);
+    dt_err e = {0};
+    cr_assert_eq(dt_schema_validate(&exactly_s, v, NULL, &e), -1);
+    cr_assert_str_eq(e.msg, "$: expected 32, got 31");
+    cr_assert_eq(dt_schema_validate(&below_s, v, NULL, &e), -1);
+    cr_assert_str_eq(e.msg, "$: expected a number <= -1, got 31");
+    cJSON_SetNumberValue(v, -1e300);
+    cr_assert(dt_schema_valid(&below_s, v));
+    cJSON_Delete(v);
+}
