@@ -23,6 +23,16 @@ static size_t chars(const char *s)
     return n;
 }
 
+/* Integers in full (2^53 is 9007199254740992, not 9.00719925474099e+15),
+ * other numbers in 15 significant digits. */
+static void put_num(dt_buf *b, double d)
+{
+    if (d == floor(d) && fabs(d) < 1e18)
+        dt_buf_printf(b, "%.0f", d);
+    else
+        dt_buf_printf(b, "%.15g", d);
+}
+
 void dt_schema_show(dt_buf *b, const cJSON *v)
 {
     if (v == NULL) {
@@ -37,7 +47,7 @@ void dt_schema_show(dt_buf *b, const cJSON *v)
             dt_buf_printf(b, "\"%.*s...\"", SHOW_MAX, v->valuestring);
     } else if (cJSON_IsNumber(v)) {
         if (isfinite(v->valuedouble))
-            dt_buf_printf(b, "%.15g", v->valuedouble);
+            put_num(b, v->valuedouble);
         else
             dt_buf_puts(b, "a non-finite number");
     } else if (cJSON_IsBool(v)) {
@@ -72,17 +82,25 @@ static void describe_num(dt_buf *b, const dt_schema *s)
     if (!bounded(s)) {
         dt_buf_puts(b, integer ? "an integer" : "a finite number");
     } else if (s->min == s->max) {
-        dt_buf_printf(b, "%.15g", s->min);
+        put_num(b, s->min);
     } else if (s->flags & DT_SCHEMA_GT_MIN) {
-        dt_buf_printf(b, "%s above %g", noun, s->min);
-        if (isfinite(s->max))
-            dt_buf_printf(b, " and at most %g", s->max);
+        dt_buf_printf(b, "%s above ", noun);
+        put_num(b, s->min);
+        if (isfinite(s->max)) {
+            dt_buf_puts(b, " and at most ");
+            put_num(b, s->max);
+        }
     } else if (!isfinite(s->max)) {
-        dt_buf_printf(b, "%s >= %g", noun, s->min);
+        dt_buf_printf(b, "%s >= ", noun);
+        put_num(b, s->min);
     } else if (!isfinite(s->min)) {
-        dt_buf_printf(b, "%s <= %g", noun, s->max);
+        dt_buf_printf(b, "%s <= ", noun);
+        put_num(b, s->max);
     } else {
-        dt_buf_printf(b, "%s from %.15g to %.15g", noun, s->min, s->max);
+        dt_buf_printf(b, "%s from ", noun);
+        put_num(b, s->min);
+        dt_buf_puts(b, " to ");
+        put_num(b, s->max);
     }
 }
 
@@ -120,7 +138,7 @@ static void describe(dt_buf *b, const dt_schema *s)
             }
             dt_buf_printf(b, "a %s%sstring", s->min_len == 1 ? "non-empty " : "",
                           (s->flags & DT_SCHEMA_ONELINE) ? "one-line " : "");
-            describe_len(b, s, "characters");
+            describe_len(b, s, (s->flags & DT_SCHEMA_BYTES) ? "bytes" : "characters");
             break;
         case DT_SCHEMA_NUM:
         case DT_SCHEMA_INT:
@@ -256,13 +274,15 @@ static void check_str(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, cons
         mismatch(c, path, s, v);
         return;
     }
-    size_t n = chars(str);
+    int bytes = (s->flags & DT_SCHEMA_BYTES) != 0;
+    size_t n = bytes ? strlen(str) : chars(str);
     if (n < s->min_len) {
         mismatch(c, path, s, v);
         return;
     }
     if (s->max_len > 0 && n > s->max_len) {
-        dt_schema_bad(c, path, "expected at most %zu characters, got %zu", s->max_len, n);
+        dt_schema_bad(c, path, "expected at most %zu %s, got %zu", s->max_len,
+                      bytes ? "bytes" : "characters", n);
         return;
     }
     if ((s->flags & DT_SCHEMA_ONELINE) && strchr(str, '\n') != NULL) {

@@ -256,7 +256,7 @@ static const dt_schema fp32_s = {.type = DT_SCHEMA_NUM,
                                  .flags = DT_SCHEMA_GT_MIN,
                                  .min = 0,
                                  .max = 1e6,
-                                 .what = "a number above 0 and at most 1e+06 (every GPU has FP32 "
+                                 .what = "a number above 0 and at most 1000000 (every GPU has FP32 "
                                          "units)"};
 /* In hw_dtype order (dtype_names). */
 static const dt_schema_field peak_fields[] = {{"fp64", &peak_s, 1}, {"fp32", &fp32_s, 1},
