@@ -151,3 +151,38 @@ Test(spec, sddmm_k_should_be_bounded_to_what_compiles_quickly)
     sp_spec_clear(&s);
     dt_buf_free(&p);
 }
+
+/* issue 39: the spec is checked by the schema walker: huge or fractional
+ * numbers are refused with what was given (no float-to-int cast of them),
+ * and a rule across fields names the field. */
+Test(spec, huge_numbers_and_cross_field_rules_should_be_refused_with_their_path)
+{
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"n\": 1e300, \"alpha\": 1e999}", &s, &p), -1);
+    const char *out = dt_buf_str(&p);
+    cr_assert(strstr(out, "t.json: $.n: expected an integer from 1 to 65536, got 1e+300\n"), "%s",
+              out);
+    cr_assert(strstr(out, "t.json: $.alpha: expected a finite number, got a non-finite number\n"),
+              "%s", out);
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"n\": 2.5}", &s, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "$.n: expected an integer from 1 to 65536, got 2.5"), "%s",
+              dt_buf_str(&p));
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"op\": \"sddmm\", \"epilogue\": \"bias\"}", &s, &p),
+                 -1);
+    cr_assert_str_eq(dt_buf_str(&p), "t.json: $.epilogue: expected none, relu or gelu for sddmm "
+                                     "(bias applies to dense outputs: spmv, spmm), got \"bias\"\n");
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    /* review: a string or a map of steps */
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"review\": 3}", &s, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "$.review: expected one of ask, auto or an object of step: "
+                                     "\"ask\"|\"auto\", got 3"),
+              "%s", dt_buf_str(&p));
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
