@@ -348,3 +348,28 @@ Test(schema, equal_and_one_sided_bounds_should_hold)
     cr_assert(dt_schema_valid(&below_s, v));
     cJSON_Delete(v);
 }
+
+static const dt_schema blob_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_BYTES, .min_len = 1, .max_len = 4};
+static const dt_schema_field maybe_fields[] = {{"b", &blob_s, 1}, {NULL, NULL, 0}};
+static const dt_schema maybe_s = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_NULL, .fields = maybe_fields};
+
+Test(schema, byte_limits_and_nullable_objects_should_hold)
+{
+    dt_err e = {0};
+    cJSON *v = cJSON_Parse("{\"b\": \"\xc3\xa9\xc3\xa9\"}"); /* 2 characters, 4 bytes */
+    cr_assert_eq(dt_schema_validate(&maybe_s, v, NULL, &e), 0, "%s", e.msg);
+    cJSON_Delete(v);
+    v = cJSON_Parse("{\"b\": \"\xc3\xa9\xc3\xa9x\"}");
+    cr_assert_eq(dt_schema_validate(&maybe_s, v, NULL, &e), -1);
+    cr_assert_str_eq(e.msg, "$.b: expected at most 4 bytes, got 5");
+    cJSON_Delete(v);
+    v = cJSON_CreateNull();
+    cr_assert(dt_schema_valid(&maybe_s, v));
+    cJSON_Delete(v);
+    v = cJSON_CreateTrue();
+    cr_assert_eq(dt_schema_validate(&maybe_s, v, "f", &e), -1);
+    cr_assert_str_eq(e.msg, "f: $: expected an object or null, got true");
+    cJSON_Delete(v);
+}
