@@ -463,24 +463,44 @@ int dt_schema_valid(const dt_schema *s, const cJSON *v)
     return dt_schema_check(s, v, &c) == 0;
 }
 
-int dt_schema_validate(const dt_schema *s, const cJSON *v, const char *file, dt_err *e)
+/* dt_schema_validate and _all: "FILE: " and the first problem with a count
+ * of the rest, or every problem (up to what a dt_err holds) joined by "; ". */
+static int validate(const dt_schema *s, const cJSON *v, const char *file, int all, dt_err *e)
 {
     dt_buf out = DT_BUF_INIT;
-    dt_schema_ctx c = {.file = file, .out = &out, .max = 1};
+    dt_schema_ctx c = {.out = &out, .max = all ? 32 : 1};
     int n = dt_schema_check(s, v, &c);
     if (n == 0) {
         dt_buf_free(&out);
         return 0;
     }
-    size_t len = out.len;
-    while (len > 0 && out.data[len - 1] == '\n')
-        len--;
-    if (n > 1)
-        dt_err_set(e, "%.*s (and %d more)", (int)len, out.data, n - 1);
-    else
-        dt_err_set(e, "%.*s", (int)len, out.data);
+    dt_buf msg = DT_BUF_INIT;
+    if (file != NULL) /* once, not before every problem */
+        dt_buf_printf(&msg, "%s: ", file);
+    for (size_t i = 0; i < out.len; i++) {
+        if (out.data[i] != '\n')
+            dt_buf_putc(&msg, out.data[i]);
+        else if (i + 1 < out.len)
+            dt_buf_puts(&msg, "; ");
+    }
+    if (n > 1 && all)
+        dt_buf_printf(&msg, " (%d problems)", n);
+    else if (n > 1)
+        dt_buf_printf(&msg, " (and %d more)", n - 1);
+    dt_err_set(e, "%s", dt_buf_str(&msg));
+    dt_buf_free(&msg);
     dt_buf_free(&out);
     return -1;
+}
+
+int dt_schema_validate(const dt_schema *s, const cJSON *v, const char *file, dt_err *e)
+{
+    return validate(s, v, file, 0, e);
+}
+
+int dt_schema_validate_all(const dt_schema *s, const cJSON *v, const char *file, dt_err *e)
+{
+    return validate(s, v, file, 1, e);
 }
 
 /* ---- for hooks ------------------------------------------------------------ */

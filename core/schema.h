@@ -93,6 +93,9 @@ int dt_schema_valid(const dt_schema *s, const cJSON *v);
  * the first problem in e (FILE: $.path: expected ..., got ...), and
  * "(and N more)" when there are more. file may be NULL. */
 int dt_schema_validate(const dt_schema *s, const cJSON *v, const char *file, dt_err *e);
+/* The same with every problem after "FILE: ", joined by "; ", and "(N
+ * problems)" when there are several (as much as a dt_err holds). */
+int dt_schema_validate_all(const dt_schema *s, const cJSON *v, const char *file, dt_err *e);
 
 /* For hooks. A problem at path in the house style. */
 void dt_schema_bad(dt_schema_ctx *c, const char *path, const char *fmt, ...) DT_PRINTF(3, 4);

@@ -449,23 +449,6 @@ static char *expr_of(const cJSON *v)
     return NULL;
 }
 
-/* The problems of a report on one line: "$.a: ...; $.b: ...". */
-static const char *one_line(dt_buf *b)
-{
-    while (b->len > 0 && b->data[b->len - 1] == '\n')
-        b->data[--b->len] = '\0';
-    dt_buf o = DT_BUF_INIT;
-    for (size_t i = 0; i < b->len; i++) {
-        if (b->data[i] == '\n')
-            dt_buf_puts(&o, "; ");
-        else
-            dt_buf_putc(&o, b->data[i]);
-    }
-    dt_buf_free(b);
-    *b = o;
-    return dt_buf_str(b);
-}
-
 /* ---- the contract's schema ------------------------------------------------------ */
 
 static int param_ok(const cJSON *v)
@@ -573,14 +556,8 @@ static void dims(const cJSON *j, const char *key, char *out[3])
 int gpu_contract_parse(const cJSON *j, gpu_contract *c, dt_err *e)
 {
     memset(c, 0, sizeof *c);
-    dt_buf probs = DT_BUF_INIT;
-    dt_schema_ctx ctx = {.out = &probs};
-    if (dt_schema_check(&contract_s, j, &ctx) > 0) {
-        dt_err_set(e, "launch contract: %s", one_line(&probs));
-        dt_buf_free(&probs);
+    if (dt_schema_validate_all(&contract_s, j, "launch contract", e) != 0)
         return -1;
-    }
-    dt_buf_free(&probs);
     /* Valid: every field below has its type. */
     c->entry = dt_xstrdup(dt_json_str(j, "entry", ""));
     sp_op_parse(dt_json_str(j, "op", "spmv"), &c->op);
@@ -748,14 +725,8 @@ static const dt_schema manifest_s = {.type = DT_SCHEMA_OBJ,
 int gpu_manifest_parse(const cJSON *j, gpu_manifest *m, dt_err *e)
 {
     memset(m, 0, sizeof *m);
-    dt_buf probs = DT_BUF_INIT;
-    dt_schema_ctx ctx = {.out = &probs};
-    if (dt_schema_check(&manifest_s, j, &ctx) > 0) {
-        dt_err_set(e, "manifest: %s", one_line(&probs));
-        dt_buf_free(&probs);
+    if (dt_schema_validate_all(&manifest_s, j, "manifest", e) != 0)
         return -1;
-    }
-    dt_buf_free(&probs);
     /* Valid: every field below has its type and range. */
     m->raw = cJSON_Duplicate(j, 1);
     m->strategy = dt_xstrdup(dt_json_str(j, "strategy", ""));

@@ -543,40 +543,15 @@ static void fill(hw_spec *g, const cJSON *d)
     }
 }
 
-/* Join the report's lines with "; " into e. */
-static void report_to_err(const dt_buf *report, int n, dt_err *e)
-{
-    dt_buf b = DT_BUF_INIT;
-    const char *s = dt_buf_str(report);
-    size_t len = strlen(s);
-    while (len > 0 && s[len - 1] == '\n')
-        len--;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '\n')
-            dt_buf_puts(&b, "; ");
-        else
-            dt_buf_putc(&b, s[i]);
-    }
-    if (n > 1)
-        dt_buf_printf(&b, " (%d problems)", n);
-    dt_err_set(e, "%s", dt_buf_str(&b));
-    dt_buf_free(&b);
-}
-
 hw_spec *hw_load_file(const char *path, dt_err *e)
 {
     cJSON *doc = dt_json_read_file(path, e);
     if (doc == NULL)
         return NULL;
-    dt_buf report = DT_BUF_INIT;
-    int n = hw_check_json(doc, path, &report);
-    if (n > 0) {
-        report_to_err(&report, n, e);
-        dt_buf_free(&report);
+    if (dt_schema_validate_all(&hw_s, doc, path, e) != 0) {
         cJSON_Delete(doc);
         return NULL;
     }
-    dt_buf_free(&report);
     hw_spec *g = dt_xcalloc(1, sizeof *g);
     fill(g, doc);
     g->doc = doc;
@@ -960,14 +935,8 @@ int hw_save_user_copy(const hw_spec *g, char **path_out, dt_err *e)
 {
     if (path_out)
         *path_out = NULL;
-    dt_buf report = DT_BUF_INIT;
-    int n = hw_check_json(g->doc, g->name, &report);
-    if (n > 0) {
-        report_to_err(&report, n, e);
-        dt_buf_free(&report);
+    if (dt_schema_validate_all(&hw_s, g->doc, g->name, e) != 0)
         return -1;
-    }
-    dt_buf_free(&report);
     char *dir = hw_user_dir();
     if (dir == NULL)
         return dt_err_set(e, "no data folder: neither XDG_DATA_HOME nor HOME is set");

@@ -747,17 +747,6 @@ static char *save(const kb *k, const cJSON *entry, dt_err *e)
     return path;
 }
 
-/* "first problem (and N more)" from a problems buffer, for one-line errors. */
-static int first_problem(dt_err *e, const char *what, const dt_buf *p, int n)
-{
-    const char *s = dt_buf_str(p);
-    const char *nl = strchr(s, '\n');
-    int len = nl ? (int)(nl - s) : (int)strlen(s);
-    if (n > 1)
-        return dt_err_set(e, "%s: %.*s (and %d more)", what, len, s, n - 1);
-    return dt_err_set(e, "%s: %.*s", what, len, s);
-}
-
 static void now_iso(char out[32])
 {
     dt_iso_time(dt_wall_now(), out, 32);
@@ -774,15 +763,10 @@ int kb_propose(kb *k, const cJSON *entry, dt_err *e)
     dt_json_set_str(c, "created", now);
     dt_json_set_str(c, "updated", now);
     dt_json_set_take(c, "review", cJSON_CreateNull());
-    dt_buf p = DT_BUF_INIT;
-    int n = kb_validate(c, NULL, &p);
-    if (n > 0) {
-        first_problem(e, "invalid entry", &p, n);
-        dt_buf_free(&p);
+    if (dt_schema_validate(&entry_s, c, "invalid entry", e) != 0) {
         cJSON_Delete(c);
         return -1;
     }
-    dt_buf_free(&p);
     const char *id = entry_id(c);
     const char *origin = kb_origin(k, id, NULL);
     if (origin != NULL) {
@@ -835,15 +819,10 @@ int kb_review(kb *k, const char *id, const char *status, const char *reviewer, c
     dt_json_set_take(c, "review", rv);
     dt_json_set_str(c, "updated", now);
     /* Defensive: the entry was valid and the review is well-formed. */
-    dt_buf p = DT_BUF_INIT;
-    int n = kb_validate(c, NULL, &p);
-    if (n > 0) {
-        first_problem(e, "the reviewed entry would be invalid", &p, n);
-        dt_buf_free(&p);
+    if (dt_schema_validate(&entry_s, c, "the reviewed entry would be invalid", e) != 0) {
         cJSON_Delete(c);
         return -1;
     }
-    dt_buf_free(&p);
     char *saved = save(k, c, e);
     if (saved == NULL) {
         cJSON_Delete(c);

@@ -304,6 +304,11 @@ Test(schema, validate_should_give_the_first_problem_and_count_the_rest)
     dt_err e = {0};
     cr_assert_eq(dt_schema_validate(&top_s, j, "req", &e), -1);
     cr_assert_str_eq(e.msg, "req: $.colour: expected one of red, green, got nothing (and 2 more)");
+    cr_assert_eq(dt_schema_validate_all(&top_s, j, "req", &e), -1);
+    cr_assert_str_eq(e.msg, "req: $.colour: expected one of red, green, got nothing; $.name: "
+                            "expected a non-empty one-line string of at most 8 characters, got "
+                            "an empty string; $.flag: expected true or false, got null "
+                            "(3 problems)");
     cJSON_Delete(j);
     cr_assert_eq(dt_schema_validate(&top_s, NULL, NULL, &e), -1);
     cr_assert_str_eq(e.msg, "$: expected an object, got nothing");
