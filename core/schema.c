@@ -260,8 +260,7 @@ static int fits(const dt_schema *s, const cJSON *v)
     return 0;
 }
 
-static void walk(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, const char *path,
-                 int depth);
+static void walk(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, const char *path, int depth);
 
 static void check_str(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, const char *path)
 {
@@ -394,8 +393,7 @@ static void check_map(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, cons
     }
 }
 
-static void walk(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, const char *path,
-                 int depth)
+static void walk(dt_schema_ctx *c, const dt_schema *s, const cJSON *v, const char *path, int depth)
 {
     if (s == NULL)
         return;

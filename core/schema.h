@@ -35,11 +35,11 @@ typedef enum dt_schema_type {
 } dt_schema_type;
 
 /* flags */
-#define DT_SCHEMA_NULL 1u    /* null is accepted as well */
-#define DT_SCHEMA_ONELINE 2u /* STR: no newline */
-#define DT_SCHEMA_OPEN 4u    /* OBJ: keys not listed are accepted */
-#define DT_SCHEMA_GT_MIN 8u  /* NUM: strictly above min */
-#define DT_SCHEMA_BYTES 16u  /* STR: min_len/max_len count bytes, not characters */
+#define DT_SCHEMA_NULL    1u  /* null is accepted as well */
+#define DT_SCHEMA_ONELINE 2u  /* STR: no newline */
+#define DT_SCHEMA_OPEN    4u  /* OBJ: keys not listed are accepted */
+#define DT_SCHEMA_GT_MIN  8u  /* NUM: strictly above min */
+#define DT_SCHEMA_BYTES   16u /* STR: min_len/max_len count bytes, not characters */
 
 /* The deepest the walker goes; deeper values are one problem. */
 #define DT_SCHEMA_MAX_DEPTH 32

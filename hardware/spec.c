@@ -75,9 +75,18 @@ static int pow2_ok(const cJSON *v)
     return is_pow2((long long)v->valuedouble); /* an integer in range: checked before */
 }
 
-#define INT_S(lo, hi) {.type = DT_SCHEMA_INT, .min = (lo), .max = (hi)}
-#define POS_S(hi, fl) {.type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN | (fl), .min = 0, .max = (hi)}
-#define STR_S(n, fl) {.type = DT_SCHEMA_STR, .flags = (fl), .min_len = 1, .max_len = (n)}
+#define INT_S(lo, hi)                                                                              \
+    {                                                                                              \
+        .type = DT_SCHEMA_INT, .min = (lo), .max = (hi)                                            \
+    }
+#define POS_S(hi, fl)                                                                              \
+    {                                                                                              \
+        .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN | (fl), .min = 0, .max = (hi)             \
+    }
+#define STR_S(n, fl)                                                                               \
+    {                                                                                              \
+        .type = DT_SCHEMA_STR, .flags = (fl), .min_len = 1, .max_len = (n)                         \
+    }
 
 static const dt_schema name_s = {.type = DT_SCHEMA_STR,
                                  .min_len = 1,
@@ -88,7 +97,8 @@ static const dt_schema str95_s = STR_S(95, 0), str31_s = STR_S(31, 0), str15_s =
 static const dt_schema str47_s = STR_S(47, 0), str63_s = STR_S(63, 0);
 static const dt_schema str1000_s = STR_S(1000, 0), notes_s = STR_S(4000, 0);
 static const dt_schema date_s = STR_S(39, DT_SCHEMA_NULL), method_s = STR_S(200, DT_SCHEMA_NULL);
-static const dt_schema aliases_s = {.type = DT_SCHEMA_ARR, .max_len = HW_MAX_NAMES, .items = &str47_s};
+static const dt_schema aliases_s = {
+    .type = DT_SCHEMA_ARR, .max_len = HW_MAX_NAMES, .items = &str47_s};
 static const dt_schema device_names_s = {.type = DT_SCHEMA_ARR,
                                          .min_len = 1,
                                          .max_len = HW_MAX_NAMES,
@@ -196,8 +206,7 @@ static void regs_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, c
     if (ok_sm && dt_schema_get_int(s, r, "per_block", &per_block) == 0 && per_block > per_sm)
         versus(c, path, "per_block", r, "at most registers.per_sm", (long long)per_sm);
     if (ok_sm && dt_schema_get_int(s, r, "sub_partitions", &parts) == 0 && per_sm % parts != 0)
-        versus(c, path, "sub_partitions", r, "a divisor of registers.per_sm",
-               (long long)per_sm);
+        versus(c, path, "sub_partitions", r, "a divisor of registers.per_sm", (long long)per_sm);
 }
 
 static const dt_schema_field regs_fields[] = {{"per_sm", &regs_n_s, 1},
@@ -221,14 +230,13 @@ static void limits_rules(dt_schema_ctx *c, const dt_schema *s, const char *path,
     int ok_mt = dt_schema_get_int(s, l, "max_threads_per_sm", &mt) == 0;
     int ok_mtb = dt_schema_get_int(s, l, "max_threads_per_block", &mtb) == 0;
     if (ok_ws && ok_mt && dt_schema_get_int(s, l, "max_warps_per_sm", &mw) == 0 && mt != mw * ws)
-        versus(c, path, "max_threads_per_sm", l,
-               "limits.max_warps_per_sm x limits.warp_size", (long long)(mw * ws));
+        versus(c, path, "max_threads_per_sm", l, "limits.max_warps_per_sm x limits.warp_size",
+               (long long)(mw * ws));
     if (ok_mt && ok_mtb && mtb > mt)
         versus(c, path, "max_threads_per_block", l, "at most limits.max_threads_per_sm",
                (long long)mt);
     if (ok_ws && ok_mtb && mtb % ws != 0)
-        versus(c, path, "max_threads_per_block", l, "a multiple of the warp size",
-               (long long)ws);
+        versus(c, path, "max_threads_per_block", l, "a multiple of the warp size", (long long)ws);
 }
 
 static const dt_schema_field limits_fields[] = {{"warp_size", &warp_s, 1},
@@ -259,15 +267,13 @@ static const dt_schema fp32_s = {.type = DT_SCHEMA_NUM,
                                  .what = "a number above 0 and at most 1000000 (every GPU has FP32 "
                                          "units)"};
 /* In hw_dtype order (dtype_names). */
-static const dt_schema_field peak_fields[] = {{"fp64", &peak_s, 1}, {"fp32", &fp32_s, 1},
-                                              {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
-                                              {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},
-                                              {"int8", &peak_s, 1}, {NULL, NULL, 0}};
+static const dt_schema_field peak_fields[] = {
+    {"fp64", &peak_s, 1}, {"fp32", &fp32_s, 1}, {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
+    {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},  {"int8", &peak_s, 1}, {NULL, NULL, 0}};
 static const dt_schema peaks_s = {.type = DT_SCHEMA_OBJ, .fields = peak_fields};
-static const dt_schema_field mpeak_fields[] = {{"fp64", &peak_s, 1}, {"fp32", &peak_s, 1},
-                                               {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
-                                               {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},
-                                               {"int8", &peak_s, 1}, {NULL, NULL, 0}};
+static const dt_schema_field mpeak_fields[] = {
+    {"fp64", &peak_s, 1}, {"fp32", &peak_s, 1}, {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
+    {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},  {"int8", &peak_s, 1}, {NULL, NULL, 0}};
 static const dt_schema mpeaks_s = {.type = DT_SCHEMA_OBJ, .fields = mpeak_fields};
 static const dt_schema_field measured_fields[] = {{"bandwidth_gbs", &bw_null_s, 1},
                                                   {"peak_tflops", &mpeaks_s, 1},

@@ -174,7 +174,7 @@ static int cc_ok(const cJSON *v)
     return cc_parse(v->valuestring, 1, NULL) >= 0;
 }
 
-static const char *const kinds[] = {"rule", "strategy", "pitfall", "error-explanation",
+static const char *const kinds[] = {"rule",          "strategy", "pitfall", "error-explanation",
                                     "hardware-fact", NULL};
 static const char *const statuses[] = {"proposed", "approved", "rejected", NULL};
 static const char *const ops[] = {"spmv", "spmm", "sddmm", NULL};
@@ -185,10 +185,9 @@ static const char *const severities[] = {"error", "warning", "note", NULL};
 static const dt_schema id_s = {.type = DT_SCHEMA_STR, .valid = id_ok, .what = ID_WHAT};
 static const dt_schema rule_id_s = {
     .type = DT_SCHEMA_STR, .valid = id_ok, .what = "a rule id of " ID_WHAT};
-static const dt_schema time_s = {
-    .type = DT_SCHEMA_STR,
-    .valid = time_ok,
-    .what = "an ISO 8601 time such as \"2026-11-29T09:19:06Z\""};
+static const dt_schema time_s = {.type = DT_SCHEMA_STR,
+                                 .valid = time_ok,
+                                 .what = "an ISO 8601 time such as \"2026-11-29T09:19:06Z\""};
 static const dt_schema kind_s = {.type = DT_SCHEMA_STR, .choices = kinds};
 static const dt_schema status_s = {.type = DT_SCHEMA_STR, .choices = statuses};
 static const dt_schema severity_s = {.type = DT_SCHEMA_STR, .choices = severities};
@@ -204,9 +203,8 @@ static const dt_schema note_s = {.type = DT_SCHEMA_STR, .min_len = 1, .max_len =
 /* applies_to */
 static const dt_schema op_s = {.type = DT_SCHEMA_STR, .choices = ops};
 static const dt_schema dtype_s = {.type = DT_SCHEMA_STR, .choices = dtypes};
-static const dt_schema cc_s = {.type = DT_SCHEMA_STR,
-                               .valid = cc_ok,
-                               .what = "a compute capability \"M.m\" or \"M.m+\""};
+static const dt_schema cc_s = {
+    .type = DT_SCHEMA_STR, .valid = cc_ok, .what = "a compute capability \"M.m\" or \"M.m+\""};
 #define NAMES_WHAT "a non-empty array (drop the key to match everything)"
 static const dt_schema ops_s = {
     .type = DT_SCHEMA_ARR, .min_len = 1, .items = &op_s, .what = NAMES_WHAT};
@@ -226,8 +224,9 @@ static void range_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, 
     if (!dt_schema_valid(&range_end_s, lo) || !dt_schema_valid(&range_end_s, hi))
         return;
     if (cJSON_IsNull(lo) && cJSON_IsNull(hi))
-        dt_schema_bad(c, path, "expected at least one bound, got both open (which matches "
-                               "everything: drop the feature)");
+        dt_schema_bad(c, path,
+                      "expected at least one bound, got both open (which matches "
+                      "everything: drop the feature)");
     else if (!cJSON_IsNull(lo) && !cJSON_IsNull(hi) && lo->valuedouble > hi->valuedouble)
         dt_schema_bad(c, path, "expected min <= max, got min %g and max %g", lo->valuedouble,
                       hi->valuedouble);
@@ -240,9 +239,9 @@ static const dt_schema range_s = {.type = DT_SCHEMA_ARR,
                                   .check = range_rules,
                                   .what = "[min, max] (numbers, null for an open end)"};
 /* The names of features[] above, in order (a test holds the two equal). */
-#define FEATURE_WHAT                                                                        \
-    "a feature name (rows, cols, nnz, density, row_mean, row_cv, row_max, row_max_over_mean, " \
-    "row_gini, empty_rows_frac, bandwidth_frac, diagonals, block_fill_2, block_fill_4, "     \
+#define FEATURE_WHAT                                                                               \
+    "a feature name (rows, cols, nnz, density, row_mean, row_cv, row_max, row_max_over_mean, "     \
+    "row_gini, empty_rows_frac, bandwidth_frac, diagonals, block_fill_2, block_fill_4, "           \
     "block_fill_8, block_fill_16, x_lines_per_nnz, col_span_max, distinct_values, n)"
 
 static const dt_schema ranges_s = {
@@ -262,10 +261,8 @@ static const dt_schema value_s = {.type = DT_SCHEMA_ONEOF, .alts = value_alts};
 static const dt_schema values_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .items = &value_s};
 static const dt_schema params_s = {.type = DT_SCHEMA_MAP, .items = &values_s};
 static const dt_schema score_s = {.type = DT_SCHEMA_NUM, .min = 0, .max = 100};
-static const dt_schema_field rule_fields[] = {{"strategy", &line_s, 1},
-                                              {"params", &params_s, 1},
-                                              {"score", &score_s, 1},
-                                              {NULL, NULL, 0}};
+static const dt_schema_field rule_fields[] = {
+    {"strategy", &line_s, 1}, {"params", &params_s, 1}, {"score", &score_s, 1}, {NULL, NULL, 0}};
 static const dt_schema rule_s = {.type = DT_SCHEMA_OBJ, .fields = rule_fields};
 static const dt_schema_field error_fields[] = {
     {"pattern", &line_s, 1}, {"hint", &content_s, 1}, {"unless", &line_s, 0}, {NULL, NULL, 0}};
@@ -293,8 +290,9 @@ static void pitfall_rules(dt_schema_ctx *c, const dt_schema *s, const char *path
 }
 
 static const dt_schema_field pitfall_fields[] = {
-    {"rule_id", &rule_id_s, 0}, {"severity", &severity_s, 0}, {"message", &line_s, 0},
-    {"pattern", &pattern_s, 0}, {"detect", &content_s, 0},    {"explanation", &content_s, 0},
+    {"rule_id", &rule_id_s, 0}, {"severity", &severity_s, 0},
+    {"message", &line_s, 0},    {"pattern", &pattern_s, 0},
+    {"detect", &content_s, 0},  {"explanation", &content_s, 0},
     {"fix", &content_s, 0},     {NULL, NULL, 0}};
 static const dt_schema pitfall_s = {
     .type = DT_SCHEMA_OBJ, .fields = pitfall_fields, .check = pitfall_rules};
@@ -319,10 +317,15 @@ static void evidence_rules(dt_schema_ctx *c, const dt_schema *s, const char *pat
         dt_schema_bad(c, path, "expected speedup or measured in an evidence item, got neither");
 }
 
-static const dt_schema_field evidence_fields[] = {
-    {"session", &short_s, 0},   {"gpu", &short_s, 0},         {"matrix", &short_s, 0},
-    {"fingerprint", &short_s, 0}, {"features", &feature_values_s, 0}, {"speedup", &speedup_s, 0},
-    {"measured", &measured_s, 0}, {"note", &note_s, 0},      {NULL, NULL, 0}};
+static const dt_schema_field evidence_fields[] = {{"session", &short_s, 0},
+                                                  {"gpu", &short_s, 0},
+                                                  {"matrix", &short_s, 0},
+                                                  {"fingerprint", &short_s, 0},
+                                                  {"features", &feature_values_s, 0},
+                                                  {"speedup", &speedup_s, 0},
+                                                  {"measured", &measured_s, 0},
+                                                  {"note", &note_s, 0},
+                                                  {NULL, NULL, 0}};
 static const dt_schema evidence_item_s = {
     .type = DT_SCHEMA_OBJ, .fields = evidence_fields, .check = evidence_rules};
 static const dt_schema evidence_s = {.type = DT_SCHEMA_ARR, .items = &evidence_item_s};
@@ -330,10 +333,8 @@ static const dt_schema evidence_s = {.type = DT_SCHEMA_ARR, .items = &evidence_i
 /* review */
 static const dt_schema review_note_s = {
     .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_NULL, .max_len = KB_NOTE_MAX};
-static const dt_schema_field review_fields[] = {{"reviewer", &short_s, 1},
-                                                {"note", &review_note_s, 0},
-                                                {"at", &time_s, 1},
-                                                {NULL, NULL, 0}};
+static const dt_schema_field review_fields[] = {
+    {"reviewer", &short_s, 1}, {"note", &review_note_s, 0}, {"at", &time_s, 1}, {NULL, NULL, 0}};
 static const dt_schema review_s = {
     .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_NULL, .fields = review_fields};
 
@@ -380,17 +381,20 @@ static void entry_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, 
     }
 }
 
-static const dt_schema_field entry_fields[] = {
-    {"id", &id_s, 1},          {"kind", &kind_s, 1},
-    {"title", &title_s, 1},    {"applies_to", &applies_s, 0},
-    {"content", &content_s, 1}, {"parameters", &parameters_s, 0},
-    {"evidence", &evidence_s, 0}, {"status", &status_s, 1},
-    {"review", &review_s, 0},  {"created", &time_s, 1},
-    {"updated", &time_s, 1},   {NULL, NULL, 0}};
-static const dt_schema entry_s = {.type = DT_SCHEMA_OBJ,
-                                  .fields = entry_fields,
-                                  .check = entry_rules,
-                                  .what = "an entry object"};
+static const dt_schema_field entry_fields[] = {{"id", &id_s, 1},
+                                               {"kind", &kind_s, 1},
+                                               {"title", &title_s, 1},
+                                               {"applies_to", &applies_s, 0},
+                                               {"content", &content_s, 1},
+                                               {"parameters", &parameters_s, 0},
+                                               {"evidence", &evidence_s, 0},
+                                               {"status", &status_s, 1},
+                                               {"review", &review_s, 0},
+                                               {"created", &time_s, 1},
+                                               {"updated", &time_s, 1},
+                                               {NULL, NULL, 0}};
+static const dt_schema entry_s = {
+    .type = DT_SCHEMA_OBJ, .fields = entry_fields, .check = entry_rules, .what = "an entry object"};
 
 static int validate_at(const cJSON *entry, const char *where, const char *root, dt_buf *out)
 {

@@ -48,9 +48,9 @@ typedef struct kb kb;
 
 /* Lengths of free text, in characters, that an entry may have: an entry
  * states one claim a reviewer can check, not a lab notebook. */
-#define KB_TITLE_MAX 120 /* title */
-#define KB_TEXT_MAX 1500 /* content, and the texts of parameters */
-#define KB_NOTE_MAX 500  /* an evidence item's note, a review's note */
+#define KB_TITLE_MAX 120  /* title */
+#define KB_TEXT_MAX  1500 /* content, and the texts of parameters */
+#define KB_NOTE_MAX  500  /* an evidence item's note, a review's note */
 
 /* Open the base: shipped entries from shipped_dir (NULL: dt_share_path
  * ("knowledge")), the user's from user_dir (NULL: $XDG_DATA_HOME/ditto/

@@ -38,13 +38,14 @@ static const dt_schema name_s = {
     .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = 8};
 static const dt_schema count_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 64};
 static const dt_schema big_s = {.type = DT_SCHEMA_INT};
-static const dt_schema ratio_s = {.type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN, .min = 0,
-                                  .max = 1};
+static const dt_schema ratio_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN, .min = 0, .max = 1};
 static const dt_schema any_num_s = {.type = DT_SCHEMA_NUM};
 static const dt_schema flag_s = {.type = DT_SCHEMA_BOOL};
-static const dt_schema tags_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .max_len = 3, .items = &name_s};
-static const dt_schema opt_s = {.type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_NULL, .min = 0,
-                                .max = HUGE_VAL};
+static const dt_schema tags_s = {
+    .type = DT_SCHEMA_ARR, .min_len = 1, .max_len = 3, .items = &name_s};
+static const dt_schema opt_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_NULL, .min = 0, .max = HUGE_VAL};
 static const dt_schema_field inner_fields[] = {
     {"count", &count_s, 1}, {"tags", &tags_s, 0}, {NULL, NULL, 0}};
 static const dt_schema inner_s = {.type = DT_SCHEMA_OBJ, .fields = inner_fields};
@@ -53,10 +54,9 @@ static const dt_schema *const either_alts[] = {&colour_s, &list_s, NULL};
 static const dt_schema either_s = {.type = DT_SCHEMA_ONEOF, .alts = either_alts};
 static const dt_schema free_s = {.type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN};
 static const dt_schema_field top_fields[] = {
-    {"colour", &colour_s, 1}, {"name", &name_s, 0},   {"big", &big_s, 0},
-    {"ratio", &ratio_s, 0},   {"x", &any_num_s, 0},   {"flag", &flag_s, 0},
-    {"items", &list_s, 0},    {"either", &either_s, 0}, {"opt", &opt_s, 0},
-    {"free", &free_s, 0},     {"anything", NULL, 0},  {NULL, NULL, 0}};
+    {"colour", &colour_s, 1}, {"name", &name_s, 0}, {"big", &big_s, 0},    {"ratio", &ratio_s, 0},
+    {"x", &any_num_s, 0},     {"flag", &flag_s, 0}, {"items", &list_s, 0}, {"either", &either_s, 0},
+    {"opt", &opt_s, 0},       {"free", &free_s, 0}, {"anything", NULL, 0}, {NULL, NULL, 0}};
 static const dt_schema top_s = {.type = DT_SCHEMA_OBJ, .fields = top_fields};
 
 Test(schema, a_valid_document_should_have_no_problem)
@@ -204,8 +204,11 @@ static int small_odd(const cJSON *v)
     return ((int64_t)v->valuedouble & 1) == 1;
 }
 
-static const dt_schema odd_s = {
-    .type = DT_SCHEMA_INT, .min = 0, .max = 99, .valid = small_odd, .what = "an odd number below 100"};
+static const dt_schema odd_s = {.type = DT_SCHEMA_INT,
+                                .min = 0,
+                                .max = 99,
+                                .valid = small_odd,
+                                .what = "an odd number below 100"};
 static const dt_schema map_s = {.type = DT_SCHEMA_MAP,
                                 .max_len = 3,
                                 .items = &odd_s,
@@ -271,8 +274,9 @@ Test(schema, output_should_be_bounded_and_safe_for_a_terminal)
     cJSON_Delete(j);
 
     /* A key with an escape sequence and a long value: shown safely, cut. */
-    j = cJSON_Parse("{\"colour\": \"red\", \"\\u001b[31mzz\": 1, \"name\": "
-                    "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}");
+    j = cJSON_Parse(
+        "{\"colour\": \"red\", \"\\u001b[31mzz\": 1, \"name\": "
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}");
     dt_buf_reset(&out);
     c = (dt_schema_ctx){.file = "f.json", .out = &out};
     cr_assert_eq(dt_schema_check(&top_s, j, &c), 2);
@@ -324,12 +328,14 @@ Test(schema, string_lengths_should_count_characters_not_bytes)
 {
     dt_buf out = DT_BUF_INIT;
     /* eight two-byte characters fit in 8; nine do not */
-    cr_assert_eq(check(&top_s, "{\"colour\": \"red\", \"name\": \"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
-                               "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
+    cr_assert_eq(check(&top_s,
+                       "{\"colour\": \"red\", \"name\": \"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                       "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
                        &out),
                  0, "%s", dt_buf_str(&out));
-    cr_assert_eq(check(&top_s, "{\"colour\": \"red\", \"name\": \"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
-                               "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
+    cr_assert_eq(check(&top_s,
+                       "{\"colour\": \"red\", \"name\": \"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                       "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
                        &out),
                  1);
     HAS(dt_buf_str(&out), "expected at most 8 characters, got 9");

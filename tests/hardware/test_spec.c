@@ -140,18 +140,20 @@ Test(spec, missing_key_should_be_reported_with_file_and_key)
     char *path;
     int n = check_modified(doc, &report, &path);
     cr_assert_eq(n, 2, "%s", dt_buf_str(&report));
-    char *want = dt_xasprintf("%s: $.sm_count: expected an integer from 1 to 4096, got nothing", path);
+    char *want =
+        dt_xasprintf("%s: $.sm_count: expected an integer from 1 to 4096, got nothing", path);
     cr_assert(strstr(dt_buf_str(&report), want) != NULL, "%s", dt_buf_str(&report));
     free(want);
     want = dt_xasprintf("%s: $.shared_memory.per_block_optin_bytes: expected an integer from 1 to "
-                       "16777216, got nothing",
-                       path);
+                        "16777216, got nothing",
+                        path);
     cr_assert(strstr(dt_buf_str(&report), want) != NULL, "%s", dt_buf_str(&report));
     free(want);
     /* loading refuses the file and says why, naming file and key */
     dt_err e = {0};
     cr_assert_null(hw_load_file(path, &e));
-    cr_assert(strstr(e.msg, "$.sm_count: expected an integer from 1 to 4096, got nothing") != NULL, "%s", e.msg);
+    cr_assert(strstr(e.msg, "$.sm_count: expected an integer from 1 to 4096, got nothing") != NULL,
+              "%s", e.msg);
     cr_assert(strstr(e.msg, path) != NULL, "%s", e.msg);
     cr_assert(strstr(e.msg, "(2 problems)") != NULL, "%s", e.msg);
     free(path);
@@ -208,7 +210,8 @@ Test(spec, fp32_peak_above_what_the_sms_allow_should_be_rejected)
     dt_buf report = DT_BUF_INIT;
     char *path;
     cr_assert_eq(check_modified(doc, &report, &path), 1, "%s", dt_buf_str(&report));
-    cr_assert(strstr(dt_buf_str(&report), "$.peak_tflops.fp32: expected at most 44.5 TFLOP/s (sm_count x 256 "
+    cr_assert(strstr(dt_buf_str(&report),
+                     "$.peak_tflops.fp32: expected at most 44.5 TFLOP/s (sm_count x 256 "
                      "FLOP/clock x boost_clock_mhz, with 25% to spare), got 356") != NULL,
               "%s", dt_buf_str(&report));
     free(path);
@@ -460,8 +463,9 @@ Test(spec, broken_user_copy_should_report_its_own_problems)
     int n;
     dt_buf problems = DT_BUF_INIT;
     cr_assert_eq(hw_list(&v, &n, &problems, &e), 0);
-    cr_assert(strstr(dt_buf_str(&problems), "$.sm_count: expected an integer from 1 to 4096, got -5") != NULL, "%s",
-              dt_buf_str(&problems));
+    cr_assert(strstr(dt_buf_str(&problems),
+                     "$.sm_count: expected an integer from 1 to 4096, got -5") != NULL,
+              "%s", dt_buf_str(&problems));
     int found = 0;
     for (int i = 0; i < n; i++)
         found |= strcmp(v[i]->name, "h200") == 0 && !v[i]->user_copy;

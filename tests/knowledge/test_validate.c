@@ -114,7 +114,8 @@ Test(validate, non_object_should_be_one_problem)
 {
     dt_buf p = DT_BUF_INIT;
     cr_assert_eq(validate("[1, 2]", "f.json", &p), 1);
-    cr_assert_str_eq(dt_buf_str(&p), "f.json: $: expected an entry object, got an array of 2 items\n");
+    cr_assert_str_eq(dt_buf_str(&p),
+                     "f.json: $: expected an entry object, got an array of 2 items\n");
     cr_assert_eq(kb_validate(NULL, "f.json", NULL), 1); /* problems may be NULL */
     dt_buf_free(&p);
 }
