@@ -6,11 +6,46 @@
  * error (the defaults apply). */
 #include "cli/cli.h"
 
+#include "core/schema.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-static const char *top_keys[] = {"backend", "review", "llm", "workers", "tune", "goal_speedup",
-                                 "max_iterations", "max_reviews", "hooks"};
+/* The file's schema. "llm" is the LLM client's own (llm_config_from_json
+ * checks it when the llm backend is used); "review" and "hooks" are kept
+ * for the front ends that read them. */
+static const char *const ship_names[] = {"auto", "always", "never", NULL};
+static const char *const backend_names[] = {"expert", "llm", NULL};
+
+static const dt_schema count_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 64};
+static const dt_schema launcher_s = {.type = DT_SCHEMA_STR,
+                                     .min_len = 1,
+                                     .max_len = 4096,
+                                     .what = "a command line with {exe} and {device}"};
+static const dt_schema ship_s = {
+    .type = DT_SCHEMA_STR,
+    .choices = ship_names,
+    .what = "\"auto\", \"always\" or \"never\" (sending matrix files to workers, README)"};
+static const dt_schema_field workers_fields[] = {
+    {"count", &count_s, 0}, {"launcher", &launcher_s, 0}, {"ship", &ship_s, 0}, {NULL, NULL, 0}};
+static const dt_schema workers_s = {.type = DT_SCHEMA_OBJ, .fields = workers_fields};
+static const dt_schema backend_s = {.type = DT_SCHEMA_STR, .choices = backend_names};
+static const dt_schema variants_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 100000};
+static const dt_schema seconds_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN, .min = 0, .max = 7 * 86400};
+static const dt_schema_field tune_fields[] = {
+    {"variants", &variants_s, 0}, {"seconds", &seconds_s, 0}, {NULL, NULL, 0}};
+static const dt_schema tune_s = {.type = DT_SCHEMA_OBJ, .fields = tune_fields};
+static const dt_schema goal_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN, .min = 0, .max = 1e6};
+/* At most 1000, as --max-reviews allows; the iteration cap likewise. */
+static const dt_schema iterations_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 1000};
+static const dt_schema_field config_fields[] = {
+    {"backend", &backend_s, 0},   {"review", NULL, 0},          {"llm", NULL, 0},
+    {"workers", &workers_s, 0},   {"tune", &tune_s, 0},         {"goal_speedup", &goal_s, 0},
+    {"max_iterations", &iterations_s, 0}, {"max_reviews", &iterations_s, 0}, {"hooks", NULL, 0},
+    {NULL, NULL, 0}};
+static const dt_schema config_schema = {.type = DT_SCHEMA_OBJ, .fields = config_fields};
 
 int cli_ship_mode(const cJSON *workers)
 {
@@ -45,46 +80,11 @@ cJSON *cli_config_load(dt_buf *problems)
         free(path);
         return dt_json_obj();
     }
-    if (!cJSON_IsObject(c)) {
-        dt_buf_printf(problems, "%s: $: expected an object\n", path);
+    dt_schema_ctx ctx = {.file = path, .out = problems};
+    if (dt_schema_check(&config_schema, c, &ctx) > 0 && !cJSON_IsObject(c)) {
         cJSON_Delete(c);
-        free(path);
-        return dt_json_obj();
+        c = dt_json_obj();
     }
-    for (const cJSON *it = c->child; it; it = it->next) {
-        int known = 0;
-        for (size_t i = 0; i < DT_ARRAY_LEN(top_keys); i++)
-            known |= dt_streq(it->string, top_keys[i]);
-        if (!known)
-            dt_buf_printf(problems,
-                          "%s: $.%s: unknown key (keys: backend, review, llm, workers, tune, "
-                          "goal_speedup, max_iterations, max_reviews, hooks)\n",
-                          path, it->string);
-    }
-    const cJSON *w = cJSON_GetObjectItem(c, "workers");
-    if (w && !cJSON_IsObject(w))
-        dt_buf_printf(problems, "%s: $.workers: expected {\"count\": N, \"launcher\": \"...\"}\n",
-                      path);
-    if (w && cJSON_GetObjectItem(w, "count") &&
-        (!cJSON_IsNumber(cJSON_GetObjectItem(w, "count")) || dt_json_num(w, "count", 0) < 1 ||
-         dt_json_num(w, "count", 0) > 64))
-        dt_buf_printf(problems, "%s: $.workers.count: expected 1 to 64\n", path);
-    if (w && cJSON_GetObjectItem(w, "launcher") && !cJSON_IsString(cJSON_GetObjectItem(w, "launcher")))
-        dt_buf_printf(problems, "%s: $.workers.launcher: expected a command line with {exe} and "
-                                "{device}\n",
-                      path);
-    const cJSON *ship = cJSON_GetObjectItem(w, "ship");
-    if (ship && (!cJSON_IsString(ship) || (!dt_streq(ship->valuestring, "auto") &&
-                                           !dt_streq(ship->valuestring, "always") &&
-                                           !dt_streq(ship->valuestring, "never"))))
-        dt_buf_printf(problems,
-                      "%s: $.workers.ship: expected \"auto\", \"always\" or \"never\" (sending "
-                      "matrix files to workers, README)\n",
-                      path);
-    const cJSON *b = cJSON_GetObjectItem(c, "backend");
-    if (b && (!cJSON_IsString(b) || (!dt_streq(b->valuestring, "expert") &&
-                                     !dt_streq(b->valuestring, "llm"))))
-        dt_buf_printf(problems, "%s: $.backend: expected \"expert\" or \"llm\"\n", path);
     free(path);
     return c;
 }

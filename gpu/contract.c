@@ -2,6 +2,8 @@
  * integer expression evaluator for grid, block and shared-memory formulas. */
 #include "gpu/contract.h"
 
+#include "core/schema.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,161 +449,140 @@ static char *expr_of(const cJSON *v)
     return NULL;
 }
 
-static void note(dt_buf *b, const char *fmt, ...) DT_PRINTF(2, 3);
+/* ---- the contract's schema ------------------------------------------------------ */
 
-static void note(dt_buf *b, const char *fmt, ...)
+static int param_ok(const cJSON *v)
 {
-    if (b->len)
-        dt_buf_puts(b, "; ");
-    va_list ap;
-    va_start(ap, fmt);
-    dt_buf_vprintf(b, fmt, ap);
-    va_end(ap);
+    return gpu_param_known(v->valuestring);
 }
 
-static void dims(const cJSON *j, const char *key, char *out[3], dt_buf *probs)
+/* An expression must parse; the evaluator's message says where not. */
+static void expr_rule(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    (void)s;
+    dt_err e = {0};
+    if (gpu_expr_check(v->valuestring, &e) != 0)
+        dt_schema_expected(c, path, v, "an expression (%s)", e.msg);
+}
+
+static const dt_schema expr_str_s = {.type = DT_SCHEMA_STR, .min_len = 1, .check = expr_rule};
+static const dt_schema text_s = {.type = DT_SCHEMA_STR, .min_len = 1};
+static const dt_schema whole_s = {.type = DT_SCHEMA_INT};
+static const dt_schema *const expr_alts[] = {&expr_str_s, &whole_s, NULL};
+static const dt_schema expr_s = {
+    .type = DT_SCHEMA_ONEOF, .alts = expr_alts, .what = "an expression or a whole number"};
+/* smem and scratch_bytes are checked when evaluated, on the matrix */
+static const dt_schema *const late_alts[] = {&text_s, &whole_s, NULL};
+static const dt_schema late_expr_s = {
+    .type = DT_SCHEMA_ONEOF, .alts = late_alts, .what = "an expression or a whole number"};
+static const dt_schema dims_s = {.type = DT_SCHEMA_ARR,
+                                 .min_len = 1,
+                                 .max_len = 3,
+                                 .items = &expr_s,
+                                 .what = "an array of 1 to 3 expressions"};
+static const dt_schema entry_s = {
+    .type = DT_SCHEMA_STR, .min_len = 1, .what = "the kernel's extern \"C\" name"};
+static const char *const op_names[] = {"spmv", "spmm", "sddmm", NULL};
+static const dt_schema op_s = {.type = DT_SCHEMA_STR, .choices = op_names};
+static const dt_schema param_s = {
+    .type = DT_SCHEMA_STR, .valid = param_ok, .what = "a parameter name (gpu/PROTOCOL.md)"};
+static const dt_schema params_s = {.type = DT_SCHEMA_ARR,
+                                   .max_len = GPU_MAX_PARAMS,
+                                   .items = &param_s,
+                                   .what = "the kernel's parameters in order"};
+static const dt_schema object_s = {.type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN};
+static const dt_schema defines_s = {
+    .type = DT_SCHEMA_MAP, .items = &expr_s, .what = "an object of NAME: expression"};
+static const char *const scratch_inits[] = {"launch", "once", NULL};
+static const dt_schema scratch_init_s = {
+    .type = DT_SCHEMA_STR,
+    .choices = scratch_inits,
+    .what = "\"launch\" (zeroed before every launch, the default) or \"once\" (zeroed when "
+            "allocated; the kernel leaves it zeroed)"};
+static const char *const layouts[] = {"row", "col", NULL};
+static const dt_schema layout_s = {.type = DT_SCHEMA_STR, .choices = layouts};
+
+/* Scratch memory needs its size. */
+static void contract_rules(dt_schema_ctx *c, const dt_schema *s, const char *path,
+                           const cJSON *j)
+{
+    (void)path;
+    if (cJSON_GetObjectItemCaseSensitive(j, "scratch_bytes") != NULL)
+        return;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, dt_schema_get(s, j, "params"))
+    {
+        if (strcmp(p->valuestring, "scratch") == 0)
+            dt_schema_expected(c, "$.scratch_bytes", NULL,
+                               "an expression (params has 'scratch': its size in bytes)");
+    }
+    const cJSON *si = dt_schema_get(s, j, "scratch_init");
+    if (si != NULL && strcmp(si->valuestring, "once") == 0)
+        dt_schema_expected(c, "$.scratch_init", si,
+                           "\"launch\" or nothing: the contract has no scratch_bytes");
+}
+
+/* Keys not listed are accepted: a generated kernel's contract may carry
+ * notes of its own. */
+static const dt_schema_field contract_fields[] = {{"entry", &entry_s, 1},
+                                                  {"op", &op_s, 0},
+                                                  {"format", &text_s, 0},
+                                                  {"format_params", &object_s, 0},
+                                                  {"params", &params_s, 1},
+                                                  {"block", &dims_s, 1},
+                                                  {"grid", &dims_s, 1},
+                                                  {"smem", &late_expr_s, 0},
+                                                  {"scratch_bytes", &late_expr_s, 0},
+                                                  {"scratch_init", &scratch_init_s, 0},
+                                                  {"defines", &defines_s, 0},
+                                                  {"requires", &object_s, 0},
+                                                  {"layout", &layout_s, 0},
+                                                  {NULL, NULL, 0}};
+static const dt_schema contract_s = {.type = DT_SCHEMA_OBJ,
+                                     .flags = DT_SCHEMA_OPEN,
+                                     .fields = contract_fields,
+                                     .check = contract_rules,
+                                     .what = "a JSON object"};
+
+static void dims(const cJSON *j, const char *key, char *out[3])
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (a == NULL) {
-        note(probs, "%s: missing (an array of up to 3 expressions)", key);
-        return;
-    }
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > 3) {
-        note(probs, "%s: expected an array of 1 to 3 expressions", key);
-        return;
-    }
     for (int i = 0; i < 3; i++) {
         const cJSON *d = cJSON_GetArrayItem(a, i);
         out[i] = d ? expr_of(d) : dt_xstrdup("1");
-        if (out[i] == NULL) {
-            note(probs, "%s[%d]: expected an expression or a number", key, i);
-            out[i] = dt_xstrdup("1");
-            continue;
-        }
-        dt_err e = {0};
-        if (gpu_expr_check(out[i], &e) != 0)
-            note(probs, "%s[%d]: %s", key, i, e.msg);
     }
 }
 
 int gpu_contract_parse(const cJSON *j, gpu_contract *c, dt_err *e)
 {
     memset(c, 0, sizeof *c);
-    dt_buf probs = DT_BUF_INIT;
-    if (!cJSON_IsObject(j)) {
-        dt_err_set(e, "launch contract: expected a JSON object");
+    if (dt_schema_validate_all(&contract_s, j, "launch contract", e) != 0)
         return -1;
-    }
-    const char *entry = dt_json_str(j, "entry", NULL);
-    if (entry == NULL || *entry == '\0')
-        note(&probs, "entry: missing (the kernel's extern \"C\" name)");
-    else
-        c->entry = dt_xstrdup(entry);
-
-    const char *op = dt_json_str(j, "op", "spmv");
-    if (sp_op_parse(op, &c->op) != 0)
-        note(&probs, "op: expected spmv, spmm or sddmm, got '%s'", op);
-
+    /* Valid: every field below has its type. */
+    c->entry = dt_xstrdup(dt_json_str(j, "entry", ""));
+    sp_op_parse(dt_json_str(j, "op", "spmv"), &c->op);
     c->format = dt_xstrdup(dt_json_str(j, "format", "csr"));
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(j, "format_params");
-    if (fp != NULL) {
-        if (!cJSON_IsObject(fp))
-            note(&probs, "format_params: expected an object");
-        else
-            c->format_params = cJSON_Duplicate(fp, 1);
-    }
-
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "params");
-    if (!cJSON_IsArray(params)) {
-        note(&probs, "params: missing (the kernel's parameters in order)");
-    } else {
-        const cJSON *p;
-        cJSON_ArrayForEach(p, params)
-        {
-            if (!cJSON_IsString(p)) {
-                note(&probs, "params: entries must be names");
-                continue;
-            }
-            if (!gpu_param_known(p->valuestring)) {
-                note(&probs, "params: unknown parameter '%s' (see gpu/PROTOCOL.md)",
-                     p->valuestring);
-                continue;
-            }
-            if (c->nparams == GPU_MAX_PARAMS) {
-                note(&probs, "params: more than %d", GPU_MAX_PARAMS);
-                break;
-            }
-            c->params[c->nparams++] = dt_xstrdup(p->valuestring);
-        }
-    }
-    dims(j, "block", c->block, &probs);
-    dims(j, "grid", c->grid, &probs);
-
+    if (fp != NULL)
+        c->format_params = cJSON_Duplicate(fp, 1);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "params"))
+    c->params[c->nparams++] = dt_xstrdup(p->valuestring);
+    dims(j, "block", c->block);
+    dims(j, "grid", c->grid);
     const cJSON *smem = cJSON_GetObjectItemCaseSensitive(j, "smem");
     c->smem = smem ? expr_of(smem) : dt_xstrdup("0");
-    if (c->smem == NULL) {
-        note(&probs, "smem: expected an expression or a number");
-        c->smem = dt_xstrdup("0");
-    }
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(j, "scratch_bytes");
     if (sb != NULL)
         c->scratch_bytes = expr_of(sb);
-    for (int i = 0; i < c->nparams; i++)
-        if (strcmp(c->params[i], "scratch") == 0 && c->scratch_bytes == NULL)
-            note(&probs, "scratch_bytes: required when params has 'scratch'");
-    const cJSON *si = cJSON_GetObjectItemCaseSensitive(j, "scratch_init");
-    if (si != NULL) {
-        if (cJSON_IsString(si) && strcmp(si->valuestring, "once") == 0) {
-            c->scratch_once = 1;
-            if (c->scratch_bytes == NULL)
-                note(&probs, "scratch_init: the contract has no scratch_bytes");
-        } else if (!cJSON_IsString(si) || strcmp(si->valuestring, "launch") != 0) {
-            note(&probs, "scratch_init: expected \"launch\" (zeroed before every launch, the "
-                         "default) or \"once\" (zeroed when allocated; the kernel leaves it "
-                         "zeroed)");
-        }
-    }
-
+    c->scratch_once = dt_streq(dt_json_str(j, "scratch_init", "launch"), "once");
     const cJSON *defs = cJSON_GetObjectItemCaseSensitive(j, "defines");
-    if (defs != NULL) {
-        if (!cJSON_IsObject(defs)) {
-            note(&probs, "defines: expected an object of NAME: expression");
-        } else {
-            const cJSON *d;
-            cJSON_ArrayForEach(d, defs)
-            {
-                char *x = expr_of(d);
-                dt_err de = {0};
-                if (x == NULL)
-                    note(&probs, "defines.%s: expected an expression or a number", d->string);
-                else if (gpu_expr_check(x, &de) != 0)
-                    note(&probs, "defines.%s: %s", d->string, de.msg);
-                free(x);
-            }
-            c->defines = cJSON_Duplicate(defs, 1);
-        }
-    }
+    if (defs != NULL)
+        c->defines = cJSON_Duplicate(defs, 1);
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(j, "requires");
-    if (req != NULL) {
-        if (!cJSON_IsObject(req))
-            note(&probs, "requires: expected an object");
-        else
-            c->requires = cJSON_Duplicate(req, 1);
-    }
-    const char *layout = dt_json_str(j, "layout", "row");
-    if (strcmp(layout, "row") == 0)
-        c->layout = SP_ROW_MAJOR;
-    else if (strcmp(layout, "col") == 0)
-        c->layout = SP_COL_MAJOR;
-    else
-        note(&probs, "layout: expected row or col, got '%s'", layout);
-
-    if (probs.len) {
-        dt_err_set(e, "launch contract: %s", probs.data);
-        dt_buf_free(&probs);
-        gpu_contract_clear(c);
-        return -1;
-    }
+    if (req != NULL)
+        c->requires = cJSON_Duplicate(req, 1);
+    c->layout = dt_streq(dt_json_str(j, "layout", "row"), "col") ? SP_COL_MAJOR : SP_ROW_MAJOR;
     return 0;
 }
 
@@ -690,94 +671,93 @@ void gpu_manifest_clear(gpu_manifest *m)
     memset(m, 0, sizeof *m);
 }
 
+/* ---- the manifest's schema ------------------------------------------------------ */
+
+static const dt_schema strategy_s = {
+    .type = DT_SCHEMA_STR, .min_len = 1, .what = "a short name such as \"csr-vector\""};
+static const char *const dtype_names[] = {"fp32", "fp64", "fp16", "bf16", NULL};
+static const dt_schema dtype_s = {.type = DT_SCHEMA_STR, .choices = dtype_names};
+static const dt_schema dtypes_s = {.type = DT_SCHEMA_ARR, .items = &dtype_s};
+static const dt_schema int32_s = {.type = DT_SCHEMA_INT, .min = INT32_MIN, .max = INT32_MAX};
+static const dt_schema values_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .items = &int32_s};
+
+static void mparam_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    int64_t dflt = 0;
+    const cJSON *vals = dt_schema_get(s, v, "values");
+    if (dt_schema_get_int(s, v, "default", &dflt) != 0 || vals == NULL)
+        return;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, vals)
+    {
+        if (x->valuedouble == (double)dflt)
+            return;
+    }
+    char p[DT_SCHEMA_PATH_MAX];
+    dt_schema_path(p, sizeof p, path, "default");
+    dt_schema_expected(c, p, cJSON_GetObjectItemCaseSensitive(v, "default"),
+                       "one of the values");
+}
+
+static const dt_schema_field mparam_fields[] = {
+    {"default", &int32_s, 1}, {"values", &values_s, 1}, {NULL, NULL, 0}};
+static const dt_schema mparam_s = {.type = DT_SCHEMA_OBJ,
+                                   .fields = mparam_fields,
+                                   .check = mparam_rules,
+                                   .what = "{\"default\": N, \"values\": [N, ...]}"};
+static const dt_schema mparams_s = {
+    .type = DT_SCHEMA_MAP, .max_len = GPU_MAX_MPARAMS, .items = &mparam_s};
+static const dt_schema constraints_s = {
+    .type = DT_SCHEMA_ARR, .max_len = GPU_MAX_MPARAMS, .items = &expr_str_s};
+static const dt_schema_field manifest_fields[] = {{"strategy", &strategy_s, 1},
+                                                  {"summary", &text_s, 0},
+                                                  {"preprocessing", &text_s, 0},
+                                                  {"op", &op_s, 0},
+                                                  {"dtypes", &dtypes_s, 0},
+                                                  {"params", &mparams_s, 0},
+                                                  {"constraints", &constraints_s, 0},
+                                                  {NULL, NULL, 0}};
+static const dt_schema manifest_s = {.type = DT_SCHEMA_OBJ,
+                                     .flags = DT_SCHEMA_OPEN,
+                                     .fields = manifest_fields,
+                                     .what = "a JSON object"};
+
 int gpu_manifest_parse(const cJSON *j, gpu_manifest *m, dt_err *e)
 {
     memset(m, 0, sizeof *m);
-    dt_buf probs = DT_BUF_INIT;
-    if (!cJSON_IsObject(j)) {
-        dt_err_set(e, "manifest: expected a JSON object");
+    if (dt_schema_validate_all(&manifest_s, j, "manifest", e) != 0)
         return -1;
-    }
+    /* Valid: every field below has its type and range. */
     m->raw = cJSON_Duplicate(j, 1);
     m->strategy = dt_xstrdup(dt_json_str(j, "strategy", ""));
-    if (m->strategy[0] == '\0')
-        note(&probs, "strategy: missing (a short name such as \"csr-vector\")");
     m->summary = dt_xstrdup(dt_json_str(j, "summary", ""));
     m->preprocessing = dt_xstrdup(dt_json_str(j, "preprocessing", "none"));
-    const char *op = dt_json_str(j, "op", "spmv");
-    if (sp_op_parse(op, &m->op) != 0)
-        note(&probs, "op: expected spmv, spmm or sddmm, got '%s'", op);
+    sp_op_parse(dt_json_str(j, "op", "spmv"), &m->op);
     const cJSON *dts = cJSON_GetObjectItemCaseSensitive(j, "dtypes");
     const cJSON *d;
-    if (dts == NULL) {
+    if (dts == NULL)
         m->dtypes = (1u << SP_FP32) | (1u << SP_FP64);
-    } else {
-        cJSON_ArrayForEach(d, dts)
-        {
-            sp_dtype t;
-            if (!cJSON_IsString(d) || sp_dtype_parse(d->valuestring, &t) != 0)
-                note(&probs, "dtypes: expected names among fp32, fp64, fp16, bf16");
-            else
-                m->dtypes |= 1u << t;
-        }
-    }
-    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "params");
-    cJSON_ArrayForEach(d, ps)
+    cJSON_ArrayForEach(d, dts)
     {
-        if (m->nparams == GPU_MAX_MPARAMS) {
-            note(&probs, "params: more than %d", GPU_MAX_MPARAMS);
-            break;
-        }
-        gpu_mparam *mp = &m->params[m->nparams];
-        const cJSON *dv = cJSON_GetObjectItemCaseSensitive(d, "default");
+        sp_dtype t = SP_FP32;
+        sp_dtype_parse(d->valuestring, &t);
+        m->dtypes |= 1u << t;
+    }
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(j, "params"))
+    {
+        gpu_mparam *mp = &m->params[m->nparams++];
         const cJSON *vals = cJSON_GetObjectItemCaseSensitive(d, "values");
-        if (!cJSON_IsNumber(dv) || !cJSON_IsArray(vals) || cJSON_GetArraySize(vals) < 1) {
-            note(&probs, "params.%s: expected {\"default\": N, \"values\": [N, ...]}",
-                 d->string);
-            continue;
-        }
-        dt_err ie = {0};
-        int64_t dflt = 0;
-        if (dt_json_to_int(dv, INT32_MIN, INT32_MAX, &dflt, &ie) != 0) {
-            note(&probs, "params.%s.default: %s", d->string, ie.msg);
-            continue;
-        }
         mp->name = dt_xstrdup(d->string);
-        mp->dflt = dflt;
+        mp->dflt = dt_json_i64(d, "default", 0);
         mp->nvalues = cJSON_GetArraySize(vals);
         mp->values = dt_xcalloc((size_t)mp->nvalues, sizeof *mp->values);
-        int k = 0, has_default = 0, bad = 0;
+        int k = 0;
         const cJSON *v;
         cJSON_ArrayForEach(v, vals)
-        {
-            if (dt_json_to_int(v, INT32_MIN, INT32_MAX, &mp->values[k], &ie) != 0 && !bad++)
-                note(&probs, "params.%s.values[%d]: %s", d->string, k, ie.msg);
-            has_default |= mp->values[k] == mp->dflt;
-            k++;
-        }
-        if (!has_default)
-            note(&probs, "params.%s: the default %lld is not among the values", d->string,
-                 (long long)mp->dflt);
-        m->nparams++;
+        mp->values[k++] = dt_json_as_i64(v, 0);
     }
-    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(j, "constraints");
-    cJSON_ArrayForEach(d, cs)
-    {
-        dt_err ce = {0};
-        if (!cJSON_IsString(d) || m->nconstraints == GPU_MAX_MPARAMS) {
-            note(&probs, "constraints: expected at most %d expressions", GPU_MAX_MPARAMS);
-            break;
-        }
-        if (gpu_expr_check(d->valuestring, &ce) != 0)
-            note(&probs, "constraints: %s", ce.msg);
-        m->constraints[m->nconstraints++] = dt_xstrdup(d->valuestring);
-    }
-    if (probs.len) {
-        dt_err_set(e, "manifest: %s", probs.data);
-        dt_buf_free(&probs);
-        gpu_manifest_clear(m);
-        return -1;
-    }
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(j, "constraints"))
+    m->constraints[m->nconstraints++] = dt_xstrdup(d->valuestring);
     return 0;
 }
 

@@ -87,9 +87,9 @@ typedef struct hw_spec {
 char *hw_shipped_dir(void);
 char *hw_user_dir(void);
 
-/* Check a parsed spec file. Appends one line "FILE: KEY: what is wrong\n"
- * per problem to report (which may be NULL) and returns the number of
- * problems: every problem is reported, not only the first. */
+/* Check a parsed spec file. Appends one line per problem to report (which
+ * may be NULL), "FILE: $.KEY: expected ..., got ...", and returns the
+ * number of problems: every problem is reported, not only the first. */
 int hw_check_json(const cJSON *doc, const char *file, dt_buf *report);
 /* Read, parse and check a file; a read or syntax error counts as one
  * problem. Returns the number of problems. */

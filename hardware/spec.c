@@ -1,6 +1,8 @@
 /* spec.c -- GPU spec files: schema check, loading, listing, gpu: auto, calibration copies. */
 #include "hardware/hardware.h"
 
+#include "core/schema.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <fnmatch.h>
@@ -27,375 +29,10 @@ int hw_dtype_parse(const char *s, hw_dtype *out)
     return -1;
 }
 
-/* ---- the schema check ---------------------------------------------------- */
+/* ---- the schema ---------------------------------------------------------- */
 
-/* Collects problems; every check keeps going after a failure so that a file
- * with five mistakes is fixed in one round, not five. */
-typedef struct chk {
-    const char *file;
-    dt_buf *report;
-    int n;
-} chk;
-
-static void problem(chk *c, const char *key, const char *fmt, ...) DT_PRINTF(3, 4);
-
-static void problem(chk *c, const char *key, const char *fmt, ...)
-{
-    c->n++;
-    if (c->report == NULL)
-        return;
-    dt_buf_printf(c->report, "%s: %s: ", c->file, key);
-    va_list ap;
-    va_start(ap, fmt);
-    dt_buf_vprintf(c->report, fmt, ap);
-    va_end(ap);
-    dt_buf_putc(c->report, '\n');
-}
-
-static void join_key(char *out, size_t len, const char *parent, const char *key)
-{
-    if (parent != NULL && *parent)
-        snprintf(out, len, "%s.%s", parent, key);
-    else
-        snprintf(out, len, "%s", key);
-}
-
-static const char *type_name(const cJSON *v)
-{
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    if (cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    return "invalid";
-}
-
-/* The member or NULL after reporting it missing. */
-static const cJSON *member(chk *c, const cJSON *obj, const char *parent, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (v == NULL) {
-        char path[160];
-        join_key(path, sizeof path, parent, key);
-        problem(c, path, "missing");
-    }
-    return v;
-}
-
-static const cJSON *need_object(chk *c, const cJSON *obj, const char *parent, const char *key)
-{
-    const cJSON *v = member(c, obj, parent, key);
-    if (v != NULL && !cJSON_IsObject(v)) {
-        char path[160];
-        join_key(path, sizeof path, parent, key);
-        problem(c, path, "must be an object, not %s", type_name(v));
-        return NULL;
-    }
-    return v;
-}
-
-/* An integer in [lo, hi]; *out is 0 after a problem. */
-static int need_int(chk *c, const cJSON *obj, const char *parent, const char *key, long long lo,
-                    long long hi, long long *out)
-{
-    *out = 0;
-    if (obj == NULL)
-        return -1;
-    const cJSON *v = member(c, obj, parent, key);
-    if (v == NULL)
-        return -1;
-    char path[160];
-    join_key(path, sizeof path, parent, key);
-    if (!cJSON_IsNumber(v)) {
-        problem(c, path, "must be an integer, not %s", type_name(v));
-        return -1;
-    }
-    double d = v->valuedouble;
-    if (!isfinite(d) || d != floor(d)) {
-        problem(c, path, "must be an integer, not %g", d);
-        return -1;
-    }
-    if (d < (double)lo || d > (double)hi) {
-        problem(c, path, "%.0f is impossible: expected %lld to %lld", d, lo, hi);
-        return -1;
-    }
-    *out = (long long)d;
-    return 0;
-}
-
-/* A finite number in (0, hi]; null accepted (and *out = 0) when nullable. */
-static int need_pos(chk *c, const cJSON *obj, const char *parent, const char *key, double hi,
-                    int nullable, double *out)
-{
-    *out = 0;
-    if (obj == NULL)
-        return -1;
-    const cJSON *v = member(c, obj, parent, key);
-    if (v == NULL)
-        return -1;
-    char path[160];
-    join_key(path, sizeof path, parent, key);
-    if (nullable && cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsNumber(v)) {
-        problem(c, path, "must be a number%s, not %s", nullable ? " or null" : "", type_name(v));
-        return -1;
-    }
-    double d = v->valuedouble;
-    if (!isfinite(d) || d <= 0 || d > hi) {
-        problem(c, path, "%g is impossible: expected more than 0 and at most %g", d, hi);
-        return -1;
-    }
-    *out = d;
-    return 0;
-}
-
-static const char *need_str(chk *c, const cJSON *obj, const char *parent, const char *key,
-                            size_t maxlen, int nullable)
-{
-    if (obj == NULL)
-        return NULL;
-    const cJSON *v = member(c, obj, parent, key);
-    if (v == NULL)
-        return NULL;
-    char path[160];
-    join_key(path, sizeof path, parent, key);
-    if (nullable && cJSON_IsNull(v))
-        return NULL;
-    if (!cJSON_IsString(v)) {
-        problem(c, path, "must be a string%s, not %s", nullable ? " or null" : "", type_name(v));
-        return NULL;
-    }
-    size_t len = strlen(v->valuestring);
-    if (len == 0 || len > maxlen) {
-        problem(c, path, "must be 1 to %zu characters long, not %zu", maxlen, len);
-        return NULL;
-    }
-    return v->valuestring;
-}
-
-/* The schema's keys, per object; anything else is reported as unknown. */
-static const char *const top_keys[] = {"name",
-                                       "full_name",
-                                       "architecture",
-                                       "compute_capability",
-                                       "sm_count",
-                                       "shared_memory",
-                                       "registers",
-                                       "limits",
-                                       "boost_clock_mhz",
-                                       "memory",
-                                       "l2_bytes",
-                                       "peak_tflops",
-                                       "measured",
-                                       "aliases",
-                                       "device_names",
-                                       "sources",
-                                       "notes",
-                                       NULL};
-static const char *const smem_keys[] = {"per_sm_bytes",
-                                        "per_block_bytes",
-                                        "per_block_optin_bytes",
-                                        "reserved_per_block_bytes",
-                                        "alloc_granularity_bytes",
-                                        "carveout_kb",
-                                        NULL};
-static const char *const regs_keys[] = {"per_sm",     "per_block",         "per_thread_max",
-                                        "alloc_unit", "alloc_granularity", "sub_partitions",
-                                        NULL};
-static const char *const limits_keys[] = {
-    "warp_size",         "max_warps_per_sm",      "max_threads_per_sm",
-    "max_blocks_per_sm", "max_threads_per_block", NULL};
-static const char *const mem_keys[] = {"type", "size_gb", "bus_width_bits", "bandwidth_gbs", NULL};
-static const char *const peak_keys[] = {"fp64", "fp32", "tf32", "fp16",
-                                        "bf16", "fp8",  "int8", NULL};
-static const char *const measured_keys[] = {"bandwidth_gbs", "peak_tflops", "date", "method", NULL};
-
-static int in_list(const char *const *list, const char *s)
-{
-    for (; *list != NULL; list++) {
-        if (strcmp(*list, s) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* Is a dotted path one of the schema's keys (present in the file or not)? */
-static int schema_key(const char *path)
-{
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *save = NULL;
-    char *a = strtok_r(buf, ".", &save);
-    char *b = a ? strtok_r(NULL, ".", &save) : NULL;
-    char *c = b ? strtok_r(NULL, ".", &save) : NULL;
-    if (a == NULL || strtok_r(NULL, ".", &save) != NULL)
-        return 0;
-    if (b == NULL)
-        return in_list(top_keys, a);
-    static const struct {
-        const char *group;
-        const char *const *keys;
-    } groups[] = {{"shared_memory", smem_keys}, {"registers", regs_keys},
-                  {"limits", limits_keys},      {"memory", mem_keys},
-                  {"peak_tflops", peak_keys},   {"measured", measured_keys}};
-    if (c != NULL)
-        return strcmp(a, "measured") == 0 && strcmp(b, "peak_tflops") == 0 && in_list(peak_keys, c);
-    for (size_t i = 0; i < DT_ARRAY_LEN(groups); i++) {
-        if (strcmp(a, groups[i].group) == 0)
-            return in_list(groups[i].keys, b);
-    }
-    return 0;
-}
-
-static void no_unknown_keys(chk *c, const cJSON *obj, const char *parent,
-                            const char *const *allowed)
-{
-    if (obj == NULL)
-        return;
-    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
-        if (!in_list(allowed, it->string)) {
-            char path[160];
-            join_key(path, sizeof path, parent, it->string);
-            problem(c, path, "unknown key (a typo?)");
-        }
-    }
-}
-
-static void need_str_array(chk *c, const cJSON *obj, const char *key, int maxn, size_t maxlen)
-{
-    const cJSON *v = member(c, obj, NULL, key);
-    if (v == NULL)
-        return;
-    if (!cJSON_IsArray(v)) {
-        problem(c, key, "must be an array of strings, not %s", type_name(v));
-        return;
-    }
-    int i = 0;
-    for (const cJSON *it = v->child; it != NULL; it = it->next, i++) {
-        char path[160];
-        snprintf(path, sizeof path, "%s[%d]", key, i);
-        if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strlen(it->valuestring) > maxlen)
-            problem(c, path, "must be a non-empty string of at most %zu characters", maxlen);
-    }
-    if (i > maxn)
-        problem(c, key, "has %d entries; at most %d are supported", i, maxn);
-}
-
-/* Does some sources[].keys entry cover path (equal, or a parent of it)? */
-static int covered(const cJSON *sources, const char *path)
-{
-    const cJSON *src;
-    cJSON_ArrayForEach(src, sources)
-    {
-        const cJSON *keys = cJSON_GetObjectItemCaseSensitive(src, "keys");
-        const cJSON *k;
-        cJSON_ArrayForEach(k, keys)
-        {
-            if (!cJSON_IsString(k))
-                continue;
-            size_t n = strlen(k->valuestring);
-            if (strcmp(path, k->valuestring) == 0 ||
-                (strncmp(path, k->valuestring, n) == 0 && path[n] == '.'))
-                return 1;
-        }
-    }
-    return 0;
-}
-
-/* Does a dotted path name a key of doc? */
-static int path_exists(const cJSON *doc, const char *path)
-{
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s", path);
-    const cJSON *cur = doc;
-    char *save = NULL;
-    for (char *part = strtok_r(buf, ".", &save); part != NULL; part = strtok_r(NULL, ".", &save)) {
-        if (!cJSON_IsObject(cur))
-            return 0;
-        cur = cJSON_GetObjectItemCaseSensitive(cur, part);
-        if (cur == NULL)
-            return 0;
-    }
-    return 1;
-}
-
-/* Every number (leaf) under the sourced groups must have a source. */
-static void check_sources_cover(chk *c, const cJSON *sources, const cJSON *v, const char *path)
-{
-    if (cJSON_IsObject(v)) {
-        if (covered(sources, path))
-            return;
-        for (const cJSON *it = v->child; it != NULL; it = it->next) {
-            char sub[160];
-            join_key(sub, sizeof sub, path, it->string);
-            check_sources_cover(c, sources, it, sub);
-        }
-        return;
-    }
-    if (!covered(sources, path))
-        problem(c, "sources", "no source names %s", path);
-}
-
-static const char *const sourced_groups[] = {
-    "compute_capability", "sm_count", "boost_clock_mhz", "memory",   "l2_bytes", "shared_memory",
-    "registers",          "limits",   "peak_tflops",     "measured", NULL};
-
-static void check_sources(chk *c, const cJSON *doc)
-{
-    const cJSON *s = member(c, doc, NULL, "sources");
-    if (s == NULL)
-        return;
-    if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) == 0) {
-        problem(c, "sources",
-                "must be a non-empty array of {\"keys\": [...], \"source\": \"...\"}");
-        return;
-    }
-    int i = 0;
-    const cJSON *src;
-    cJSON_ArrayForEach(src, s)
-    {
-        char path[64];
-        snprintf(path, sizeof path, "sources[%d]", i++);
-        if (!cJSON_IsObject(src)) {
-            problem(c, path, "must be an object, not %s", type_name(src));
-            continue;
-        }
-        static const char *const allowed[] = {"keys", "source", NULL};
-        no_unknown_keys(c, src, path, allowed);
-        need_str(c, src, path, "source", 1000, 0);
-        const cJSON *keys = member(c, src, path, "keys");
-        if (keys == NULL)
-            continue;
-        char kpath[96];
-        snprintf(kpath, sizeof kpath, "%s.keys", path);
-        if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0) {
-            problem(c, kpath, "must be a non-empty array of key names");
-            continue;
-        }
-        const cJSON *k;
-        cJSON_ArrayForEach(k, keys)
-        {
-            if (!cJSON_IsString(k))
-                problem(c, kpath, "must hold strings, not %s", type_name(k));
-            else if (!path_exists(doc, k->valuestring) && !schema_key(k->valuestring))
-                /* a schema key that is missing is reported as missing already */
-                problem(c, kpath, "'%s' names no key of this file", k->valuestring);
-        }
-    }
-    for (const char *const *g = sourced_groups; *g != NULL; g++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, *g);
-        if (v != NULL)
-            check_sources_cover(c, s, v, *g);
-    }
-}
+/* Every check keeps going after a failure so that a file with five
+ * mistakes is fixed in one round, not five. */
 
 static int is_pow2(long long v)
 {
@@ -417,211 +54,401 @@ static int parse_cc(const char *s, int *major, int *minor)
     return 0;
 }
 
-static void check_names(chk *c, const cJSON *doc)
+static int cc_ok(const cJSON *v)
 {
-    const char *name = need_str(c, doc, NULL, "name", 31, 0);
-    if (name != NULL) {
-        for (const char *p = name; *p; p++) {
-            if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-')) {
-                problem(c, "name", "'%s' may hold only a-z, 0-9 and '-' (it is a file name)", name);
-                break;
-            }
-        }
-    }
-    need_str(c, doc, NULL, "full_name", 95, 0);
-    need_str(c, doc, NULL, "architecture", 31, 0);
-    need_str_array(c, doc, "aliases", HW_MAX_NAMES, 47);
-    need_str_array(c, doc, "device_names", HW_MAX_NAMES, 63);
-    const cJSON *dn = cJSON_GetObjectItemCaseSensitive(doc, "device_names");
-    if (cJSON_IsArray(dn) && cJSON_GetArraySize(dn) == 0)
-        problem(c, "device_names", "must hold at least one device-name pattern for gpu: auto");
+    int ma = 0, mi = 0;
+    return parse_cc(v->valuestring, &ma, &mi) == 0 && ma >= 7;
 }
 
-static void check_smem(chk *c, const cJSON *doc)
+/* The name is the file's name. */
+static int name_ok(const cJSON *v)
 {
-    const char *P = "shared_memory";
-    const cJSON *sm = need_object(c, doc, NULL, P);
+    for (const char *p = v->valuestring; *p; p++) {
+        if (!(islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-'))
+            return 0;
+    }
+    return 1;
+}
 
-    no_unknown_keys(c, sm, P, smem_keys);
-    long long per_sm, per_block, optin, reserved, gran;
-    int ok_sm = need_int(c, sm, P, "per_sm_bytes", 1, 16LL << 20, &per_sm) == 0;
-    int ok_blk = need_int(c, sm, P, "per_block_bytes", 1, 16LL << 20, &per_block) == 0;
-    int ok_opt = need_int(c, sm, P, "per_block_optin_bytes", 1, 16LL << 20, &optin) == 0;
-    int ok_res = need_int(c, sm, P, "reserved_per_block_bytes", 0, 1 << 16, &reserved) == 0;
-    if (need_int(c, sm, P, "alloc_granularity_bytes", 1, 1 << 16, &gran) == 0 && !is_pow2(gran))
-        problem(c, "shared_memory.alloc_granularity_bytes", "%lld is not a power of two", gran);
+static int pow2_ok(const cJSON *v)
+{
+    return is_pow2((long long)v->valuedouble); /* an integer in range: checked before */
+}
+
+#define INT_S(lo, hi)                                                                              \
+    {                                                                                              \
+        .type = DT_SCHEMA_INT, .min = (lo), .max = (hi)                                            \
+    }
+#define POS_S(hi, fl)                                                                              \
+    {                                                                                              \
+        .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN | (fl), .min = 0, .max = (hi)             \
+    }
+#define STR_S(n, fl)                                                                               \
+    {                                                                                              \
+        .type = DT_SCHEMA_STR, .flags = (fl), .min_len = 1, .max_len = (n)                         \
+    }
+
+static const dt_schema name_s = {.type = DT_SCHEMA_STR,
+                                 .min_len = 1,
+                                 .max_len = 31,
+                                 .valid = name_ok,
+                                 .what = "a file name of a-z, 0-9 and '-', at most 31 characters"};
+static const dt_schema str95_s = STR_S(95, 0), str31_s = STR_S(31, 0), str15_s = STR_S(15, 0);
+static const dt_schema str47_s = STR_S(47, 0), str63_s = STR_S(63, 0);
+static const dt_schema str1000_s = STR_S(1000, 0), notes_s = STR_S(4000, 0);
+static const dt_schema date_s = STR_S(39, DT_SCHEMA_NULL), method_s = STR_S(200, DT_SCHEMA_NULL);
+static const dt_schema aliases_s = {
+    .type = DT_SCHEMA_ARR, .max_len = HW_MAX_NAMES, .items = &str47_s};
+static const dt_schema device_names_s = {.type = DT_SCHEMA_ARR,
+                                         .min_len = 1,
+                                         .max_len = HW_MAX_NAMES,
+                                         .items = &str63_s,
+                                         .what = "a non-empty array of at most 16 device-name "
+                                                 "patterns (gpu: auto matches them)"};
+static const dt_schema cc_s = {.type = DT_SCHEMA_STR,
+                               .max_len = 8,
+                               .valid = cc_ok,
+                               .what = "a compute capability x.y of 7.0 or later, such as \"9.0\" "
+                                       "(ditto has no occupancy rules before 7.0)"};
+
+/* shared_memory */
+static const dt_schema smem_s_ = INT_S(1, 16 << 20), reserved_s = INT_S(0, 1 << 16);
+static const dt_schema gran_s = {.type = DT_SCHEMA_INT,
+                                 .min = 1,
+                                 .max = 1 << 16,
+                                 .valid = pow2_ok,
+                                 .what = "a power of two from 1 to 65536"};
+static const dt_schema carve_kb_s = INT_S(0, 1 << 14);
+static const dt_schema carveouts_s = {.type = DT_SCHEMA_ARR,
+                                      .min_len = 1,
+                                      .max_len = HW_MAX_CARVEOUTS,
+                                      .items = &carve_kb_s,
+                                      .what = "a non-empty array of at most 16 sizes in KB, "
+                                              "ascending"};
+
+/* "expected WHAT (other), got obj.key", for rules across fields. */
+static void versus(dt_schema_ctx *c, const char *path, const char *key, const cJSON *obj,
+                   const char *what, long long other)
+{
+    char p[DT_SCHEMA_PATH_MAX];
+    dt_schema_path(p, sizeof p, path, key);
+    dt_schema_expected(c, p, cJSON_GetObjectItemCaseSensitive(obj, key), "%s (%lld)", what, other);
+}
+
+static void smem_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *sm)
+{
+    int64_t per_sm, per_block, optin, reserved;
+    int ok_sm = dt_schema_get_int(s, sm, "per_sm_bytes", &per_sm) == 0;
+    int ok_blk = dt_schema_get_int(s, sm, "per_block_bytes", &per_block) == 0;
+    int ok_opt = dt_schema_get_int(s, sm, "per_block_optin_bytes", &optin) == 0;
+    int ok_res = dt_schema_get_int(s, sm, "reserved_per_block_bytes", &reserved) == 0;
     if (ok_sm && ok_blk && per_block > per_sm)
-        problem(c, "shared_memory.per_block_bytes",
-                "%lld is larger than shared_memory.per_sm_bytes (%lld)", per_block, per_sm);
+        versus(c, path, "per_block_bytes", sm, "at most shared_memory.per_sm_bytes",
+               (long long)per_sm);
     if (ok_blk && ok_opt && optin < per_block)
-        problem(c, "shared_memory.per_block_optin_bytes",
-                "%lld is smaller than the default shared_memory.per_block_bytes (%lld)", optin,
-                per_block);
+        versus(c, path, "per_block_optin_bytes", sm,
+               "at least the default shared_memory.per_block_bytes", (long long)per_block);
     if (ok_sm && ok_opt && ok_res && optin + reserved > per_sm)
-        problem(c, "shared_memory.per_block_optin_bytes",
-                "%lld plus %lld reserved is larger than shared_memory.per_sm_bytes (%lld)", optin,
-                reserved, per_sm);
-    const cJSON *co = sm != NULL ? member(c, sm, P, "carveout_kb") : NULL;
+        versus(c, path, "per_block_optin_bytes", sm,
+               "at most shared_memory.per_sm_bytes less the reserved bytes per block",
+               (long long)(per_sm - reserved));
+    const cJSON *co = dt_schema_get(s, sm, "carveout_kb");
     if (co == NULL)
         return;
-    const char *K = "shared_memory.carveout_kb";
-    if (!cJSON_IsArray(co) || cJSON_GetArraySize(co) == 0) {
-        problem(c, K, "must be a non-empty array of sizes in KB, ascending");
-        return;
-    }
-    if (cJSON_GetArraySize(co) > HW_MAX_CARVEOUTS)
-        problem(c, K, "has %d entries; at most %d are supported", cJSON_GetArraySize(co),
-                HW_MAX_CARVEOUTS);
-    double prev = -1, last = -1;
+    char p[DT_SCHEMA_PATH_MAX], q[DT_SCHEMA_PATH_MAX];
+    dt_schema_path(p, sizeof p, path, "carveout_kb");
+    double prev = -1;
+    int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, co)
     {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-            it->valuedouble < 0) {
-            problem(c, K, "entries must be whole KB (0 or more), found %s", type_name(it));
-            return;
-        }
+        dt_schema_index(q, sizeof q, p, i++);
         if (it->valuedouble <= prev) {
-            problem(c, K, "must ascend strictly (%g after %g)", it->valuedouble, prev);
+            dt_schema_expected(c, q, it, "more than the entry before (%g): sizes ascend strictly",
+                               prev);
             return;
         }
-        prev = last = it->valuedouble;
+        prev = it->valuedouble;
     }
-    if (ok_sm && last * 1024 != (double)per_sm)
-        problem(c, K, "the largest carveout (%g KB) must equal shared_memory.per_sm_bytes (%lld B)",
-                last, per_sm);
+    if (ok_sm && prev * 1024 != (double)per_sm)
+        dt_schema_expected(c, q, cJSON_GetArrayItem(co, i - 1),
+                           "the largest carveout to be shared_memory.per_sm_bytes in KB (%g)",
+                           (double)per_sm / 1024);
 }
 
-static void check_regs(chk *c, const cJSON *doc)
-{
-    const char *P = "registers";
-    const cJSON *r = need_object(c, doc, NULL, P);
+static const dt_schema_field smem_fields[] = {{"per_sm_bytes", &smem_s_, 1},
+                                              {"per_block_bytes", &smem_s_, 1},
+                                              {"per_block_optin_bytes", &smem_s_, 1},
+                                              {"reserved_per_block_bytes", &reserved_s, 1},
+                                              {"alloc_granularity_bytes", &gran_s, 1},
+                                              {"carveout_kb", &carveouts_s, 1},
+                                              {NULL, NULL, 0}};
+static const dt_schema smem_s = {.type = DT_SCHEMA_OBJ, .fields = smem_fields, .check = smem_rules};
 
-    no_unknown_keys(c, r, P, regs_keys);
-    long long per_sm, per_block, per_thread, unit, parts;
-    int ok_sm = need_int(c, r, P, "per_sm", 1, 1 << 24, &per_sm) == 0;
-    int ok_blk = need_int(c, r, P, "per_block", 1, 1 << 24, &per_block) == 0;
-    need_int(c, r, P, "per_thread_max", 1, 256, &per_thread);
-    if (need_int(c, r, P, "alloc_unit", 1, 1 << 16, &unit) == 0 && !is_pow2(unit))
-        problem(c, "registers.alloc_unit", "%lld is not a power of two", unit);
-    int ok_parts = need_int(c, r, P, "sub_partitions", 1, 16, &parts) == 0;
-    const char *g = need_str(c, r, P, "alloc_granularity", 16, 0);
-    if (g != NULL && strcmp(g, "warp") != 0)
-        problem(c, "registers.alloc_granularity",
-                "'%s' is not supported: cc 7.0 and later allocate registers per warp", g);
-    if (ok_sm && ok_blk && per_block > per_sm)
-        problem(c, "registers.per_block", "%lld is larger than registers.per_sm (%lld)", per_block,
-                per_sm);
-    if (ok_sm && ok_parts && per_sm % parts != 0)
-        problem(c, "registers.sub_partitions", "%lld does not divide registers.per_sm (%lld)",
-                parts, per_sm);
+/* registers */
+static const char *const warp_only[] = {"warp", NULL};
+static const dt_schema regs_n_s = INT_S(1, 1 << 24), per_thread_s = INT_S(1, 256);
+static const dt_schema parts_s = INT_S(1, 16);
+static const dt_schema unit_s = {.type = DT_SCHEMA_INT,
+                                 .min = 1,
+                                 .max = 1 << 16,
+                                 .valid = pow2_ok,
+                                 .what = "a power of two from 1 to 65536"};
+static const dt_schema regs_gran_s = {
+    .type = DT_SCHEMA_STR,
+    .choices = warp_only,
+    .what = "\"warp\" (cc 7.0 and later allocate registers per warp)"};
+
+static void regs_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *r)
+{
+    int64_t per_sm, per_block, parts;
+    int ok_sm = dt_schema_get_int(s, r, "per_sm", &per_sm) == 0;
+    if (ok_sm && dt_schema_get_int(s, r, "per_block", &per_block) == 0 && per_block > per_sm)
+        versus(c, path, "per_block", r, "at most registers.per_sm", (long long)per_sm);
+    if (ok_sm && dt_schema_get_int(s, r, "sub_partitions", &parts) == 0 && per_sm % parts != 0)
+        versus(c, path, "sub_partitions", r, "a divisor of registers.per_sm", (long long)per_sm);
 }
 
-static void check_limits(chk *c, const cJSON *doc)
-{
-    const char *P = "limits";
-    const cJSON *l = need_object(c, doc, NULL, P);
+static const dt_schema_field regs_fields[] = {{"per_sm", &regs_n_s, 1},
+                                              {"per_block", &regs_n_s, 1},
+                                              {"per_thread_max", &per_thread_s, 1},
+                                              {"alloc_unit", &unit_s, 1},
+                                              {"alloc_granularity", &regs_gran_s, 1},
+                                              {"sub_partitions", &parts_s, 1},
+                                              {NULL, NULL, 0}};
+static const dt_schema regs_s = {.type = DT_SCHEMA_OBJ, .fields = regs_fields, .check = regs_rules};
 
-    no_unknown_keys(c, l, P, limits_keys);
-    long long ws, mw, mt, mb, mtb;
-    int ok_ws = need_int(c, l, P, "warp_size", 1, 64, &ws) == 0;
-    if (ok_ws && ws != 32) {
-        problem(c, "limits.warp_size", "%lld is impossible: every CUDA GPU has 32", ws);
-        ok_ws = 0;
-    }
-    int ok_mw = need_int(c, l, P, "max_warps_per_sm", 1, 1024, &mw) == 0;
-    int ok_mt = need_int(c, l, P, "max_threads_per_sm", 1, 1 << 16, &mt) == 0;
-    need_int(c, l, P, "max_blocks_per_sm", 1, 1024, &mb);
-    int ok_mtb = need_int(c, l, P, "max_threads_per_block", 1, 1 << 16, &mtb) == 0;
-    if (ok_ws && ok_mw && ok_mt && mt != mw * ws)
-        problem(c, "limits.max_threads_per_sm",
-                "%lld is not limits.max_warps_per_sm x limits.warp_size (%lld)", mt, mw * ws);
+/* limits */
+static const dt_schema warp_s = {
+    .type = DT_SCHEMA_INT, .min = 32, .max = 32, .what = "32 (every CUDA GPU has 32)"};
+static const dt_schema lim1k_s = INT_S(1, 1024), lim64k_s = INT_S(1, 1 << 16);
+
+static void limits_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *l)
+{
+    int64_t ws, mw, mt, mtb;
+    int ok_ws = dt_schema_get_int(s, l, "warp_size", &ws) == 0;
+    int ok_mt = dt_schema_get_int(s, l, "max_threads_per_sm", &mt) == 0;
+    int ok_mtb = dt_schema_get_int(s, l, "max_threads_per_block", &mtb) == 0;
+    if (ok_ws && ok_mt && dt_schema_get_int(s, l, "max_warps_per_sm", &mw) == 0 && mt != mw * ws)
+        versus(c, path, "max_threads_per_sm", l, "limits.max_warps_per_sm x limits.warp_size",
+               (long long)(mw * ws));
     if (ok_mt && ok_mtb && mtb > mt)
-        problem(c, "limits.max_threads_per_block",
-                "%lld is larger than limits.max_threads_per_sm (%lld)", mtb, mt);
+        versus(c, path, "max_threads_per_block", l, "at most limits.max_threads_per_sm",
+               (long long)mt);
     if (ok_ws && ok_mtb && mtb % ws != 0)
-        problem(c, "limits.max_threads_per_block", "%lld is not a multiple of the warp size", mtb);
+        versus(c, path, "max_threads_per_block", l, "a multiple of the warp size", (long long)ws);
 }
 
-static void check_peaks(chk *c, const cJSON *obj, const char *P, int required_fp32, double fp32_cap)
-{
-    for (int i = 0; i < HW_NDTYPES; i++) {
-        double v;
-        need_pos(c, obj, P, dtype_names[i], 1e6, 1, &v);
-        if (i == HW_FP32 && required_fp32 && obj != NULL &&
-            cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(obj, "fp32")))
-            problem(c, "peak_tflops.fp32", "must be a number: every GPU has FP32 units");
-        if (i == HW_FP32 && fp32_cap > 0 && v > fp32_cap)
-            problem(c, "peak_tflops.fp32",
-                    "%g TFLOP/s is impossible: sm_count x 256 FLOP/clock x boost_clock_mhz "
-                    "allows at most %.1f",
-                    v, fp32_cap);
-    }
+static const dt_schema_field limits_fields[] = {{"warp_size", &warp_s, 1},
+                                                {"max_warps_per_sm", &lim1k_s, 1},
+                                                {"max_threads_per_sm", &lim64k_s, 1},
+                                                {"max_blocks_per_sm", &lim1k_s, 1},
+                                                {"max_threads_per_block", &lim64k_s, 1},
+                                                {NULL, NULL, 0}};
+static const dt_schema limits_s = {
+    .type = DT_SCHEMA_OBJ, .fields = limits_fields, .check = limits_rules};
 
-    no_unknown_keys(c, obj, P, peak_keys);
+/* memory, peaks, measured */
+static const dt_schema clock_s = POS_S(10000, 0), size_gb_s = POS_S(1e5, 0);
+static const dt_schema bw_s = POS_S(1e6, 0), bw_null_s = POS_S(1e6, DT_SCHEMA_NULL);
+static const dt_schema bus_s = INT_S(1, 1 << 16), sms_s = INT_S(1, 4096);
+static const dt_schema l2_s = INT_S(1, 1LL << 40);
+static const dt_schema_field mem_fields[] = {{"type", &str15_s, 1},
+                                             {"size_gb", &size_gb_s, 1},
+                                             {"bus_width_bits", &bus_s, 1},
+                                             {"bandwidth_gbs", &bw_s, 1},
+                                             {NULL, NULL, 0}};
+static const dt_schema mem_s = {.type = DT_SCHEMA_OBJ, .fields = mem_fields};
+static const dt_schema peak_s = POS_S(1e6, DT_SCHEMA_NULL);
+static const dt_schema fp32_s = {.type = DT_SCHEMA_NUM,
+                                 .flags = DT_SCHEMA_GT_MIN,
+                                 .min = 0,
+                                 .max = 1e6,
+                                 .what = "a number above 0 and at most 1000000 (every GPU has FP32 "
+                                         "units)"};
+/* In hw_dtype order (dtype_names). */
+static const dt_schema_field peak_fields[] = {
+    {"fp64", &peak_s, 1}, {"fp32", &fp32_s, 1}, {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
+    {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},  {"int8", &peak_s, 1}, {NULL, NULL, 0}};
+static const dt_schema peaks_s = {.type = DT_SCHEMA_OBJ, .fields = peak_fields};
+static const dt_schema_field mpeak_fields[] = {
+    {"fp64", &peak_s, 1}, {"fp32", &peak_s, 1}, {"tf32", &peak_s, 1}, {"fp16", &peak_s, 1},
+    {"bf16", &peak_s, 1}, {"fp8", &peak_s, 1},  {"int8", &peak_s, 1}, {NULL, NULL, 0}};
+static const dt_schema mpeaks_s = {.type = DT_SCHEMA_OBJ, .fields = mpeak_fields};
+static const dt_schema_field measured_fields[] = {{"bandwidth_gbs", &bw_null_s, 1},
+                                                  {"peak_tflops", &mpeaks_s, 1},
+                                                  {"date", &date_s, 1},
+                                                  {"method", &method_s, 1},
+                                                  {NULL, NULL, 0}};
+static const dt_schema measured_s = {.type = DT_SCHEMA_OBJ, .fields = measured_fields};
+
+/* sources */
+static const dt_schema key_names_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .items = &str1000_s};
+static const dt_schema_field source_fields[] = {
+    {"keys", &key_names_s, 1}, {"source", &str1000_s, 1}, {NULL, NULL, 0}};
+static const dt_schema source_s = {.type = DT_SCHEMA_OBJ, .fields = source_fields};
+static const dt_schema sources_s = {.type = DT_SCHEMA_ARR,
+                                    .min_len = 1,
+                                    .items = &source_s,
+                                    .what = "a non-empty array of {\"keys\": [...], \"source\": "
+                                            "\"...\"}"};
+
+static void hw_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *doc);
+
+static const dt_schema_field hw_fields[] = {{"name", &name_s, 1},
+                                            {"full_name", &str95_s, 1},
+                                            {"architecture", &str31_s, 1},
+                                            {"compute_capability", &cc_s, 1},
+                                            {"sm_count", &sms_s, 1},
+                                            {"shared_memory", &smem_s, 1},
+                                            {"registers", &regs_s, 1},
+                                            {"limits", &limits_s, 1},
+                                            {"boost_clock_mhz", &clock_s, 1},
+                                            {"memory", &mem_s, 1},
+                                            {"l2_bytes", &l2_s, 1},
+                                            {"peak_tflops", &peaks_s, 1},
+                                            {"measured", &measured_s, 1},
+                                            {"aliases", &aliases_s, 1},
+                                            {"device_names", &device_names_s, 1},
+                                            {"sources", &sources_s, 1},
+                                            {"notes", &notes_s, 0},
+                                            {NULL, NULL, 0}};
+static const dt_schema hw_s = {.type = DT_SCHEMA_OBJ,
+                               .fields = hw_fields,
+                               .check = hw_rules,
+                               .what = "a hardware file's object"};
+
+/* ---- sources: every number says where it comes from ---------------------- */
+
+/* Is a dotted path one of the schema's keys (present in the file or not)? */
+static int schema_key(const char *path)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", path);
+    const dt_schema *s = &hw_s;
+    char *save = NULL;
+    for (char *part = strtok_r(buf, ".", &save); part != NULL; part = strtok_r(NULL, ".", &save)) {
+        const dt_schema_field *f = s != NULL && s->type == DT_SCHEMA_OBJ ? s->fields : NULL;
+        while (f != NULL && f->key != NULL && strcmp(f->key, part) != 0)
+            f++;
+        if (f == NULL || f->key == NULL)
+            return 0;
+        s = f->schema;
+    }
+    return 1;
+}
+
+/* Does some sources[].keys entry cover path (equal, or a parent of it)? */
+static int covered(const cJSON *sources, const char *path)
+{
+    const cJSON *src;
+    cJSON_ArrayForEach(src, sources)
+    {
+        const cJSON *k;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(src, "keys"))
+        {
+            size_t n = strlen(k->valuestring);
+            if (strcmp(path, k->valuestring) == 0 ||
+                (strncmp(path, k->valuestring, n) == 0 && path[n] == '.'))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Does a dotted path name a key of doc? */
+static int path_exists(const cJSON *doc, const char *path)
+{
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = doc;
+    char *save = NULL;
+    for (char *part = strtok_r(buf, ".", &save); part != NULL; part = strtok_r(NULL, ".", &save)) {
+        cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, part) : NULL;
+        if (cur == NULL)
+            return 0;
+    }
+    return 1;
+}
+
+/* Every number (leaf) under the sourced groups must have a source. */
+static void check_sources_cover(dt_schema_ctx *c, const cJSON *sources, const cJSON *v,
+                                const char *key)
+{
+    if (covered(sources, key))
+        return;
+    if (!cJSON_IsObject(v)) {
+        dt_schema_bad(c, "$.sources", "expected a source for %s, got none", key);
+        return;
+    }
+    for (const cJSON *it = v->child; it != NULL; it = it->next) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.%s", key, it->string);
+        check_sources_cover(c, sources, it, sub);
+    }
+}
+
+static const char *const sourced_groups[] = {
+    "compute_capability", "sm_count", "boost_clock_mhz", "memory",   "l2_bytes", "shared_memory",
+    "registers",          "limits",   "peak_tflops",     "measured", NULL};
+
+/* Rules across the file: peaks the SMs can reach, measurements the
+ * datasheet allows, and a source for every number. */
+static void hw_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *doc)
+{
+    (void)path;
+    int64_t sms;
+    double clock, bw, mbw, fp32;
+    const cJSON *pk = dt_schema_get(s, doc, "peak_tflops");
+    if (dt_schema_get_int(s, doc, "sm_count", &sms) == 0 &&
+        dt_schema_get_num(s, doc, "boost_clock_mhz", &clock) == 0 &&
+        dt_schema_get_num(&peaks_s, pk, "fp32", &fp32) == 0) {
+        double cap = 1.25 * (double)sms * 256.0 * clock * 1e6 / 1e12;
+        if (fp32 > cap)
+            dt_schema_bad(c, "$.peak_tflops.fp32",
+                          "expected at most %.1f TFLOP/s (sm_count x 256 FLOP/clock x "
+                          "boost_clock_mhz, with 25%% to spare), got %g",
+                          cap, fp32);
+    }
+    const cJSON *ms = dt_schema_get(s, doc, "measured");
+    if (dt_schema_get_num(&mem_s, dt_schema_get(s, doc, "memory"), "bandwidth_gbs", &bw) == 0 &&
+        dt_schema_get_num(&measured_s, ms, "bandwidth_gbs", &mbw) == 0 && mbw > 1.1 * bw)
+        dt_schema_bad(c, "$.measured.bandwidth_gbs",
+                      "expected at most 1.1 x memory.bandwidth_gbs (%g GB/s), got %g", 1.1 * bw,
+                      mbw);
+
+    const cJSON *src = dt_schema_get(s, doc, "sources");
+    if (src == NULL)
+        return;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, src)
+    {
+        int j = 0;
+        const cJSON *k;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(it, "keys"))
+        {
+            /* a schema key that is missing is reported as missing already */
+            if (!path_exists(doc, k->valuestring) && !schema_key(k->valuestring)) {
+                char p[DT_SCHEMA_PATH_MAX];
+                snprintf(p, sizeof p, "$.sources[%d].keys[%d]", i, j);
+                dt_schema_expected(c, p, k, "a key of this file");
+            }
+            j++;
+        }
+        i++;
+    }
+    for (const char *const *g = sourced_groups; *g != NULL; g++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, *g);
+        if (v != NULL)
+            check_sources_cover(c, src, v, *g);
+    }
 }
 
 int hw_check_json(const cJSON *doc, const char *file, dt_buf *report)
 {
-    chk c = {file ? file : "(spec)", report, 0};
-    if (!cJSON_IsObject(doc)) {
-        problem(&c, "(top)", "a hardware file must be a JSON object, not %s", type_name(doc));
-        return c.n;
-    }
-
-    no_unknown_keys(&c, doc, NULL, top_keys);
-    check_names(&c, doc);
-
-    const char *cc = need_str(&c, doc, NULL, "compute_capability", 8, 0);
-    int ma = 0, mi = 0;
-    if (cc != NULL) {
-        if (parse_cc(cc, &ma, &mi) != 0)
-            problem(&c, "compute_capability", "'%s' is not of the form x.y (e.g. \"9.0\")", cc);
-        else if (ma < 7)
-            problem(&c, "compute_capability",
-                    "%s is older than 7.0, for which ditto has no occupancy rules", cc);
-    }
-    long long sms;
-    double clock;
-    int ok_sms = need_int(&c, doc, NULL, "sm_count", 1, 4096, &sms) == 0;
-    int ok_clock = need_pos(&c, doc, NULL, "boost_clock_mhz", 10000, 0, &clock) == 0;
-    check_smem(&c, doc);
-    check_regs(&c, doc);
-    check_limits(&c, doc);
-
-    const cJSON *mem = need_object(&c, doc, NULL, "memory");
-
-    no_unknown_keys(&c, mem, "memory", mem_keys);
-    need_str(&c, mem, "memory", "type", 15, 0);
-    double size_gb, bw;
-    long long bus;
-    need_pos(&c, mem, "memory", "size_gb", 1e5, 0, &size_gb);
-    need_int(&c, mem, "memory", "bus_width_bits", 1, 1 << 16, &bus);
-    int ok_bw = need_pos(&c, mem, "memory", "bandwidth_gbs", 1e6, 0, &bw) == 0;
-    long long l2;
-    need_int(&c, doc, NULL, "l2_bytes", 1, 1LL << 40, &l2);
-
-    const cJSON *pk = need_object(&c, doc, NULL, "peak_tflops");
-    double cap = (ok_sms && ok_clock) ? 1.25 * (double)sms * 256.0 * clock * 1e6 / 1e12 : 0;
-    check_peaks(&c, pk, "peak_tflops", 1, cap);
-
-    const cJSON *ms = need_object(&c, doc, NULL, "measured");
-
-    no_unknown_keys(&c, ms, "measured", measured_keys);
-    double mbw;
-    if (need_pos(&c, ms, "measured", "bandwidth_gbs", 1e6, 1, &mbw) == 0 && ok_bw && mbw > 1.1 * bw)
-        problem(&c, "measured.bandwidth_gbs",
-                "%g GB/s is impossible: more than memory.bandwidth_gbs (%g) allows", mbw, bw);
-    const cJSON *mpk = ms != NULL ? need_object(&c, ms, "measured", "peak_tflops") : NULL;
-    check_peaks(&c, mpk, "measured.peak_tflops", 0, 0);
-    need_str(&c, ms, "measured", "date", 39, 1);
-    need_str(&c, ms, "measured", "method", 200, 1);
-
-    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(doc, "notes");
-    if (notes != NULL && !cJSON_IsString(notes))
-        problem(&c, "notes", "must be a string, not %s", type_name(notes));
-    check_sources(&c, doc);
-    return c.n;
+    dt_schema_ctx c = {.file = file ? file : "(spec)", .out = report};
+    return dt_schema_check(&hw_s, doc, &c);
 }
 
 int hw_check_file(const char *path, dt_buf *report)
@@ -722,40 +549,15 @@ static void fill(hw_spec *g, const cJSON *d)
     }
 }
 
-/* Join the report's lines with "; " into e. */
-static void report_to_err(const dt_buf *report, int n, dt_err *e)
-{
-    dt_buf b = DT_BUF_INIT;
-    const char *s = dt_buf_str(report);
-    size_t len = strlen(s);
-    while (len > 0 && s[len - 1] == '\n')
-        len--;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '\n')
-            dt_buf_puts(&b, "; ");
-        else
-            dt_buf_putc(&b, s[i]);
-    }
-    if (n > 1)
-        dt_buf_printf(&b, " (%d problems)", n);
-    dt_err_set(e, "%s", dt_buf_str(&b));
-    dt_buf_free(&b);
-}
-
 hw_spec *hw_load_file(const char *path, dt_err *e)
 {
     cJSON *doc = dt_json_read_file(path, e);
     if (doc == NULL)
         return NULL;
-    dt_buf report = DT_BUF_INIT;
-    int n = hw_check_json(doc, path, &report);
-    if (n > 0) {
-        report_to_err(&report, n, e);
-        dt_buf_free(&report);
+    if (dt_schema_validate_all(&hw_s, doc, path, e) != 0) {
         cJSON_Delete(doc);
         return NULL;
     }
-    dt_buf_free(&report);
     hw_spec *g = dt_xcalloc(1, sizeof *g);
     fill(g, doc);
     g->doc = doc;
@@ -1139,14 +941,8 @@ int hw_save_user_copy(const hw_spec *g, char **path_out, dt_err *e)
 {
     if (path_out)
         *path_out = NULL;
-    dt_buf report = DT_BUF_INIT;
-    int n = hw_check_json(g->doc, g->name, &report);
-    if (n > 0) {
-        report_to_err(&report, n, e);
-        dt_buf_free(&report);
+    if (dt_schema_validate_all(&hw_s, g->doc, g->name, e) != 0)
         return -1;
-    }
-    dt_buf_free(&report);
     char *dir = hw_user_dir();
     if (dir == NULL)
         return dt_err_set(e, "no data folder: neither XDG_DATA_HOME nor HOME is set");

@@ -3,6 +3,8 @@
  * retrieval ranked by feature distance. */
 #include "knowledge/knowledge.h"
 
+#include "core/schema.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -83,95 +85,6 @@ double kb_feature_unit(const char *name)
 
 /* ---- validation ------------------------------------------------------------------- */
 
-static const char *kinds[] = {"rule", "strategy", "pitfall", "error-explanation", "hardware-fact"};
-static const char *statuses[] = {"proposed", "approved", "rejected"};
-static const char *ops[] = {"spmv", "spmm", "sddmm"};
-static const char *dtypes[] = {"fp32", "fp64", "fp16", "bf16"};
-static const char *severities[] = {"error", "warning", "note"};
-
-static const char *entry_keys[] = {"id",      "kind",       "title",    "applies_to",
-                                   "content", "parameters", "evidence", "status",
-                                   "review",  "created",    "updated"};
-static const char *applies_keys[] = {"op", "dtype", "cc", "features"};
-static const char *rule_keys[] = {"strategy", "params", "score"};
-static const char *error_keys[] = {"pattern", "hint", "unless"};
-static const char *pitfall_keys[] = {"rule_id", "severity",    "message", "pattern",
-                                     "detect",  "explanation", "fix"};
-static const char *evidence_keys[] = {"session",  "gpu",     "matrix",   "fingerprint",
-                                      "features", "speedup", "measured", "note"};
-static const char *review_keys[] = {"reviewer", "note", "at"};
-
-/* Where problems go: each line is "WHERE: PATH: message". */
-typedef struct vctx {
-    const char *where;
-    dt_buf *out;
-    int n;
-} vctx;
-
-static void bad(vctx *v, const char *path, const char *fmt, ...) DT_PRINTF(3, 4);
-
-static void bad(vctx *v, const char *path, const char *fmt, ...)
-{
-    v->n++;
-    if (v->out == NULL)
-        return;
-    if (v->where != NULL)
-        dt_buf_printf(v->out, "%s: ", v->where);
-    dt_buf_printf(v->out, "%s: ", path);
-    va_list ap;
-    va_start(ap, fmt);
-    dt_buf_vprintf(v->out, fmt, ap);
-    va_end(ap);
-    dt_buf_putc(v->out, '\n');
-}
-
-/* One line into a problems buffer that may be NULL. */
-static void say(dt_buf *p, const char *fmt, ...) DT_PRINTF(2, 3);
-
-static void say(dt_buf *p, const char *fmt, ...)
-{
-    if (p == NULL)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    dt_buf_vprintf(p, fmt, ap);
-    va_end(ap);
-    dt_buf_putc(p, '\n');
-}
-
-static const char *type_name(const cJSON *x)
-{
-    if (cJSON_IsString(x))
-        return "a string";
-    if (cJSON_IsNumber(x))
-        return "a number";
-    if (cJSON_IsBool(x))
-        return "a boolean";
-    if (cJSON_IsNull(x))
-        return "null";
-    if (cJSON_IsArray(x))
-        return "an array";
-    if (cJSON_IsObject(x))
-        return "an object";
-    return "invalid";
-}
-
-static int in_list(const char *s, const char **list, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (dt_streq(s, list[i]))
-            return 1;
-    }
-    return 0;
-}
-
-/* "a, b, c" for messages. */
-static void join(dt_buf *b, const char **list, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dt_buf_printf(b, "%s%s", i ? ", " : "", list[i]);
-}
-
 static int id_valid(const char *s)
 {
     size_t n = strlen(s);
@@ -246,462 +159,287 @@ static long cc_parse(const char *s, int allow_plus, int *plus)
     return *end == '\0' ? major * 1000 + minor : -1;
 }
 
-static void check_keys(vctx *v, const char *path, const cJSON *obj, const char **keys, size_t n)
+static int id_ok(const cJSON *v)
 {
-    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
-        if (in_list(it->string, keys, n))
-            continue;
-        dt_buf k = DT_BUF_INIT;
-        join(&k, keys, n);
-        bad(v, path, "unknown key \"%s\" (keys: %s)", it->string, dt_buf_str(&k));
-        dt_buf_free(&k);
-    }
+    return id_valid(v->valuestring);
 }
 
-/* A child path: "$.a" + "b" -> "$.a.b". */
-static void sub(char *out, size_t n, const char *path, const char *key)
+static int time_ok(const cJSON *v)
 {
-    snprintf(out, n, "%s.%s", path, key);
+    return iso_time_valid(v->valuestring);
 }
 
-static void idx(char *out, size_t n, const char *path, int i)
+static int cc_ok(const cJSON *v)
 {
-    snprintf(out, n, "%s[%d]", path, i);
+    return cc_parse(v->valuestring, 1, NULL) >= 0;
 }
 
-/* A required or optional non-empty string; one_line refuses newlines. */
-static const char *want_str(vctx *v, const char *path, const cJSON *obj, const char *key,
-                            int required, int one_line)
-{
-    char p[256];
-    sub(p, sizeof p, path, key);
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (x == NULL) {
-        if (required)
-            bad(v, p, "missing");
-        return NULL;
-    }
-    if (!cJSON_IsString(x) || x->valuestring[0] == '\0') {
-        bad(v, p, "expected a non-empty string, got %s",
-            cJSON_IsString(x) ? "an empty string" : type_name(x));
-        return NULL;
-    }
-    if (one_line && strchr(x->valuestring, '\n') != NULL) {
-        bad(v, p, "expected one line, got a newline in the text");
-        return NULL;
-    }
-    return x->valuestring;
-}
+static const char *const kinds[] = {"rule",          "strategy", "pitfall", "error-explanation",
+                                    "hardware-fact", NULL};
+static const char *const statuses[] = {"proposed", "approved", "rejected", NULL};
+static const char *const ops[] = {"spmv", "spmm", "sddmm", NULL};
+static const char *const dtypes[] = {"fp32", "fp64", "fp16", "bf16", NULL};
+static const char *const severities[] = {"error", "warning", "note", NULL};
 
-static void want_enum(vctx *v, const char *path, const cJSON *obj, const char *key,
-                      const char **choices, size_t n, int required)
-{
-    char p[256];
-    sub(p, sizeof p, path, key);
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (x == NULL) {
-        if (required)
-            bad(v, p, "missing");
-        return;
-    }
-    if (cJSON_IsString(x) && in_list(x->valuestring, choices, n))
-        return;
-    dt_buf c = DT_BUF_INIT;
-    join(&c, choices, n);
-    if (cJSON_IsString(x))
-        bad(v, p, "expected one of %s, got \"%s\"", dt_buf_str(&c), x->valuestring);
-    else
-        bad(v, p, "expected one of %s, got %s", dt_buf_str(&c), type_name(x));
-    dt_buf_free(&c);
-}
+#define ID_WHAT "[a-z0-9._-] starting with a letter or digit, at most 128 characters"
+static const dt_schema id_s = {.type = DT_SCHEMA_STR, .valid = id_ok, .what = ID_WHAT};
+static const dt_schema rule_id_s = {
+    .type = DT_SCHEMA_STR, .valid = id_ok, .what = "a rule id of " ID_WHAT};
+static const dt_schema time_s = {.type = DT_SCHEMA_STR,
+                                 .valid = time_ok,
+                                 .what = "an ISO 8601 time such as \"2026-11-29T09:19:06Z\""};
+static const dt_schema kind_s = {.type = DT_SCHEMA_STR, .choices = kinds};
+static const dt_schema status_s = {.type = DT_SCHEMA_STR, .choices = statuses};
+static const dt_schema severity_s = {.type = DT_SCHEMA_STR, .choices = severities};
+static const dt_schema title_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = KB_TITLE_MAX};
+static const dt_schema content_s = {.type = DT_SCHEMA_STR, .min_len = 1, .max_len = KB_TEXT_MAX};
+static const dt_schema line_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = KB_TEXT_MAX};
+static const dt_schema short_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = KB_NOTE_MAX};
+static const dt_schema note_s = {.type = DT_SCHEMA_STR, .min_len = 1, .max_len = KB_NOTE_MAX};
 
-static void want_time(vctx *v, const char *path, const cJSON *obj, const char *key, int required)
-{
-    char p[256];
-    sub(p, sizeof p, path, key);
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (x == NULL) {
-        if (required)
-            bad(v, p, "missing");
-        return;
-    }
-    if (!cJSON_IsString(x))
-        bad(v, p, "expected an ISO 8601 time such as \"2026-11-29T09:19:06Z\", got %s",
-            type_name(x));
-    else if (!iso_time_valid(x->valuestring))
-        bad(v, p, "expected an ISO 8601 time such as \"2026-11-29T09:19:06Z\", got \"%s\"",
-            x->valuestring);
-}
+/* applies_to */
+static const dt_schema op_s = {.type = DT_SCHEMA_STR, .choices = ops};
+static const dt_schema dtype_s = {.type = DT_SCHEMA_STR, .choices = dtypes};
+static const dt_schema cc_s = {
+    .type = DT_SCHEMA_STR, .valid = cc_ok, .what = "a compute capability \"M.m\" or \"M.m+\""};
+#define NAMES_WHAT "a non-empty array (drop the key to match everything)"
+static const dt_schema ops_s = {
+    .type = DT_SCHEMA_ARR, .min_len = 1, .items = &op_s, .what = NAMES_WHAT};
+static const dt_schema dtypes_s = {
+    .type = DT_SCHEMA_ARR, .min_len = 1, .items = &dtype_s, .what = NAMES_WHAT};
+static const dt_schema ccs_s = {
+    .type = DT_SCHEMA_ARR, .min_len = 1, .items = &cc_s, .what = NAMES_WHAT};
+/* Every feature is non-negative; null is an open end. */
+static const dt_schema range_end_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_NULL, .min = 0, .max = HUGE_VAL};
 
-/* applies_to.op / dtype: a non-empty array of names from choices. */
-static void enum_array(vctx *v, const char *path, const cJSON *x, const char **choices, size_t n)
+/* [min, max]: not both open, min <= max. */
+static void range_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *r)
 {
-    if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0) {
-        bad(v, path, "expected a non-empty array of names, got %s",
-            cJSON_IsArray(x) ? "an empty array (drop the key to match everything)" : type_name(x));
-        return;
-    }
-    int i = 0;
-    for (const cJSON *it = x->child; it != NULL; it = it->next, i++) {
-        if (cJSON_IsString(it) && in_list(it->valuestring, choices, n))
-            continue;
-        char p[256];
-        idx(p, sizeof p, path, i);
-        dt_buf c = DT_BUF_INIT;
-        join(&c, choices, n);
-        if (cJSON_IsString(it))
-            bad(v, p, "expected one of %s, got \"%s\"", dt_buf_str(&c), it->valuestring);
-        else
-            bad(v, p, "expected one of %s, got %s", dt_buf_str(&c), type_name(it));
-        dt_buf_free(&c);
-    }
-}
-
-static void feature_names_hint(dt_buf *b)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(features); i++)
-        dt_buf_printf(b, "%s%s", i ? ", " : "", features[i].name);
-}
-
-static void unknown_feature(vctx *v, const char *path)
-{
-    dt_buf names = DT_BUF_INIT;
-    feature_names_hint(&names);
-    bad(v, path, "unknown feature (features: %s)", dt_buf_str(&names));
-    dt_buf_free(&names);
-}
-
-/* One feature range: [min, max], numbers or null for an open end, min <=
- * max, not both open, none negative (every feature is >= 0). */
-static void range_check(vctx *v, const char *path, const cJSON *r)
-{
-    if (!cJSON_IsArray(r) || cJSON_GetArraySize(r) != 2) {
-        bad(v, path, "expected [min, max] (numbers, null for an open end), got %s",
-            cJSON_IsArray(r) ? "an array of another length" : type_name(r));
-        return;
-    }
+    (void)s;
     const cJSON *lo = cJSON_GetArrayItem(r, 0), *hi = cJSON_GetArrayItem(r, 1);
-    int ok = 1;
-    const cJSON *ends[2] = {lo, hi};
-    for (int i = 0; i < 2; i++) {
-        char p[256];
-        idx(p, sizeof p, path, i);
-        if (cJSON_IsNull(ends[i]))
-            continue;
-        if (!cJSON_IsNumber(ends[i]) || !isfinite(ends[i]->valuedouble)) {
-            bad(v, p, "expected a finite number or null, got %s", type_name(ends[i]));
-            ok = 0;
-        } else if (ends[i]->valuedouble < 0) {
-            bad(v, p, "expected a number >= 0 (every feature is non-negative), got %g",
-                ends[i]->valuedouble);
-            ok = 0;
-        }
-    }
-    if (!ok)
+    if (!dt_schema_valid(&range_end_s, lo) || !dt_schema_valid(&range_end_s, hi))
         return;
     if (cJSON_IsNull(lo) && cJSON_IsNull(hi))
-        bad(v, path, "both ends are open, which matches everything: drop the feature");
+        dt_schema_bad(c, path,
+                      "expected at least one bound, got both open (which matches "
+                      "everything: drop the feature)");
     else if (!cJSON_IsNull(lo) && !cJSON_IsNull(hi) && lo->valuedouble > hi->valuedouble)
-        bad(v, path, "min %g is greater than max %g", lo->valuedouble, hi->valuedouble);
+        dt_schema_bad(c, path, "expected min <= max, got min %g and max %g", lo->valuedouble,
+                      hi->valuedouble);
 }
 
-static void applies_check(vctx *v, const char *path, const cJSON *a)
+static const dt_schema range_s = {.type = DT_SCHEMA_ARR,
+                                  .min_len = 2,
+                                  .max_len = 2,
+                                  .items = &range_end_s,
+                                  .check = range_rules,
+                                  .what = "[min, max] (numbers, null for an open end)"};
+/* The names of features[] above, in order (a test holds the two equal). */
+#define FEATURE_WHAT                                                                               \
+    "a feature name (rows, cols, nnz, density, row_mean, row_cv, row_max, row_max_over_mean, "     \
+    "row_gini, empty_rows_frac, bandwidth_frac, diagonals, block_fill_2, block_fill_4, "           \
+    "block_fill_8, block_fill_16, x_lines_per_nnz, col_span_max, distinct_values, n)"
+
+static const dt_schema ranges_s = {
+    .type = DT_SCHEMA_MAP, .items = &range_s, .key_valid = kb_is_feature, .key_what = FEATURE_WHAT};
+static const dt_schema_field applies_fields[] = {{"op", &ops_s, 0},
+                                                 {"dtype", &dtypes_s, 0},
+                                                 {"cc", &ccs_s, 0},
+                                                 {"features", &ranges_s, 0},
+                                                 {NULL, NULL, 0}};
+static const dt_schema applies_s = {.type = DT_SCHEMA_OBJ, .fields = applies_fields};
+
+/* parameters, by kind */
+static const dt_schema value_str_s = {.type = DT_SCHEMA_STR, .max_len = KB_TEXT_MAX};
+static const dt_schema value_num_s = {.type = DT_SCHEMA_NUM};
+static const dt_schema *const value_alts[] = {&value_str_s, &value_num_s, NULL};
+static const dt_schema value_s = {.type = DT_SCHEMA_ONEOF, .alts = value_alts};
+static const dt_schema values_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .items = &value_s};
+static const dt_schema params_s = {.type = DT_SCHEMA_MAP, .items = &values_s};
+static const dt_schema score_s = {.type = DT_SCHEMA_NUM, .min = 0, .max = 100};
+static const dt_schema_field rule_fields[] = {
+    {"strategy", &line_s, 1}, {"params", &params_s, 1}, {"score", &score_s, 1}, {NULL, NULL, 0}};
+static const dt_schema rule_s = {.type = DT_SCHEMA_OBJ, .fields = rule_fields};
+static const dt_schema_field error_fields[] = {
+    {"pattern", &line_s, 1}, {"hint", &content_s, 1}, {"unless", &line_s, 0}, {NULL, NULL, 0}};
+static const dt_schema error_s = {.type = DT_SCHEMA_OBJ, .fields = error_fields};
+static const dt_schema patterns_s = {.type = DT_SCHEMA_ARR, .min_len = 1, .items = &line_s};
+static const dt_schema *const pattern_alts[] = {&line_s, &patterns_s, NULL};
+static const dt_schema pattern_s = {.type = DT_SCHEMA_ONEOF, .alts = pattern_alts};
+
+/* A static rule is shown as a diagnostic: it needs its one-line message
+ * and a severity. */
+static void pitfall_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
 {
-    if (!cJSON_IsObject(a)) {
-        bad(v, path, "expected an object {op, dtype, cc, features}, got %s", type_name(a));
+    if (cJSON_GetObjectItemCaseSensitive(v, "rule_id") == NULL)
         return;
-    }
-    check_keys(v, path, a, applies_keys, DT_ARRAY_LEN(applies_keys));
-    char p[256];
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, "op");
-    if (x != NULL) {
-        sub(p, sizeof p, path, "op");
-        enum_array(v, p, x, ops, DT_ARRAY_LEN(ops));
-    }
-    x = cJSON_GetObjectItemCaseSensitive(a, "dtype");
-    if (x != NULL) {
-        sub(p, sizeof p, path, "dtype");
-        enum_array(v, p, x, dtypes, DT_ARRAY_LEN(dtypes));
-    }
-    x = cJSON_GetObjectItemCaseSensitive(a, "cc");
-    if (x != NULL) {
-        sub(p, sizeof p, path, "cc");
-        if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0) {
-            bad(v, p, "expected a non-empty array such as [\"8.0\", \"9.0+\"], got %s",
-                cJSON_IsArray(x) ? "an empty array (drop the key to match everything)"
-                                 : type_name(x));
-        } else {
-            int i = 0;
-            for (const cJSON *it = x->child; it != NULL; it = it->next, i++) {
-                if (cJSON_IsString(it) && cc_parse(it->valuestring, 1, NULL) >= 0)
-                    continue;
-                char q[256];
-                idx(q, sizeof q, p, i);
-                if (cJSON_IsString(it))
-                    bad(v, q, "expected a compute capability \"M.m\" or \"M.m+\", got \"%s\"",
-                        it->valuestring);
-                else
-                    bad(v, q, "expected a compute capability \"M.m\" or \"M.m+\", got %s",
-                        type_name(it));
-            }
-        }
-    }
-    x = cJSON_GetObjectItemCaseSensitive(a, "features");
-    if (x != NULL) {
-        sub(p, sizeof p, path, "features");
-        if (!cJSON_IsObject(x)) {
-            bad(v, p, "expected an object of NAME: [min, max], got %s", type_name(x));
-            return;
-        }
-        for (const cJSON *it = x->child; it != NULL; it = it->next) {
-            char q[256];
-            sub(q, sizeof q, p, it->string);
-            if (!kb_is_feature(it->string))
-                unknown_feature(v, q);
-            else
-                range_check(v, q, it);
-        }
-    }
-}
-
-static void rule_params_check(vctx *v, const char *path, const cJSON *pr)
-{
-    check_keys(v, path, pr, rule_keys, DT_ARRAY_LEN(rule_keys));
-    want_str(v, path, pr, "strategy", 1, 1);
-    char p[256];
-    sub(p, sizeof p, path, "params");
-    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(pr, "params");
-    if (ps == NULL) {
-        bad(v, p, "missing (an object of NAME: [values], {} when the strategy has none)");
-    } else if (!cJSON_IsObject(ps)) {
-        bad(v, p, "expected an object of NAME: [values], got %s", type_name(ps));
-    } else {
-        for (const cJSON *it = ps->child; it != NULL; it = it->next) {
-            char q[256];
-            sub(q, sizeof q, p, it->string);
-            if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) == 0) {
-                bad(v, q, "expected a non-empty array of values, got %s",
-                    cJSON_IsArray(it) ? "an empty array" : type_name(it));
-                continue;
-            }
-            int i = 0;
-            for (const cJSON *val = it->child; val != NULL; val = val->next, i++) {
-                if (cJSON_IsString(val) || (cJSON_IsNumber(val) && isfinite(val->valuedouble)))
-                    continue;
-                char r[256];
-                idx(r, sizeof r, q, i);
-                bad(v, r, "expected a number or a string, got %s", type_name(val));
-            }
-        }
-    }
-    sub(p, sizeof p, path, "score");
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(pr, "score");
-    if (sc == NULL)
-        bad(v, p, "missing (a number from 0 to 100: how strongly the rule recommends)");
-    else if (!cJSON_IsNumber(sc) || !(sc->valuedouble >= 0 && sc->valuedouble <= 100))
-        bad(v, p, "expected a number from 0 to 100, got %s",
-            cJSON_IsNumber(sc) ? "a number outside that range" : type_name(sc));
-}
-
-static void pitfall_params_check(vctx *v, const char *path, const cJSON *pr)
-{
-    check_keys(v, path, pr, pitfall_keys, DT_ARRAY_LEN(pitfall_keys));
-    char p[256];
-    sub(p, sizeof p, path, "rule_id");
-    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(pr, "rule_id");
-    if (rid != NULL) {
-        if (!cJSON_IsString(rid) || !id_valid(rid->valuestring))
-            bad(v, p, "expected a rule id of [a-z0-9._-], got %s",
-                cJSON_IsString(rid) ? "a string with other characters" : type_name(rid));
-    }
-    /* A static rule is shown as a diagnostic: it needs its one-line message
-     * and a severity. */
-    want_str(v, path, pr, "message", rid != NULL, 1);
-    want_enum(v, path, pr, "severity", severities, DT_ARRAY_LEN(severities), rid != NULL);
-    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(pr, "pattern");
-    sub(p, sizeof p, path, "pattern");
-    if (pat != NULL && !(cJSON_IsString(pat) && pat->valuestring[0] != '\0')) {
-        if (!cJSON_IsArray(pat) || cJSON_GetArraySize(pat) == 0) {
-            bad(v, p, "expected a non-empty string or array of strings, got %s", type_name(pat));
-        } else {
-            int i = 0;
-            for (const cJSON *it = pat->child; it != NULL; it = it->next, i++) {
-                if (cJSON_IsString(it) && it->valuestring[0] != '\0')
-                    continue;
-                char q[256];
-                idx(q, sizeof q, p, i);
-                bad(v, q, "expected a non-empty string, got %s", type_name(it));
-            }
-        }
-    }
-    want_str(v, path, pr, "detect", 0, 0);
-    want_str(v, path, pr, "explanation", 0, 0);
-    want_str(v, path, pr, "fix", 0, 0);
-}
-
-static void error_params_check(vctx *v, const char *path, const cJSON *pr)
-{
-    check_keys(v, path, pr, error_keys, DT_ARRAY_LEN(error_keys));
-    want_str(v, path, pr, "pattern", 1, 1);
-    want_str(v, path, pr, "hint", 1, 0);
-    want_str(v, path, pr, "unless", 0, 1);
-}
-
-static void parameters_check(vctx *v, const char *path, const cJSON *entry, const char *kind)
-{
-    char p[256];
-    sub(p, sizeof p, path, "parameters");
-    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(entry, "parameters");
-    if (pr == NULL) {
-        if (dt_streq(kind, "rule"))
-            bad(v, p, "missing (a rule needs {strategy, params, score})");
-        else if (dt_streq(kind, "error-explanation"))
-            bad(v, p, "missing (an error explanation needs {pattern, hint})");
-        return;
-    }
-    if (!cJSON_IsObject(pr)) {
-        bad(v, p, "expected an object, got %s", type_name(pr));
-        return;
-    }
-    if (dt_streq(kind, "rule"))
-        rule_params_check(v, p, pr);
-    else if (dt_streq(kind, "error-explanation"))
-        error_params_check(v, p, pr);
-    else if (dt_streq(kind, "pitfall"))
-        pitfall_params_check(v, p, pr);
-}
-
-static void evidence_check(vctx *v, const char *path, const cJSON *ev)
-{
-    char p[256];
-    sub(p, sizeof p, path, "evidence");
-    if (!cJSON_IsArray(ev)) {
-        bad(v, p, "expected an array of {session, gpu, matrix, ...}, got %s", type_name(ev));
-        return;
-    }
-    int i = 0;
-    for (const cJSON *it = ev->child; it != NULL; it = it->next, i++) {
-        char q[256];
-        idx(q, sizeof q, p, i);
-        if (!cJSON_IsObject(it)) {
-            bad(v, q,
-                "expected an object {session, gpu, matrix, fingerprint, features, "
-                "speedup, measured, note}, got %s",
-                type_name(it));
+    static const char *const need[] = {"message", "severity"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(need); i++) {
+        if (cJSON_GetObjectItemCaseSensitive(v, need[i]) != NULL)
             continue;
-        }
-        check_keys(v, q, it, evidence_keys, DT_ARRAY_LEN(evidence_keys));
-        static const char *strs[] = {"session", "gpu", "matrix", "fingerprint", "note"};
-        for (size_t s = 0; s < DT_ARRAY_LEN(strs); s++)
-            want_str(v, q, it, strs[s], 0, 0);
-        char r[256];
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "speedup");
-        const cJSON *me = cJSON_GetObjectItemCaseSensitive(it, "measured");
-        if (sp == NULL && me == NULL)
-            bad(v, q, "an evidence item needs speedup or measured");
-        sub(r, sizeof r, q, "speedup");
-        if (sp != NULL && !(cJSON_IsNumber(sp) && isfinite(sp->valuedouble) && sp->valuedouble > 0))
-            bad(v, r, "expected a positive number, got %s",
-                cJSON_IsNumber(sp) ? "a number <= 0" : type_name(sp));
-        sub(r, sizeof r, q, "measured");
-        if (me != NULL && !cJSON_IsObject(me))
-            bad(v, r, "expected an object of measured numbers, got %s", type_name(me));
-        const cJSON *fe = cJSON_GetObjectItemCaseSensitive(it, "features");
-        sub(r, sizeof r, q, "features");
-        if (fe != NULL && !cJSON_IsObject(fe)) {
-            bad(v, r, "expected an object of NAME: number, got %s", type_name(fe));
-        } else if (fe != NULL) {
-            for (const cJSON *f = fe->child; f != NULL; f = f->next) {
-                char s[256];
-                sub(s, sizeof s, r, f->string);
-                if (!kb_is_feature(f->string))
-                    unknown_feature(v, s);
-                else if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
-                    bad(v, s, "expected a finite number, got %s", type_name(f));
-            }
+        char p[DT_SCHEMA_PATH_MAX];
+        dt_schema_path(p, sizeof p, path, need[i]);
+        dt_schema_expected(c, p, NULL, "%s (a pitfall with a rule_id is a diagnostic)",
+                           i == 0 ? "a one-line message" : "one of error, warning, note");
+    }
+    (void)s;
+}
+
+static const dt_schema_field pitfall_fields[] = {
+    {"rule_id", &rule_id_s, 0}, {"severity", &severity_s, 0},
+    {"message", &line_s, 0},    {"pattern", &pattern_s, 0},
+    {"detect", &content_s, 0},  {"explanation", &content_s, 0},
+    {"fix", &content_s, 0},     {NULL, NULL, 0}};
+static const dt_schema pitfall_s = {
+    .type = DT_SCHEMA_OBJ, .fields = pitfall_fields, .check = pitfall_rules};
+/* Strategies and hardware facts take free-form parameters. */
+static const dt_schema parameters_s = {.type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN};
+
+/* evidence */
+static const dt_schema feature_value_s = {.type = DT_SCHEMA_NUM};
+static const dt_schema feature_values_s = {.type = DT_SCHEMA_MAP,
+                                           .items = &feature_value_s,
+                                           .key_valid = kb_is_feature,
+                                           .key_what = FEATURE_WHAT};
+static const dt_schema speedup_s = {
+    .type = DT_SCHEMA_NUM, .flags = DT_SCHEMA_GT_MIN, .min = 0, .max = HUGE_VAL};
+static const dt_schema measured_s = {.type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN};
+
+static void evidence_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    (void)s;
+    if (cJSON_GetObjectItemCaseSensitive(v, "speedup") == NULL &&
+        cJSON_GetObjectItemCaseSensitive(v, "measured") == NULL)
+        dt_schema_bad(c, path, "expected speedup or measured in an evidence item, got neither");
+}
+
+static const dt_schema_field evidence_fields[] = {{"session", &short_s, 0},
+                                                  {"gpu", &short_s, 0},
+                                                  {"matrix", &short_s, 0},
+                                                  {"fingerprint", &short_s, 0},
+                                                  {"features", &feature_values_s, 0},
+                                                  {"speedup", &speedup_s, 0},
+                                                  {"measured", &measured_s, 0},
+                                                  {"note", &note_s, 0},
+                                                  {NULL, NULL, 0}};
+static const dt_schema evidence_item_s = {
+    .type = DT_SCHEMA_OBJ, .fields = evidence_fields, .check = evidence_rules};
+static const dt_schema evidence_s = {.type = DT_SCHEMA_ARR, .items = &evidence_item_s};
+
+/* review */
+static const dt_schema review_note_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_NULL, .max_len = KB_NOTE_MAX};
+static const dt_schema_field review_fields[] = {
+    {"reviewer", &short_s, 1}, {"note", &review_note_s, 0}, {"at", &time_s, 1}, {NULL, NULL, 0}};
+static const dt_schema review_s = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_NULL, .fields = review_fields};
+
+/* What the kind and the status ask of parameters and review. */
+static void entry_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    char p[DT_SCHEMA_PATH_MAX];
+    const cJSON *kind = dt_schema_get(s, v, "kind");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(v, "parameters");
+    dt_schema_path(p, sizeof p, path, "parameters");
+    static const struct {
+        const char *kind;
+        const dt_schema *schema;
+        const char *what; /* NULL: parameters are optional */
+    } by_kind[] = {{"rule", &rule_s, "{strategy, params, score} for a rule"},
+                   {"error-explanation", &error_s, "{pattern, hint} for an error explanation"},
+                   {"pitfall", &pitfall_s, NULL}};
+    for (size_t i = 0; kind != NULL && i < DT_ARRAY_LEN(by_kind); i++) {
+        if (!dt_streq(kind->valuestring, by_kind[i].kind))
+            continue;
+        if (pr == NULL && by_kind[i].what != NULL)
+            dt_schema_expected(c, p, NULL, "%s", by_kind[i].what);
+        else if (cJSON_IsObject(pr))
+            dt_schema_check_at(by_kind[i].schema, pr, p, c);
+    }
+
+    const cJSON *status = dt_schema_get(s, v, "status");
+    const cJSON *rv = dt_schema_get(s, v, "review");
+    if (status == NULL || (cJSON_GetObjectItemCaseSensitive(v, "review") != NULL && rv == NULL))
+        return;
+    const char *st = status->valuestring;
+    dt_schema_path(p, sizeof p, path, "review");
+    if (!dt_streq(st, "proposed") && !cJSON_IsObject(rv)) {
+        dt_schema_expected(c, p, rv, "{reviewer, note, at} for an %s entry", st);
+    } else if (dt_streq(st, "proposed") && cJSON_IsObject(rv)) {
+        dt_schema_expected(c, p, rv, "null for a proposed entry (it has no review yet)");
+    } else if (dt_streq(st, "rejected")) {
+        const cJSON *note = cJSON_GetObjectItemCaseSensitive(rv, "note");
+        if (!cJSON_IsString(note) || note->valuestring[0] == '\0') {
+            char q[DT_SCHEMA_PATH_MAX];
+            dt_schema_path(q, sizeof q, p, "note");
+            dt_schema_expected(c, q, note, "a note saying why for a rejected entry");
         }
     }
 }
 
-static void review_check(vctx *v, const char *path, const cJSON *entry, const char *status)
-{
-    char p[256];
-    sub(p, sizeof p, path, "review");
-    const cJSON *rv = cJSON_GetObjectItemCaseSensitive(entry, "review");
-    int reviewed = dt_streq(status, "approved") || dt_streq(status, "rejected");
-    if (rv == NULL || cJSON_IsNull(rv)) {
-        if (reviewed)
-            bad(v, p, "missing: an %s entry needs {reviewer, note, at}", status);
-        return;
-    }
-    if (!cJSON_IsObject(rv)) {
-        bad(v, p, "expected an object {reviewer, note, at} or null, got %s", type_name(rv));
-        return;
-    }
-    if (dt_streq(status, "proposed"))
-        bad(v, p, "a proposed entry has no review yet: expected null");
-    check_keys(v, p, rv, review_keys, DT_ARRAY_LEN(review_keys));
-    want_str(v, p, rv, "reviewer", 1, 1);
-    want_time(v, p, rv, "at", 1);
-    const cJSON *note = cJSON_GetObjectItemCaseSensitive(rv, "note");
-    char q[256];
-    sub(q, sizeof q, p, "note");
-    if (note != NULL && !cJSON_IsNull(note) && !cJSON_IsString(note))
-        bad(v, q, "expected a string or null, got %s", type_name(note));
-    else if (dt_streq(status, "rejected") &&
-             (!cJSON_IsString(note) || note->valuestring[0] == '\0'))
-        bad(v, q, "a rejection needs a note saying why");
-}
+static const dt_schema_field entry_fields[] = {{"id", &id_s, 1},
+                                               {"kind", &kind_s, 1},
+                                               {"title", &title_s, 1},
+                                               {"applies_to", &applies_s, 0},
+                                               {"content", &content_s, 1},
+                                               {"parameters", &parameters_s, 0},
+                                               {"evidence", &evidence_s, 0},
+                                               {"status", &status_s, 1},
+                                               {"review", &review_s, 0},
+                                               {"created", &time_s, 1},
+                                               {"updated", &time_s, 1},
+                                               {NULL, NULL, 0}};
+static const dt_schema entry_s = {
+    .type = DT_SCHEMA_OBJ, .fields = entry_fields, .check = entry_rules, .what = "an entry object"};
 
 static int validate_at(const cJSON *entry, const char *where, const char *root, dt_buf *out)
 {
-    vctx v = {where, out, 0};
-    if (!cJSON_IsObject(entry)) {
-        bad(&v, root, "expected an entry object, got %s", type_name(entry));
-        return v.n;
-    }
-    check_keys(&v, root, entry, entry_keys, DT_ARRAY_LEN(entry_keys));
-
-    char p[256];
-    sub(p, sizeof p, root, "id");
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(entry, "id");
-    if (id == NULL)
-        bad(&v, p, "missing");
-    else if (!cJSON_IsString(id))
-        bad(&v, p, "expected a string of [a-z0-9._-], got %s", type_name(id));
-    else if (!id_valid(id->valuestring))
-        bad(&v, p,
-            "expected [a-z0-9._-] starting with a letter or digit, at most %d characters, "
-            "got \"%s\"",
-            KB_ID_MAX, id->valuestring);
-
-    want_enum(&v, root, entry, "kind", kinds, DT_ARRAY_LEN(kinds), 1);
-    want_str(&v, root, entry, "title", 1, 1);
-    want_str(&v, root, entry, "content", 1, 0);
-    want_enum(&v, root, entry, "status", statuses, DT_ARRAY_LEN(statuses), 1);
-
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(entry, "applies_to");
-    if (a != NULL) {
-        sub(p, sizeof p, root, "applies_to");
-        applies_check(&v, p, a);
-    }
-    const char *kind = dt_json_str(entry, "kind", "");
-    if (in_list(kind, kinds, DT_ARRAY_LEN(kinds)))
-        parameters_check(&v, root, entry, kind);
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(entry, "evidence");
-    if (ev != NULL)
-        evidence_check(&v, root, ev);
-    const char *status = dt_json_str(entry, "status", "");
-    if (in_list(status, statuses, DT_ARRAY_LEN(statuses)))
-        review_check(&v, root, entry, status);
-    want_time(&v, root, entry, "created", 1);
-    want_time(&v, root, entry, "updated", 1);
-    return v.n;
+    dt_schema_ctx c = {.file = where, .out = out};
+    return dt_schema_check_at(&entry_s, entry, root, &c);
 }
 
 int kb_validate(const cJSON *entry, const char *where, dt_buf *problems)
 {
     return validate_at(entry, where, "$", problems);
+}
+
+/* One line into a problems buffer that may be NULL. */
+static void say(dt_buf *p, const char *fmt, ...) DT_PRINTF(2, 3);
+
+static void say(dt_buf *p, const char *fmt, ...)
+{
+    if (p == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    dt_buf_vprintf(p, fmt, ap);
+    va_end(ap);
+    dt_buf_putc(p, '\n');
+}
+
+/* What a file holds, before its entries are checked one by one. */
+static const dt_schema one_s = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .what = "an entry object"};
+static const dt_schema many_s = {.type = DT_SCHEMA_ARR};
+static const dt_schema *const doc_alts[] = {&one_s, &many_s, NULL};
+static const dt_schema doc_s = {
+    .type = DT_SCHEMA_ONEOF, .alts = doc_alts, .what = "an entry object or an array of entries"};
+static const dt_schema user_doc_s = {.type = DT_SCHEMA_OBJ,
+                                     .flags = DT_SCHEMA_OPEN,
+                                     .what = "one entry object (the user folder holds one entry "
+                                             "per file, named ID.json)"};
+
+/* The path of entry i of a file ("$" when the file is one entry). */
+static void entry_root(char *out, size_t n, int array, int i)
+{
+    if (array)
+        dt_schema_index(out, n, "$", i);
+    else
+        snprintf(out, n, "$");
 }
 
 /* ---- the handle --------------------------------------------------------------------- */
@@ -818,9 +556,8 @@ static void load_shipped(kb *k, const char *dir, dt_buf *problems)
             continue;
         }
         int array = cJSON_IsArray(doc);
-        if (!array && !cJSON_IsObject(doc)) {
-            say(problems, "%s: $: expected an entry object or an array of entries, got %s",
-                files[f], type_name(doc));
+        dt_schema_ctx c = {.file = files[f], .out = problems};
+        if (dt_schema_check(&doc_s, doc, &c) > 0) {
             cJSON_Delete(doc);
             free(files[f]);
             continue;
@@ -830,10 +567,7 @@ static void load_shipped(kb *k, const char *dir, dt_buf *problems)
         for (cJSON *it = array ? doc->child : doc; it != NULL; it = next, i++) {
             next = array ? it->next : NULL;
             char root[64];
-            if (array)
-                idx(root, sizeof root, "$", i);
-            else
-                snprintf(root, sizeof root, "$");
+            entry_root(root, sizeof root, array, i);
             if (validate_at(it, files[f], root, problems) > 0)
                 continue;
             int at = find(k, entry_id(it));
@@ -864,11 +598,9 @@ static void load_user(kb *k, dt_buf *problems)
         cJSON *doc = dt_json_read_file(files[f], &e);
         if (doc == NULL) {
             say(problems, "%s", e.msg);
-        } else if (!cJSON_IsObject(doc)) {
-            say(problems,
-                "%s: $: expected one entry object (the user folder holds one entry per file, "
-                "named ID.json), got %s",
-                files[f], type_name(doc));
+        } else if (!dt_schema_valid(&user_doc_s, doc)) {
+            dt_schema_ctx c = {.file = files[f], .out = problems};
+            dt_schema_check(&user_doc_s, doc, &c);
         } else if (validate_at(doc, files[f], "$", problems) == 0) {
             const char *base = strrchr(files[f], '/');
             base = base ? base + 1 : files[f];
@@ -1019,17 +751,6 @@ static char *save(const kb *k, const cJSON *entry, dt_err *e)
     return path;
 }
 
-/* "first problem (and N more)" from a problems buffer, for one-line errors. */
-static int first_problem(dt_err *e, const char *what, const dt_buf *p, int n)
-{
-    const char *s = dt_buf_str(p);
-    const char *nl = strchr(s, '\n');
-    int len = nl ? (int)(nl - s) : (int)strlen(s);
-    if (n > 1)
-        return dt_err_set(e, "%s: %.*s (and %d more)", what, len, s, n - 1);
-    return dt_err_set(e, "%s: %.*s", what, len, s);
-}
-
 static void now_iso(char out[32])
 {
     dt_iso_time(dt_wall_now(), out, 32);
@@ -1037,8 +758,8 @@ static void now_iso(char out[32])
 
 int kb_propose(kb *k, const cJSON *entry, dt_err *e)
 {
-    if (!cJSON_IsObject(entry))
-        return dt_err_set(e, "a proposal must be an entry object, got %s", type_name(entry));
+    if (dt_schema_validate(&one_s, entry, "the proposal", e) != 0)
+        return -1;
     cJSON *c = cJSON_Duplicate(entry, 1);
     char now[32];
     now_iso(now);
@@ -1046,15 +767,10 @@ int kb_propose(kb *k, const cJSON *entry, dt_err *e)
     dt_json_set_str(c, "created", now);
     dt_json_set_str(c, "updated", now);
     dt_json_set_take(c, "review", cJSON_CreateNull());
-    dt_buf p = DT_BUF_INIT;
-    int n = kb_validate(c, NULL, &p);
-    if (n > 0) {
-        first_problem(e, "invalid entry", &p, n);
-        dt_buf_free(&p);
+    if (dt_schema_validate(&entry_s, c, "invalid entry", e) != 0) {
         cJSON_Delete(c);
         return -1;
     }
-    dt_buf_free(&p);
     const char *id = entry_id(c);
     const char *origin = kb_origin(k, id, NULL);
     if (origin != NULL) {
@@ -1107,15 +823,10 @@ int kb_review(kb *k, const char *id, const char *status, const char *reviewer, c
     dt_json_set_take(c, "review", rv);
     dt_json_set_str(c, "updated", now);
     /* Defensive: the entry was valid and the review is well-formed. */
-    dt_buf p = DT_BUF_INIT;
-    int n = kb_validate(c, NULL, &p);
-    if (n > 0) {
-        first_problem(e, "the reviewed entry would be invalid", &p, n);
-        dt_buf_free(&p);
+    if (dt_schema_validate(&entry_s, c, "the reviewed entry would be invalid", e) != 0) {
         cJSON_Delete(c);
         return -1;
     }
-    dt_buf_free(&p);
     char *saved = save(k, c, e);
     if (saved == NULL) {
         cJSON_Delete(c);
@@ -1148,9 +859,7 @@ int kb_import(kb *k, const char *path, dt_buf *problems, dt_err *e)
     cJSON *doc = dt_json_read_file(path, e);
     if (doc == NULL)
         return -1;
-    if (!cJSON_IsObject(doc) && !cJSON_IsArray(doc)) {
-        dt_err_set(e, "%s: $: expected an entry object or an array of entries, got %s", path,
-                   type_name(doc));
+    if (dt_schema_validate(&doc_s, doc, path, e) != 0) {
         cJSON_Delete(doc);
         return -1;
     }
@@ -1163,10 +872,7 @@ int kb_import(kb *k, const char *path, dt_buf *problems, dt_err *e)
     int i = 0;
     for (cJSON *it = array ? doc->child : doc; it != NULL; it = array ? it->next : NULL, i++) {
         char root[64];
-        if (array)
-            idx(root, sizeof root, "$", i);
-        else
-            snprintf(root, sizeof root, "$");
+        entry_root(root, sizeof root, array, i);
         cJSON *c = cJSON_Duplicate(it, 1);
         /* Someone else's approval is no review here: every imported entry
          * arrives proposed, for a local reviewer. */

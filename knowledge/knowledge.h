@@ -12,7 +12,7 @@
  *   id           "rule.spmv.merge-path-for-power-law": [a-z0-9._-], starting
  *                with a letter or digit, at most 128 characters, unique
  *   kind         rule | strategy | pitfall | error-explanation | hardware-fact
- *   title        one line
+ *   title        one line, at most KB_TITLE_MAX characters
  *   applies_to   {op: [..], dtype: [..], cc: ["8.0", "9.0+"], features: {NAME:
  *                [min, max], ...}}  every part optional; a missing part
  *                matches everything. cc "M.m" matches that capability only,
@@ -22,7 +22,7 @@
  *                block_fill_4, x_lines_per_nnz, col_span_max, n, ...), all
  *                derived from the PatternReport.
  *   content      text: the rule or advice in words (shown to people and to
- *                the LLM)
+ *                the LLM), at most KB_TEXT_MAX characters
  *   parameters   object: for rules (required) {strategy, params: {NAME:
  *                [values]}, score 0..100}; for error explanations (required)
  *                {pattern, hint, unless?}; for pitfalls {rule_id, severity,
@@ -45,6 +45,12 @@
 #include "core/core.h"
 
 typedef struct kb kb;
+
+/* Lengths of free text, in characters, that an entry may have: an entry
+ * states one claim a reviewer can check, not a lab notebook. */
+#define KB_TITLE_MAX 120  /* title */
+#define KB_TEXT_MAX  1500 /* content, and the texts of parameters */
+#define KB_NOTE_MAX  500  /* an evidence item's note, a review's note */
 
 /* Open the base: shipped entries from shipped_dir (NULL: dt_share_path
  * ("knowledge")), the user's from user_dir (NULL: $XDG_DATA_HOME/ditto/

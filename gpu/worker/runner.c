@@ -8,6 +8,8 @@
 #include "gpu/worker/runner.h"
 #include "sparse/tolerance.h"
 
+#include "core/schema.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,37 +27,53 @@ uint64_t run_fresh_seed(uint64_t salt)
     return mix64(z) >> 11;
 }
 
+/* The problem fields of a request (gpu/PROTOCOL.md); other keys belong to
+ * the request's own schema (worker.c). */
+static const char *const op_names[] = {"spmv", "spmm", "sddmm", NULL};
+static const char *const dtype_names[] = {"fp32", "fp64", "fp16", "bf16", NULL};
+static const char *const epilogue_names[] = {"none", "relu", "gelu", "bias", NULL};
+static const dt_schema op_s = {.type = DT_SCHEMA_STR, .choices = op_names};
+static const dt_schema dtype_s = {.type = DT_SCHEMA_STR, .choices = dtype_names};
+static const dt_schema epilogue_s = {.type = DT_SCHEMA_STR, .choices = epilogue_names};
+static const dt_schema n_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 65536};
+static const dt_schema scalar_s = {.type = DT_SCHEMA_NUM};
+static const dt_schema seed_s = {.type = DT_SCHEMA_INT, .min = 0, .max = 9007199254740992.0};
+
+static void problem_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    (void)path;
+    const cJSON *op = dt_schema_get(s, v, "op");
+    const cJSON *epi = dt_schema_get(s, v, "epilogue");
+    if (op != NULL && epi != NULL && dt_streq(op->valuestring, "sddmm") &&
+        dt_streq(epi->valuestring, "bias"))
+        dt_schema_expected(c, "$.epilogue", epi, "none, relu or gelu for sddmm");
+}
+
+static const dt_schema_field problem_fields[] = {
+    {"op", &op_s, 0},         {"dtype", &dtype_s, 0}, {"epilogue", &epilogue_s, 0},
+    {"n", &n_s, 0},           {"alpha", &scalar_s, 0}, {"beta", &scalar_s, 0},
+    {"seed", &seed_s, 0},     {NULL, NULL, 0}};
+static const dt_schema problem_s = {.type = DT_SCHEMA_OBJ,
+                                    .flags = DT_SCHEMA_OPEN,
+                                    .fields = problem_fields,
+                                    .check = problem_rules};
+
 int wk_problem_parse(const cJSON *req, wk_problem *p, dt_err *e)
 {
     memset(p, 0, sizeof *p);
-    const char *op = dt_json_str(req, "op", "spmv");
-    const char *dt = dt_json_str(req, "dtype", "fp32");
-    const char *ep = dt_json_str(req, "epilogue", "none");
-    e->code = WK_EBAD;
-    if (sp_op_parse(op, &p->op) != 0)
-        return dt_err_set(e, "op: expected spmv, spmm or sddmm, got '%s'", op);
-    if (sp_dtype_parse(dt, &p->dtype) != 0)
-        return dt_err_set(e, "dtype: expected fp32, fp64, fp16 or bf16, got '%s'", dt);
-    if (sp_epilogue_parse(ep, &p->epilogue) != 0)
-        return dt_err_set(e, "epilogue: expected none, relu, gelu or bias, got '%s'", ep);
-    double n = dt_json_num(req, "n", 32);
-    if (n < 1 || n > 65536 || n != floor(n))
-        return dt_err_set(e, "n: expected an integer from 1 to 65536");
-    p->n = p->op == SP_SPMV ? 1 : (int32_t)n;
+    if (dt_schema_validate(&problem_s, req, NULL, e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
+    /* Valid: each name parses, each number is in range. */
+    sp_op_parse(dt_json_str(req, "op", "spmv"), &p->op);
+    sp_dtype_parse(dt_json_str(req, "dtype", "fp32"), &p->dtype);
+    sp_epilogue_parse(dt_json_str(req, "epilogue", "none"), &p->epilogue);
+    p->n = p->op == SP_SPMV ? 1 : (int32_t)dt_json_i64(req, "n", 32);
     p->alpha = dt_json_num(req, "alpha", 1.0);
     p->beta = dt_json_num(req, "beta", 0.0);
     /* Without a seed: 12345, but verify draws a fresh one (wk_verify). */
-    const cJSON *sj = cJSON_GetObjectItem(req, "seed");
-    p->seed = 12345;
-    if (sj != NULL) {
-        if (!cJSON_IsNumber(sj) || sj->valuedouble < 0 || sj->valuedouble > 9007199254740992.0 ||
-            sj->valuedouble != floor(sj->valuedouble))
-            return dt_err_set(e, "seed: expected an integer from 0 to 2^53");
-        p->seed = (uint64_t)sj->valuedouble;
-    }
-    if (p->epilogue == SP_EPI_BIAS && p->op == SP_SDDMM)
-        return dt_err_set(e, "epilogue bias does not apply to sddmm");
-    e->code = 0;
+    p->seed = (uint64_t)dt_json_i64(req, "seed", 12345);
     return 0;
 }
 
@@ -70,21 +88,43 @@ void wk_kernel_clear(wk_kernel *k)
     memset(k, 0, sizeof *k);
 }
 
+/* A request's kernel object; the contract has its own parser
+ * (gpu_contract_parse), the sandbox reads the source and the options. */
+static const dt_schema source_s = {.type = DT_SCHEMA_STR,
+                                   .flags = DT_SCHEMA_BYTES,
+                                   .min_len = 1,
+                                   .max_len = GPU_MAX_SOURCE_BYTES};
+static const dt_schema kname_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = 255};
+static const dt_schema option_s = {.type = DT_SCHEMA_STR, .max_len = 4096};
+static const dt_schema options_s = {.type = DT_SCHEMA_ARR, .max_len = 48, .items = &option_s};
+static const dt_schema param_s = {.type = DT_SCHEMA_INT};
+static const dt_schema params_s = {.type = DT_SCHEMA_MAP, .max_len = 256, .items = &param_s};
+static const dt_schema_field kernel_fields[] = {{"source", &source_s, 1},
+                                                {"name", &kname_s, 0},
+                                                {"options", &options_s, 0},
+                                                {"contract", NULL, 0},
+                                                {"params", &params_s, 0},
+                                                {NULL, NULL, 0}};
+static const dt_schema kernel_s = {.type = DT_SCHEMA_OBJ,
+                                   .flags = DT_SCHEMA_OPEN,
+                                   .fields = kernel_fields,
+                                   .what = "a kernel object {\"source\": ..., \"contract\"?: ...}"};
+static const dt_schema_field kernel_request_fields[] = {{"kernel", &kernel_s, 1},
+                                                        {NULL, NULL, 0}};
+static const dt_schema wk_kernel_request_schema = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .fields = kernel_request_fields};
+
 int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
 {
     memset(k, 0, sizeof *k);
+    if (dt_schema_validate(&wk_kernel_request_schema, req, NULL, e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
     const cJSON *kj = cJSON_GetObjectItemCaseSensitive(req, "kernel");
     const char *src = dt_json_str(kj, "source", NULL);
-    if (!cJSON_IsObject(kj) || src == NULL) {
-        e->code = WK_EBAD;
-        return dt_err_set(e, "kernel: expected {\"source\": ..., \"contract\"?: ...}");
-    }
     const char *kname = dt_json_str(kj, "name", "kernel.cu");
-    if (strlen(src) > GPU_MAX_SOURCE_BYTES) {
-        e->code = WK_EBAD;
-        return dt_err_set(e, "kernel.source: %zu bytes, over the %zu a kernel source may have",
-                          strlen(src), GPU_MAX_SOURCE_BYTES);
-    }
     if (gpu_sandbox_check(src, strlen(src), kname, e) != 0) {
         e->code = WK_EBAD;
         return -1;
@@ -95,12 +135,6 @@ int wk_kernel_parse(const cJSON *req, wk_kernel *k, dt_err *e)
     const cJSON *o;
     cJSON_ArrayForEach(o, opts)
     {
-        if (!cJSON_IsString(o) || k->noptions == 48) {
-            e->code = WK_EBAD;
-            dt_err_set(e, "kernel.options: expected at most 48 strings");
-            wk_kernel_clear(k);
-            return -1;
-        }
         if (gpu_sandbox_option(o->valuestring, k->noptions ? k->options[k->noptions - 1] : NULL,
                                e) != 0) {
             e->code = WK_EBAD;

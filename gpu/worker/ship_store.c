@@ -5,6 +5,8 @@
 #include "gpu/ship.h"
 #include "gpu/worker/worker.h"
 
+#include "core/schema.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -90,21 +92,47 @@ char *ship_stored_path(const char *blob, dt_err *e)
     return p;
 }
 
+/* ---- the requests' fields ---------------------------------------------------- */
+
+static int hash_valid(const cJSON *v)
+{
+    return hash_ok(v->valuestring);
+}
+
+static int name_valid(const cJSON *v)
+{
+    return ship_name_ok(v->valuestring);
+}
+
+static const dt_schema hash_s = {
+    .type = DT_SCHEMA_STR, .valid = hash_valid, .what = "16 lowercase hex digits"};
+static const dt_schema name_s = {
+    .type = DT_SCHEMA_STR,
+    .valid = name_valid,
+    .what = "a plain file name (1 to 128 of A-Z a-z 0-9 . _ + -, no leading dot)"};
+static const dt_schema bytes_s = {.type = DT_SCHEMA_INT, .min = 0, .max = (double)SHIP_FILE_MAX};
+static const dt_schema data_s = {.type = DT_SCHEMA_STR,
+                                 .flags = DT_SCHEMA_BYTES,
+                                 .max_len = 4 * ((SHIP_CHUNK_MAX + 2) / 3),
+                                 .what = "base64 of at most one chunk (chunk_bytes of blob_begin)"};
+static const dt_schema_field begin_fields[] = {
+    {"hash", &hash_s, 1}, {"name", &name_s, 1}, {"bytes", &bytes_s, 1}, {NULL, NULL, 0}};
+static const dt_schema begin_s = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .fields = begin_fields};
+static const dt_schema_field chunk_fields[] = {
+    {"hash", &hash_s, 1}, {"offset", &bytes_s, 1}, {"data", &data_s, 1}, {NULL, NULL, 0}};
+static const dt_schema chunk_s = {
+    .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .fields = chunk_fields};
+
 int ship_begin(ship_worker **stp, const cJSON *req, cJSON *out, dt_err *e)
 {
-    const char *hash = dt_json_str(req, "hash", NULL);
-    const char *name = dt_json_str(req, "name", NULL);
-    double bytes = dt_json_num(req, "bytes", -1);
-    e->code = WK_EBAD;
-    if (!hash_ok(hash))
-        return dt_err_set(e, "hash: expected 16 lowercase hex digits");
-    if (name == NULL || !ship_name_ok(name))
-        return dt_err_set(e, "name: expected a plain file name (1 to 128 of A-Z a-z 0-9 . _ + -, "
-                             "no leading dot)");
-    if (!(bytes >= 0 && bytes <= (double)SHIP_FILE_MAX) || bytes != (double)(int64_t)bytes)
-        return dt_err_set(e, "bytes: expected a whole number from 0 to %lld",
-                          (long long)SHIP_FILE_MAX);
-    e->code = 0;
+    if (dt_schema_validate(&begin_s, req, NULL, e) != 0) {
+        e->code = WK_EBAD;
+        return -1;
+    }
+    const char *hash = dt_json_str(req, "hash", "");
+    const char *name = dt_json_str(req, "name", "");
+    int64_t bytes = dt_json_i64(req, "bytes", 0);
     ship_worker_free(*stp);
     *stp = NULL;
     char *root = store_dir(e);
@@ -117,7 +145,7 @@ int ship_begin(ship_worker **stp, const cJSON *req, cJSON *out, dt_err *e)
     st->final = dt_xasprintf("%s/%s", st->dir, name);
     st->part = dt_xasprintf("%s/.%s.%ld.part", st->dir, name, (long)getpid());
     free(root);
-    st->bytes = (int64_t)bytes;
+    st->bytes = bytes;
     st->h = DT_HASH_SEED;
     struct stat sb;
     char *rel = dt_xasprintf("%s/%s", hash, name);
@@ -152,27 +180,24 @@ int ship_begin(ship_worker **stp, const cJSON *req, cJSON *out, dt_err *e)
 int ship_chunk(ship_worker **stp, const cJSON *req, cJSON *out, dt_err *e)
 {
     ship_worker *st = *stp;
-    const char *hash = dt_json_str(req, "hash", "");
-    const char *data = dt_json_str(req, "data", NULL);
-    double off = dt_json_num(req, "offset", -1);
     e->code = WK_EBAD;
+    if (dt_schema_validate(&chunk_s, req, NULL, e) != 0)
+        return -1;
+    const char *hash = dt_json_str(req, "hash", "");
+    const char *data = dt_json_str(req, "data", "");
+    int64_t off = dt_json_i64(req, "offset", 0);
     if (st == NULL || strcmp(hash, st->hash) != 0)
         return dt_err_set(e, "blob_chunk: no transfer of %.20s in progress (send blob_begin first)",
                           hash);
-    if (data == NULL)
-        return dt_err_set(e, "data: missing (base64 of at most %d bytes)", SHIP_CHUNK_MAX);
-    if (off != (double)st->received)
-        return dt_err_set(e, "offset: expected %lld (the bytes received so far), got %.0f",
-                          (long long)st->received, off);
+    if (off != st->received)
+        return dt_err_set(e, "$.offset: expected %lld (the bytes received so far), got %lld",
+                          (long long)st->received, (long long)off);
     size_t len = strlen(data);
-    if (len > 4 * ((SHIP_CHUNK_MAX + 2) / 3))
-        return dt_err_set(e, "data: %zu base64 characters, more than a chunk of %d bytes", len,
-                          SHIP_CHUNK_MAX);
     long n = ship_b64_decode(data, len, st->buf, SHIP_CHUNK_MAX);
     if (n < 0)
-        return dt_err_set(e, "data: not base64 (RFC 4648, with padding)");
+        return dt_err_set(e, "$.data: not base64 (RFC 4648, with padding)");
     if (st->received + n > st->bytes)
-        return dt_err_set(e, "data: %lld bytes past the %lld announced by blob_begin",
+        return dt_err_set(e, "$.data: %lld bytes past the %lld announced by blob_begin",
                           (long long)(st->received + n - st->bytes), (long long)st->bytes);
     for (long w = 0; w < n;) {
         ssize_t k = write(st->fd, st->buf + w, (size_t)(n - w));

@@ -6,6 +6,8 @@
 #include "gpu/worker/worker.h"
 #include "gpu/sandbox.h"
 
+#include "core/schema.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -201,11 +203,7 @@ static int do_hello(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 
 static int do_load(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
-    const char *src = dt_json_str(req, "matrix", NULL);
-    if (src == NULL) {
-        e->code = WK_EBAD;
-        return dt_err_set(e, "matrix: missing (a path or generator spec)");
-    }
+    const char *src = dt_json_str(req, "matrix", ""); /* required: load_s */
     static int counter = 0;
     char hbuf[32];
     const char *handle = dt_json_str(req, "handle", NULL);
@@ -361,26 +359,14 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
 {
     if (cJSON_GetObjectItemCaseSensitive(req, "kernel") != NULL)
         return compile_kernel_for(w, req, out, e);
-    const char *src = dt_json_str(req, "source", NULL);
-    if (src == NULL) {
-        e->code = WK_EBAD;
-        return dt_err_set(e, "source: missing");
-    }
-    if (strlen(src) > GPU_MAX_SOURCE_BYTES) {
-        e->code = WK_EBAD;
-        return dt_err_set(e, "source: %zu bytes, over the %zu a kernel source may have", strlen(src),
-                          GPU_MAX_SOURCE_BYTES);
-    }
+    const char *src = dt_json_str(req, "source", ""); /* one of source, kernel: compile_s */
     const char *opts[64];
     const char *names[16];
     int nopt = 0, nnames = 0;
     const cJSON *it;
+    /* compile_s: at most 64 options and 16 names, all strings */
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(req, "options"))
     {
-        if (!cJSON_IsString(it) || nopt == 64) {
-            e->code = WK_EBAD;
-            return dt_err_set(e, "options: expected at most 64 strings");
-        }
         if (gpu_sandbox_option(it->valuestring, nopt ? opts[nopt - 1] : NULL, e) != 0) {
             e->code = WK_EBAD;
             return dt_err_prefix(e, "options");
@@ -395,13 +381,7 @@ static int do_compile(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     if (nv == NULL)
         return -1;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(req, "names"))
-    {
-        if (!cJSON_IsString(it) || nnames == 16) {
-            e->code = WK_EBAD;
-            return dt_err_set(e, "names: expected at most 16 strings");
-        }
-        names[nnames++] = it->valuestring;
-    }
+    names[nnames++] = it->valuestring;
     char arch[16];
     if (w->dev.present)
         snprintf(arch, sizeof arch, "sm_%d%d", w->dev.cc_major, w->dev.cc_minor);
@@ -451,16 +431,91 @@ static int do_blob_end(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     return ship_end(&w->ship, req, out, e);
 }
 
+/* ---- request schemas (gpu/PROTOCOL.md) ------------------------------------------ */
+
+/* Each request's own fields, checked before its handler runs; the problem
+ * fields (op, dtype, n, ...) and the kernel object are checked where they
+ * are parsed (wk_problem_parse, wk_kernel_parse). Keys not listed are
+ * accepted: a newer client may send more than this worker reads. */
+static const dt_schema rq_str_s = {.type = DT_SCHEMA_STR, .min_len = 1, .max_len = 4096};
+static const dt_schema rq_name_s = {.type = DT_SCHEMA_STR, .min_len = 1, .max_len = 255};
+static const dt_schema rq_bool_s = {.type = DT_SCHEMA_BOOL};
+static const dt_schema rq_size_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 65536};
+static const dt_schema rq_source_s = {.type = DT_SCHEMA_STR,
+                                      .flags = DT_SCHEMA_BYTES,
+                                      .min_len = 1,
+                                      .max_len = GPU_MAX_SOURCE_BYTES};
+static const dt_schema rq_options_s = {.type = DT_SCHEMA_ARR, .max_len = 64, .items = &rq_str_s};
+static const dt_schema rq_names_s = {.type = DT_SCHEMA_ARR, .max_len = 16, .items = &rq_str_s};
+static const dt_schema rq_strs_s = {.type = DT_SCHEMA_ARR, .max_len = 32, .items = &rq_str_s};
+static const dt_schema rq_sets_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 128};
+static const dt_schema rq_runs_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 1000000};
+static const dt_schema rq_seconds_s = {.type = DT_SCHEMA_NUM, .min = 0, .max = 3600};
+static const char *const rq_layouts[] = {"row", "col", NULL};
+static const dt_schema rq_layout_s = {.type = DT_SCHEMA_STR, .choices = rq_layouts};
+static const char *const rq_tools[] = {"memcheck", "racecheck", "initcheck", "synccheck", NULL};
+static const dt_schema rq_tool_s = {.type = DT_SCHEMA_STR, .choices = rq_tools};
+
+#define RQ_SCHEMA(var, ...)                                                              \
+    static const dt_schema_field var##_fields[] = {__VA_ARGS__, {NULL, NULL, 0}};       \
+    static const dt_schema var = {.type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .fields = var##_fields}
+
+static void compile_rules(dt_schema_ctx *c, const dt_schema *s, const char *path, const cJSON *v)
+{
+    (void)s;
+    (void)path;
+    if (cJSON_GetObjectItemCaseSensitive(v, "kernel") == NULL &&
+        cJSON_GetObjectItemCaseSensitive(v, "source") == NULL)
+        dt_schema_expected(c, "$.source", NULL, "a CUDA source (or a kernel object in $.kernel)");
+}
+
+RQ_SCHEMA(envelope_s, {"id", NULL, 0},
+          {"req", &(const dt_schema){.type = DT_SCHEMA_STR, .what = "a request name"}, 1});
+RQ_SCHEMA(load_s, {"matrix", &rq_str_s, 1}, {"handle", &rq_name_s, 0},
+          {"allow_nonfinite", &rq_bool_s, 0}, {"blob", &rq_str_s, 0}, {"n", &rq_size_s, 0},
+          {"k", &rq_size_s, 0});
+RQ_SCHEMA(unload_s, {"handle", &rq_name_s, 1});
+static const dt_schema_field compile_fields[] = {
+    {"source", &rq_source_s, 0}, {"name", &rq_name_s, 0},       {"options", &rq_options_s, 0},
+    {"names", &rq_names_s, 0},   {"arch", &rq_name_s, 0},       {"matrix", &rq_name_s, 0},
+    {"kernel", NULL, 0},         {NULL, NULL, 0}};
+static const dt_schema compile_s = {.type = DT_SCHEMA_OBJ,
+                                    .flags = DT_SCHEMA_OPEN,
+                                    .fields = compile_fields,
+                                    .check = compile_rules};
+RQ_SCHEMA(verify_s, {"matrix", &rq_name_s, 1}, {"sets", &rq_sets_s, 0}, {"edge", &rq_bool_s, 0},
+          {"fresh", &rq_bool_s, 0});
+RQ_SCHEMA(measure_s, {"matrix", &rq_name_s, 1}, {"min_runs", &rq_runs_s, 0},
+          {"min_seconds", &rq_seconds_s, 0}, {"baseline", &rq_bool_s, 0}, {"fast", &rq_bool_s, 0},
+          {"observe", &rq_bool_s, 0});
+RQ_SCHEMA(baseline_s, {"matrix", &rq_name_s, 1}, {"layout", &rq_layout_s, 0},
+          {"min_runs", &rq_runs_s, 0}, {"min_seconds", &rq_seconds_s, 0}, {"fast", &rq_bool_s, 0},
+          {"algs", &rq_strs_s, 0});
+RQ_SCHEMA(metrics_s, {"matrix", &rq_name_s, 1}, {"metrics", &rq_strs_s, 0});
+RQ_SCHEMA(sanitize_s, {"matrix", &rq_name_s, 1}, {"tool", &rq_tool_s, 0});
+RQ_SCHEMA(reference_s, {"matrix", &rq_name_s, 1}, {"layout", &rq_layout_s, 0});
+
 static const struct {
     const char *name;
     handler fn;
+    const dt_schema *schema; /* NULL: the handler reads no field (or checks its own) */
 } handlers[] = {
-    {"hello", do_hello},         {"load_matrix", do_load},   {"unload", do_unload},
-    {"compile", do_compile},     {"verify", wk_verify},      {"measure", wk_measure},
-    {"baseline", wk_baseline},   {"metrics", wk_metrics},    {"calibrate", wk_calibrate},
-    {"sanitize", wk_sanitize},   {"reference", wk_reference}, {"shutdown", do_shutdown},
-    /* gpu/PROTOCOL.md, "Shipping files" */
-    {"blob_begin", do_blob_begin}, {"blob_chunk", do_blob_chunk}, {"blob_end", do_blob_end},
+    {"hello", do_hello, NULL},
+    {"load_matrix", do_load, &load_s},
+    {"unload", do_unload, &unload_s},
+    {"compile", do_compile, &compile_s},
+    {"verify", wk_verify, &verify_s},
+    {"measure", wk_measure, &measure_s},
+    {"baseline", wk_baseline, &baseline_s},
+    {"metrics", wk_metrics, &metrics_s},
+    {"calibrate", wk_calibrate, NULL},
+    {"sanitize", wk_sanitize, &sanitize_s},
+    {"reference", wk_reference, &reference_s},
+    {"shutdown", do_shutdown, NULL},
+    /* gpu/PROTOCOL.md, "Shipping files" (gpu/ship.c checks their fields) */
+    {"blob_begin", do_blob_begin, NULL},
+    {"blob_chunk", do_blob_chunk, NULL},
+    {"blob_end", do_blob_end, NULL},
 };
 
 /* Write one response line; stdout is the protocol channel. */
@@ -495,15 +550,24 @@ static int handle_line(wk_state *w, const char *line, size_t len, int *status)
     dt_json_set_take(resp, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
     const char *name = dt_json_str(req, "req", NULL);
     handler fn = NULL;
-    for (size_t i = 0; name && i < DT_ARRAY_LEN(handlers); i++)
-        if (strcmp(handlers[i].name, name) == 0)
+    const dt_schema *schema = NULL;
+    for (size_t i = 0; name && i < DT_ARRAY_LEN(handlers); i++) {
+        if (strcmp(handlers[i].name, name) == 0) {
             fn = handlers[i].fn;
+            schema = handlers[i].schema;
+        }
+    }
     int rc;
     cJSON *out = dt_json_obj();
     if (fn == NULL) {
         e.code = WK_EBAD;
-        dt_err_set(&e, name ? "unknown request '%s'" : "req: missing (the request name)",
-                   name ? name : "");
+        if (name != NULL)
+            dt_err_set(&e, "unknown request '%s'", name);
+        else
+            dt_schema_validate(&envelope_s, req, NULL, &e);
+        rc = -1;
+    } else if (schema != NULL && dt_schema_validate(schema, req, NULL, &e) != 0) {
+        e.code = WK_EBAD;
         rc = -1;
     } else {
         double t0 = dt_now();

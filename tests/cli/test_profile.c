@@ -103,7 +103,8 @@ Test(profile, a_spec_file_should_be_validated_and_its_matrix_profiled)
     tu_proc p = tu_run("'%s' profile '%s'", tu_ditto_bin(), bad);
     cr_assert_eq(p.status, 1);
     cr_assert(strstr(p.err, "bad.json: $.op:") && strstr(p.err, "bad.json: $.dtype:") &&
-                  strstr(p.err, "$.matrix: missing"),
+                  strstr(p.err, "$.matrix: expected a .mtx/.smtx path or a generator such as "
+                         "\"gen:rmat:rows=1M,nnz=16M\", got nothing"),
               "%s", p.err);
     tu_proc_free(&p);
     free(good);

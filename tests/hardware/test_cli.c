@@ -168,10 +168,11 @@ Test(cli, hw_check_should_print_every_problem_with_file_and_key)
     char *args = dt_xasprintf("hw check '%s' '%s/hardware/t4.json'", path, tu_src_dir());
     tu_proc p = run(args);
     cr_assert_eq(p.status, 1, "%s", p.err);
-    char *want = dt_xasprintf("%s: l2_bytes: missing", path);
+    char *want = dt_xasprintf(
+        "%s: $.l2_bytes: expected an integer from 1 to 1099511627776, got nothing", path);
     cr_assert(strstr(p.out, want) != NULL, "%s", p.out);
     free(want);
-    want = dt_xasprintf("%s: sm_count: 0 is impossible", path);
+    want = dt_xasprintf("%s: $.sm_count: expected an integer from 1 to 4096, got 0", path);
     cr_assert(strstr(p.out, want) != NULL, "%s", p.out);
     free(want);
     cr_assert(strstr(p.out, "t4.json: ok") != NULL, "%s", p.out);

@@ -192,7 +192,8 @@ Test(kbcli, import_should_be_all_or_nothing_and_export_should_round_trip)
     tu_proc p = run(args);
     cr_assert_eq(p.status, 1, "%s", p.err);
     /* (no status problem: every imported entry arrives proposed) */
-    HAS(p.err, "bad.json: $[1].title: missing");
+    HAS(p.err, "bad.json: $[1].title: expected a non-empty one-line string of at most 120 "
+               "characters, got nothing");
     HAS(p.err, "ditto kb import: ");
     HAS(p.err, "nothing imported");
     tu_proc_free(&p);
@@ -371,7 +372,8 @@ Test(kbcli, broken_user_file_should_warn_and_not_stop_the_command)
     tu_proc p = run("list --kind hardware-fact");
     cr_assert_eq(p.status, 0, "%s", p.err);
     HAS(p.err, "ditto kb: warning: ");
-    HAS(p.err, "mine.json: $.kind: missing");
+    HAS(p.err, "mine.json: $.kind: expected one of rule, strategy, pitfall, error-explanation, "
+               "hardware-fact, got nothing");
     HAS(p.out, "hw.hopper.shared-memory-carveout");
     tu_proc_free(&p);
 }

@@ -48,11 +48,15 @@ Test(spec, every_problem_should_be_reported_at_once_with_its_path)
               "%s", out);
     cr_assert(strstr(out, "$.dtype: expected one of fp32, fp64, fp16, bf16, got \"fp8\""), "%s",
               out);
-    cr_assert(strstr(out, "$.n: expected an integer from 1 to 65536"), "%s", out);
-    cr_assert(strstr(out, "$.alpha: expected a finite number, got a string"), "%s", out);
-    cr_assert(strstr(out, "$.review.cook: unknown step"), "%s", out);
-    cr_assert(strstr(out, "$.colour: unknown key"), "%s", out);
-    cr_assert(strstr(out, "$.matrix: missing"), "%s", out);
+    cr_assert(strstr(out, "$.n: expected an integer from 1 to 65536, got 0"), "%s", out);
+    cr_assert(strstr(out, "$.alpha: expected a finite number, got \"x\""), "%s", out);
+    cr_assert(strstr(out, "$.review.cook: expected one of the keys profile, plan, check, "
+                          "generate, compile, verify, measure, tune, learn, got an unknown key"),
+              "%s", out);
+    cr_assert(strstr(out, "$.colour: expected one of the keys op, matrix, dtype"), "%s", out);
+    cr_assert(strstr(out, "$.matrix: expected a .mtx/.smtx path or a generator such as "
+                          "\"gen:rmat:rows=1M,nnz=16M\", got nothing"),
+              "%s", out);
     int lines = 0;
     for (const char *c = out; *c; c++)
         lines += *c == '\n';
@@ -133,7 +137,7 @@ Test(spec, sddmm_k_should_be_bounded_to_what_compiles_quickly)
     dt_buf p = DT_BUF_INIT;
     cJSON *j = cJSON_Parse("{\"op\": \"sddmm\", \"matrix\": \"gen:uniform:rows=10,nnz=20\", \"n\": 65536}");
     cr_assert_eq(sp_spec_from_json(&s, j, "s.json", &p), -1);
-    cr_assert(strstr(dt_buf_str(&p), "$.n: SDDMM's inner dimension K is at most 1024"), "%s",
+    cr_assert(strstr(dt_buf_str(&p), "$.n: expected SDDMM's inner dimension K of at most 1024"), "%s",
               dt_buf_str(&p));
     cJSON_Delete(j);
     dt_buf_reset(&p);
@@ -144,6 +148,41 @@ Test(spec, sddmm_k_should_be_bounded_to_what_compiles_quickly)
     j = cJSON_Parse("{\"op\": \"spmm\", \"matrix\": \"gen:uniform:rows=10,nnz=20\", \"n\": 65536}");
     cr_assert_eq(sp_spec_from_json(&s, j, "s.json", &p), 0, "%s", dt_buf_str(&p));
     cJSON_Delete(j);
+    sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+/* issue 39: the spec is checked by the schema walker: huge or fractional
+ * numbers are refused with what was given (no float-to-int cast of them),
+ * and a rule across fields names the field. */
+Test(spec, huge_numbers_and_cross_field_rules_should_be_refused_with_their_path)
+{
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"n\": 1e300, \"alpha\": 1e999}", &s, &p), -1);
+    const char *out = dt_buf_str(&p);
+    cr_assert(strstr(out, "t.json: $.n: expected an integer from 1 to 65536, got 1e+300\n"), "%s",
+              out);
+    cr_assert(strstr(out, "t.json: $.alpha: expected a finite number, got a non-finite number\n"),
+              "%s", out);
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"n\": 2.5}", &s, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "$.n: expected an integer from 1 to 65536, got 2.5"), "%s",
+              dt_buf_str(&p));
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"op\": \"sddmm\", \"epilogue\": \"bias\"}", &s, &p),
+                 -1);
+    cr_assert_str_eq(dt_buf_str(&p), "t.json: $.epilogue: expected none, relu or gelu for sddmm "
+                                     "(bias applies to dense outputs: spmv, spmm), got \"bias\"\n");
+    sp_spec_clear(&s);
+    dt_buf_reset(&p);
+    /* review: a string or a map of steps */
+    cr_assert_eq(parse("{\"matrix\": \"a.mtx\", \"review\": 3}", &s, &p), -1);
+    cr_assert(strstr(dt_buf_str(&p), "$.review: expected one of ask, auto or an object of step: "
+                                     "\"ask\"|\"auto\", got 3"),
+              "%s", dt_buf_str(&p));
     sp_spec_clear(&s);
     dt_buf_free(&p);
 }

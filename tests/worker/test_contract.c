@@ -97,12 +97,20 @@ Test(contract, every_contract_problem_should_be_reported)
     gpu_contract c;
     dt_err e = {0};
     cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
-    cr_assert(strstr(e.msg, "entry: missing"), "%s", e.msg);
-    cr_assert(strstr(e.msg, "op: expected"), "%s", e.msg);
-    cr_assert(strstr(e.msg, "unknown parameter 'banana'"), "%s", e.msg);
-    cr_assert(strstr(e.msg, "block: missing"), "%s", e.msg);
-    cr_assert(strstr(e.msg, "grid[0]"), "%s", e.msg);
-    cr_assert(strstr(e.msg, "layout: expected row or col"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "launch contract: $.entry: expected the kernel's extern \"C\" name, "
+                            "got nothing; "),
+              "%s", e.msg);
+    cr_assert(strstr(e.msg, "$.op: expected one of spmv, spmm, sddmm, got \"spgemm\"; "), "%s",
+              e.msg);
+    cr_assert(strstr(e.msg, "$.params[1]: expected a parameter name (gpu/PROTOCOL.md), got "
+                            "\"banana\""),
+              "%s", e.msg);
+    cr_assert(strstr(e.msg, "$.block: expected an array of 1 to 3 expressions, got nothing"), "%s",
+              e.msg);
+    cr_assert(strstr(e.msg, "$.grid[0]: expected an expression (expression 'cdiv(rows': expected "
+                            "',' between the two arguments at position 10), got \"cdiv(rows\""),
+              "%s", e.msg);
+    cr_assert(strstr(e.msg, "$.layout: expected one of row, col, got \"diagonal\""), "%s", e.msg);
     cJSON_Delete(j);
     cr_assert_eq(gpu_contract_from_source("__global__ void k(){}", &c, &e), -1);
     cr_assert(strstr(e.msg, "no launch contract"), "%s", e.msg);
@@ -181,7 +189,8 @@ Test(contract, scratch_init_should_say_when_the_worker_zeroes_scratch)
     gpu_contract c;
     dt_err e = {0};
     cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
-    cr_assert(strstr(e.msg, "scratch_init: the contract has no scratch_bytes"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "$.scratch_init: expected \"launch\" or nothing: the contract has no "
+                            "scratch_bytes, got \"once\""), "%s", e.msg);
     cJSON_Delete(j);
 }
 
@@ -250,12 +259,22 @@ Test(contract, manifest_numbers_out_of_range_should_be_refused)
     cJSON *j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2.2e21,"
                            " \"values\": [2.2e21]}}}");
     cr_assert_eq(gpu_manifest_parse(j, &m, &e), -1);
-    cr_assert(strstr(e.msg, "VEC") && strstr(e.msg, "out of range"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "manifest: $.params.VEC.default: expected an integer from "
+                            "-2147483648 to 2147483647, got 2.2e+21; "),
+              "%s", e.msg);
     cJSON_Delete(j);
     j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2,"
                     " \"values\": [2, 4.5]}}}");
     cr_assert_eq(gpu_manifest_parse(j, &m, &e), -1);
-    cr_assert(strstr(e.msg, "values[1]") && strstr(e.msg, "4.5"), "%s", e.msg);
+    cr_assert_str_eq(e.msg, "manifest: $.params.VEC.values[1]: expected an integer from "
+                            "-2147483648 to 2147483647, got 4.5");
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 8,"
+                    " \"values\": [2, 4]}}, \"constraints\": [\"VEC <\"]}");
+    cr_assert_eq(gpu_manifest_parse(j, &m, &e), -1);
+    cr_assert(strstr(e.msg, "manifest: $.params.VEC.default: expected one of the values, got 8; "
+                            "$.constraints[0]: expected an expression"),
+              "%s", e.msg);
     cJSON_Delete(j);
     j = cJSON_Parse("{\"strategy\": \"s\", \"params\": {\"VEC\": {\"default\": 2,"
                     " \"values\": [2, 4]}}}");

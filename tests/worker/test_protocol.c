@@ -358,3 +358,47 @@ Test(protocol, base64_should_round_trip_every_length_and_refuse_bad_input)
     cr_assert_eq(ship_b64_decode("QU=D", 4, out, sizeof out), -1);
     cr_assert_eq(ship_b64_decode("QUJDQQ==QUJD", 12, out, sizeof out), -1);
 }
+
+/* issue 39: every request field is checked by one schema walker, with its
+ * path and what was expected: no lenient default for a wrong value. */
+Test(protocol, malformed_request_fields_should_be_refused_with_their_path)
+{
+    int n;
+    cJSON *r = talk("{\"id\":1,\"req\":3}\n"
+                    "{\"id\":2,\"req\":\"load_matrix\",\"matrix\":\"gen:uniform:rows=10,nnz=20\","
+                    "\"n\":1e30}\n"
+                    "{\"id\":3,\"req\":\"load_matrix\",\"matrix\":\"gen:uniform:rows=10,nnz=20\","
+                    "\"handle\":\"m\",\"allow_nonfinite\":\"yes\"}\n"
+                    "{\"id\":4,\"req\":\"compile\",\"name\":\"k.cu\"}\n"
+                    "{\"id\":5,\"req\":\"compile\",\"source\":\"x\",\"options\":[\"-DA=1\",7]}\n"
+                    "{\"id\":6,\"req\":\"verify\",\"matrix\":\"m\",\"sets\":0}\n"
+                    "{\"id\":7,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"spgemm\"}\n"
+                    "{\"id\":8,\"req\":\"reference\",\"matrix\":\"m\",\"op\":\"sddmm\","
+                    "\"epilogue\":\"bias\"}\n"
+                    "{\"id\":9,\"req\":\"reference\",\"matrix\":\"m\",\"seed\":-1}\n"
+                    "{\"id\":10,\"req\":\"compile\",\"kernel\":{\"source\":\"x\","
+                    "\"params\":{\"B\":2.5}}}\n"
+                    "{\"id\":11,\"req\":\"unload\"}\n",
+                    &n);
+    cr_assert_eq(n, 11);
+    static const char *const want[] = {
+        "$.req: expected a request name, got 3",
+        "$.n: expected an integer from 1 to 65536, got 1e+30",
+        "$.allow_nonfinite: expected true or false, got \"yes\"",
+        "$.source: expected a CUDA source (or a kernel object in $.kernel), got nothing",
+        "$.options[1]: expected a non-empty string of at most 4096 characters, got 7",
+        "$.sets: expected an integer from 1 to 128, got 0",
+        "$.op: expected one of spmv, spmm, sddmm, got \"spgemm\"",
+        "$.epilogue: expected none, relu or gelu for sddmm, got \"bias\"",
+        "$.seed: expected an integer from 0 to 9007199254740992, got -1",
+        "$.kernel.params.B: expected an integer, got 2.5",
+        "$.handle: expected a non-empty string of at most 255 characters, got nothing",
+    };
+    for (int i = 0; i < n; i++) {
+        const cJSON *h = cJSON_GetArrayItem(r, i);
+        cr_assert_str_eq(dt_json_str(h, "error", ""), "bad_request", "reply %d: %s", i + 1,
+                         dt_json_str(h, "message", ""));
+        cr_assert_str_eq(dt_json_str(h, "message", ""), want[i], "reply %d", i + 1);
+    }
+    cJSON_Delete(r);
+}
