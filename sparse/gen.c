@@ -150,7 +150,7 @@ struct drawer {
     void (*draw)(drawer *d, int32_t *out, int n);
     bits32 *bits;
     uint64_t limit;        /* uniform: candidates in [0, limit) */
-    const rmat_plan *plan; /* R-MAT: the alias tables ... */
+    rmat_plan *plan;       /* R-MAT: the alias tables ... */
     int32_t row;           /* ... and the row whose columns are drawn */
 };
 
@@ -740,7 +740,16 @@ struct rmat_plan {
     alias_tab row_tab[RMAT_MAX_CHUNKS];
     /* column chunk k: 2^w tables indexed by the row's bits at those levels */
     alias_tab *col_tab[RMAT_MAX_CHUNKS];
+    /* draws rejected for an index past rows or cols, and how many may be:
+     * a bound on the work whatever the probabilities (rmat_reject) */
+    int64_t rejected, reject_cap;
 };
+
+/* Count one rejected draw; 1 once past the cap (the caller gives up). */
+static inline int rmat_reject(rmat_plan *p)
+{
+    return ++p->rejected > p->reject_cap;
+}
 
 /* Alias table (Vose) for w bits where bit (w-1-j) of a value is 1 with
  * probability q[j]. The order of the work lists is fixed, so the table is the
@@ -861,11 +870,13 @@ static inline uint32_t rmat_row(const rmat_plan *p, bits32 *bits)
 }
 
 /* A row index below rows (rejecting those past it on the power-of-two grid). */
-static uint32_t rmat_row_in(const rmat_plan *p, bits32 *bits, int32_t rows)
+static uint32_t rmat_row_in(rmat_plan *p, bits32 *bits, int32_t rows)
 {
     uint32_t i;
     do {
         i = rmat_row(p, bits);
+        if (i >= (uint32_t)rows && rmat_reject(p))
+            return 0; /* past the cap: a valid row, and gen_rmat stops */
     } while (i >= (uint32_t)rows);
     return i;
 }
@@ -893,7 +904,7 @@ static int rmat_row_pattern(const rmat_plan *p, int32_t row, int k)
 
 static void draw_rmat(drawer *d, int32_t *out, int n)
 {
-    const rmat_plan *p = d->plan;
+    rmat_plan *p = d->plan;
     const alias_tab *tab[RMAT_MAX_CHUNKS];
     for (int k = 0; k < p->col_chunks; k++)
         tab[k] = &p->col_tab[k][rmat_row_pattern(p, d->row, k)];
@@ -904,6 +915,8 @@ static void draw_rmat(drawer *d, int32_t *out, int n)
             c = 0;
             for (int k = 0; k < p->col_chunks; k++)
                 c = (c << p->col_w[k]) | alias_draw(tab[k], p->col_w[k], bits32_next(&bits));
+            if (c >= (uint32_t)p->cols && rmat_reject(p))
+                c = 0; /* past the cap: gen_rmat stops after this row */
         } while (c >= (uint32_t)p->cols);
         out[i] = (int32_t)c;
     }
@@ -994,6 +1007,11 @@ static sp_csr *gen_rmat(gen_args g, dt_err *e)
     int32_t *roomy = NULL; /* next row with room, made when first needed */
     if (rmat_plan_init(plan, g.rows, g.cols, a, b, c, d, e))
         goto fail;
+    /* Indices past rows (cols) are drawn again: with a + b near 0.001 and
+     * rows just past a power of two that is most draws. At most 64 rejected
+     * draws an edge on average (and 2^20 more) bound the work. */
+    plan->rejected = 0;
+    plan->reject_cap = 64 * g.nnz + (1 << 20);
     m = sp_csr_new(g.rows, g.cols, g.nnz, e);
     if (m == NULL)
         goto fail;
@@ -1030,6 +1048,8 @@ static sp_csr *gen_rmat(gen_args g, dt_err *e)
         m->rowptr[i + 1]++;
         if (roomy != NULL && m->rowptr[i + 1] == g.cols)
             roomy[i] = (int32_t)i + 1; /* full now: point past it */
+        if (plan->rejected > plan->reject_cap)
+            goto improbable;
     }
     free(roomy);
     roomy = NULL;
@@ -1050,6 +1070,8 @@ static sp_csr *gen_rmat(gen_args g, dt_err *e)
             got = fill_distinct(&dr, dst, want, &s, 16 * want + 256);
         }
         m->rowptr[i + 1] = m->rowptr[i] + got;
+        if (plan->rejected > plan->reject_cap)
+            goto improbable;
     }
     scratch_free(&s);
     rmat_plan_free(plan);
@@ -1065,6 +1087,12 @@ static sp_csr *gen_rmat(gen_args g, dt_err *e)
             m->val = val;
     }
     return m;
+improbable:
+    dt_err_set(e,
+               "gen:rmat: a=%g b=%g c=%g d=%g: indices below rows=%d and cols=%d are too "
+               "improbable (%lld draws past them for %lld nonzeros, at most 64 each): make a + b "
+               "and a / (a + b) larger, or rows and cols a power of two",
+               a, b, c, d, g.rows, g.cols, (long long)plan->rejected, (long long)g.nnz);
 fail:
     free(roomy);
     scratch_free(&s);

@@ -711,3 +711,23 @@ Test(gen, a_matrix_larger_than_free_memory_should_be_refused_at_once, .timeout =
     /* Without the override the machine's own figure is used. */
     cr_assert_gt(dt_mem_available(), 0);
 }
+
+/* Found by fuzz_gen (a 21 s input): R-MAT draws indices on a power-of-two
+ * grid and draws again past rows; with a + b near its floor and rows just
+ * past a power of two nearly every draw is rejected. The work is bounded
+ * and the refusal says why. */
+Test(gen, rmat_whose_indices_are_too_improbable_should_stop_and_say_so, .timeout = 30)
+{
+    dt_err e = {0};
+    double t0 = dt_now();
+    sp_csr *a =
+        sp_generate("gen:rmat:rows=1025,cols=1025,nnz=200000,a=0.0006,b=0.0005,c=0.9", &e);
+    cr_assert_null(a);
+    cr_expect(strstr(e.msg, "too improbable"), "%s", e.msg);
+    cr_expect(strstr(e.msg, "rows=1025"), "%s", e.msg);
+    cr_expect_lt(dt_now() - t0, 5.0, "bounded work");
+    /* the same skew on a power-of-two grid rejects nothing */
+    a = sp_generate("gen:rmat:rows=1024,cols=1024,nnz=20000,a=0.0006,b=0.0005,c=0.9", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr_free(a);
+}
