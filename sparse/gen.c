@@ -568,16 +568,29 @@ static sp_csr *gen_stencil27(gen_args g, dt_err *e)
 /* ---- banded ------------------------------------------------------------- */
 
 /* Entries of a full band of half-width bw in a rows x cols matrix. */
-static int64_t band_count(int32_t rows, int32_t cols, int64_t bw)
+/* sum over d = 0..bw of max(0, min(n, m - d)): the lengths of the
+ * diagonals d = j - i >= 0 of an n x m matrix (or, swapped, those below). */
+static int64_t diag_sum(int64_t n, int64_t m, int64_t bw)
 {
     int64_t total = 0;
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t lo = i - bw < 0 ? 0 : i - bw;
-        int64_t hi = i + bw > cols - 1 ? cols - 1 : i + bw;
-        if (hi >= lo)
-            total += hi - lo + 1;
-    }
+    if (n <= 0 || m <= 0)
+        return 0;
+    int64_t full = m - n < bw ? m - n : bw; /* d = 0..full: each n long */
+    if (full >= 0)
+        total += (full + 1) * n;
+    int64_t d0 = m - n + 1 > 0 ? m - n + 1 : 0, d1 = bw < m - 1 ? bw : m - 1;
+    if (d1 >= d0) /* d = d0..d1: each m - d long */
+        total += (d1 - d0 + 1) * m - (d0 + d1) * (d1 - d0 + 1) / 2;
     return total;
+}
+
+/* Positions within bw of the diagonal of a rows x cols matrix, in closed
+ * form: the nnz search below asks it about 31 times, and rows may be 2^31. */
+static int64_t band_count(int32_t rows, int32_t cols, int64_t bw)
+{
+    if (rows <= 0 || cols <= 0)
+        return 0;
+    return diag_sum(rows, cols, bw) + diag_sum(cols, rows, bw) - (rows < cols ? rows : cols);
 }
 
 /* Every position within bw of the diagonal is filled. With nnz instead of bw

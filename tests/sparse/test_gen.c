@@ -731,3 +731,25 @@ Test(gen, rmat_whose_indices_are_too_improbable_should_stop_and_say_so, .timeout
     cr_assert_not_null(a, "%s", e.msg);
     sp_csr_free(a);
 }
+
+/* Found by fuzz_gen: the band's entry count was a loop over rows, asked
+ * about 31 times by the nnz search, so 2^31 rows took minutes before the
+ * memory admission refused the matrix. Now it is closed-form. */
+Test(gen, a_huge_band_should_be_refused_at_once, .timeout = 30)
+{
+    setenv("DITTO_MEM_AVAILABLE", "16M", 1);
+    dt_err e = {0};
+    double t0 = dt_now();
+    sp_csr *a = sp_generate("gen:banded:rows=2G,nnz=3G", &e);
+    cr_assert_null(a);
+    cr_expect(strstr(e.msg, "16.0 MB is available"), "%s", e.msg);
+    a = sp_generate("gen:banded:rows=849M,bw=4M", &e);
+    cr_assert_null(a);
+    cr_expect_lt(dt_now() - t0, 2.0, "closed form, not a loop over rows");
+    unsetenv("DITTO_MEM_AVAILABLE");
+    /* the counts themselves: a 5 x 3 band of half-width 1 holds 7 */
+    a = sp_generate("gen:banded:rows=5,cols=3,bw=1", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    cr_expect_eq(a->nnz, 7);
+    sp_csr_free(a);
+}
