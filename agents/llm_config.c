@@ -2,6 +2,8 @@
  * form, with every problem reported by its path. */
 #include "agents/llm.h"
 
+#include "core/schema.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,163 +32,92 @@ void llm_config_clear(llm_config *c)
     llm_config_init(c);
 }
 
-static void problem(dt_buf *p, const char *fmt, ...) DT_PRINTF(2, 3);
+/* ---- config.json's "llm" object, as a core/schema table ----------------------- */
 
-static void problem(dt_buf *p, const char *fmt, ...)
+static int url_valid(const cJSON *v)
 {
-    if (p == NULL)
+    return dt_startswith(v->valuestring, "http://") || dt_startswith(v->valuestring, "https://");
+}
+
+static const char *const api_names[] = {"openai", "anthropic", NULL};
+static const dt_schema api_s = {.type = DT_SCHEMA_STR, .choices = api_names};
+static const dt_schema endpoint_s = {
+    .type = DT_SCHEMA_STR, .valid = url_valid, .what = "an http:// or https:// URL"};
+static const dt_schema model_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = 256};
+/* "" or null: none (api_key_env: no key; cache_dir: no cache) */
+static const dt_schema maybe_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_NULL | DT_SCHEMA_ONELINE, .max_len = 4096};
+static const dt_schema price_n = {.type = DT_SCHEMA_NUM, .min = 0, .max = 1e6};
+static const dt_schema timeout_n = {.type = DT_SCHEMA_NUM, .min = 0.001, .max = 86400};
+static const dt_schema backoff_n = {.type = DT_SCHEMA_NUM, .min = 0, .max = 86400};
+static const dt_schema_field price_f[] = {
+    {"input", &price_n, 0}, {"output", &price_n, 0}, {NULL, NULL, 0}};
+static const dt_schema_field timeouts_f[] = {
+    {"connect", &timeout_n, 0}, {"stall", &timeout_n, 0}, {NULL, NULL, 0}};
+static const dt_schema_field backoff_f[] = {
+    {"base", &backoff_n, 0}, {"max", &backoff_n, 0}, {NULL, NULL, 0}};
+static const dt_schema price_s = {.type = DT_SCHEMA_OBJ, .fields = price_f};
+static const dt_schema timeouts_s = {.type = DT_SCHEMA_OBJ, .fields = timeouts_f};
+static const dt_schema backoff_s = {.type = DT_SCHEMA_OBJ, .fields = backoff_f};
+static const dt_schema retries_s = {.type = DT_SCHEMA_INT, .min = 0, .max = 100};
+static const dt_schema tokens_s = {.type = DT_SCHEMA_INT, .min = 1, .max = 10000000};
+static const dt_schema temperature_s = {.type = DT_SCHEMA_NUM, .min = 0, .max = 2};
+static const dt_schema answer_s = {
+    .type = DT_SCHEMA_INT, .min = 1024, .max = 256.0 * 1024 * 1024};
+static const dt_schema request_timeout_s = {.type = DT_SCHEMA_NUM, .min = 1, .max = 86400};
+static const dt_schema_field llm_fields[] = {
+    {"api", &api_s, 0},
+    {"endpoint", &endpoint_s, 0},
+    {"model", &model_s, 0},
+    {"api_key_env", &maybe_s, 0},
+    {"price", &price_s, 0},
+    {"timeouts", &timeouts_s, 0},
+    {"backoff", &backoff_s, 0},
+    {"max_retries", &retries_s, 0},
+    {"max_tokens", &tokens_s, 0},
+    {"temperature", &temperature_s, 0},
+    {"cache_dir", &maybe_s, 0},
+    {"max_answer_bytes", &answer_s, 0},
+    {"request_timeout_s", &request_timeout_s, 0},
+    {NULL, NULL, 0}};
+static const dt_schema llm_s = {.type = DT_SCHEMA_OBJ, .fields = llm_fields};
+
+static void set_str(const cJSON *j, const char *key, char **out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (v == NULL)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    dt_buf_vprintf(p, fmt, ap);
-    va_end(ap);
-    dt_buf_putc(p, '\n');
-}
-
-static const char *type_name(const cJSON *v)
-{
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    return "invalid";
-}
-
-/* Report keys of obj that are not in keys[]; path is "$" or "$.price". */
-static int unknown_keys(const cJSON *obj, const char *path, const char *const *keys, size_t n,
-                        const char *list, dt_buf *p)
-{
-    int bad = 0;
-    for (const cJSON *it = obj->child; it != NULL; it = it->next) {
-        int known = 0;
-        for (size_t i = 0; i < n; i++)
-            known |= dt_streq(it->string, keys[i]);
-        if (!known) {
-            problem(p, "%s.%s: unknown key (keys: %s)", path, it->string, list);
-            bad = 1;
-        }
-    }
-    return bad;
-}
-
-/* A number in [lo, hi] (an integer when integral); absent leaves *out. */
-static int num_field(const cJSON *obj, const char *key, const char *path, double lo, double hi,
-                     int integral, double *out, dt_buf *p)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (v == NULL)
-        return 0;
-    double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    if (!cJSON_IsNumber(v) || !isfinite(x) || x < lo || x > hi || (integral && x != floor(x))) {
-        if (cJSON_IsNumber(v))
-            problem(p, "%s.%s: expected %s from %g to %g, got %g", path, key,
-                    integral ? "an integer" : "a number", lo, hi, x);
-        else
-            problem(p, "%s.%s: expected %s from %g to %g, got %s", path, key,
-                    integral ? "an integer" : "a number", lo, hi, type_name(v));
-        return 1;
-    }
-    *out = x;
-    return 0;
-}
-
-/* A string; with allow_empty "" and null are accepted (null gives ""). */
-static int str_field(const cJSON *obj, const char *key, int allow_empty, char **out, dt_buf *p)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (v == NULL)
-        return 0;
-    if (allow_empty && cJSON_IsNull(v)) {
-        free(*out);
-        *out = dt_xstrdup("");
-        return 0;
-    }
-    if (!cJSON_IsString(v) || (!allow_empty && v->valuestring[0] == '\0')) {
-        problem(p, "$.%s: expected a non-empty string%s, got %s", key,
-                allow_empty ? " or \"\"" : "", cJSON_IsString(v) ? "\"\"" : type_name(v));
-        return 1;
-    }
     free(*out);
-    *out = dt_xstrdup(v->valuestring);
-    return 0;
+    *out = dt_xstrdup(cJSON_IsString(v) ? v->valuestring : ""); /* null: "" */
 }
 
-/* An optional sub-object of numbers {a: x, b: y}, each > 0 (or >= 0). */
-static int sub_numbers(const cJSON *j, const char *key, const char *const names[2], double *outs[2],
-                       double lo, double hi, dt_buf *p)
+static void set_num(const cJSON *o, const char *key, double *out)
 {
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (o == NULL)
-        return 0;
-    char path[64];
-    snprintf(path, sizeof path, "$.%s", key);
-    if (!cJSON_IsObject(o)) {
-        problem(p, "%s: expected an object {\"%s\": x, \"%s\": y}, got %s", path, names[0],
-                names[1], type_name(o));
-        return 1;
-    }
-    char list[64];
-    snprintf(list, sizeof list, "%s, %s", names[0], names[1]);
-    int bad = unknown_keys(o, path, names, 2, list, p);
-    for (int i = 0; i < 2; i++)
-        bad |= num_field(o, names[i], path, lo, hi, 0, outs[i], p);
-    return bad;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (v != NULL)
+        *out = v->valuedouble;
 }
 
 int llm_config_from_json(llm_config *c, const cJSON *j, dt_buf *problems)
 {
-    static const char *const keys[] = {"api",        "endpoint",    "model",    "api_key_env",
-                                       "price",      "timeouts",    "backoff",  "max_retries",
-                                       "max_tokens", "temperature", "cache_dir",
-                                       "max_answer_bytes", "request_timeout_s"};
-    if (!cJSON_IsObject(j)) {
-        problem(problems, "$: expected an object, got %s", type_name(j));
+    dt_schema_ctx ctx = {.out = problems};
+    int bad = dt_schema_check(&llm_s, j, &ctx) != 0;
+    if (!cJSON_IsObject(j))
         return -1;
+    if (cJSON_GetObjectItemCaseSensitive(j, "model") == NULL && c->model == NULL) {
+        if (problems)
+            dt_buf_puts(problems, "$.model: missing (the model name the endpoint serves)\n");
+        bad = 1;
     }
-    int bad = unknown_keys(j, "$", keys, DT_ARRAY_LEN(keys),
-                           "api, endpoint, model, api_key_env, price, timeouts, backoff, "
-                           "max_retries, max_tokens, temperature, cache_dir, max_answer_bytes, "
-                           "request_timeout_s",
-                           problems);
-    const cJSON *api = cJSON_GetObjectItemCaseSensitive(j, "api");
-    if (api != NULL) {
-        if (cJSON_IsString(api) && strcmp(api->valuestring, "openai") == 0) {
-            c->api = LLM_OPENAI;
-        } else if (cJSON_IsString(api) && strcmp(api->valuestring, "anthropic") == 0) {
-            c->api = LLM_ANTHROPIC;
-        } else {
-            if (cJSON_IsString(api))
-                problem(problems, "$.api: expected one of openai, anthropic, got \"%s\"",
-                        api->valuestring);
-            else
-                problem(problems, "$.api: expected one of openai, anthropic, got %s",
-                        type_name(api));
-            bad = 1;
-        }
-    }
-    const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "endpoint");
-    if (ep != NULL) {
-        if (cJSON_IsString(ep) && (dt_startswith(ep->valuestring, "http://") ||
-                                   dt_startswith(ep->valuestring, "https://"))) {
-            free(c->endpoint);
-            c->endpoint = dt_xstrdup(ep->valuestring);
-        } else {
-            if (cJSON_IsString(ep))
-                problem(problems, "$.endpoint: expected an http:// or https:// URL, got \"%s\"",
-                        ep->valuestring);
-            else
-                problem(problems, "$.endpoint: expected an http:// or https:// URL, got %s",
-                        type_name(ep));
-            bad = 1;
-        }
+    if (bad)
+        return -1;
+    /* Valid: every value below is of its type and in range. */
+    const char *api = dt_json_str(j, "api", NULL);
+    if (api != NULL)
+        c->api = dt_streq(api, "anthropic") ? LLM_ANTHROPIC : LLM_OPENAI;
+    if (cJSON_GetObjectItemCaseSensitive(j, "endpoint") != NULL) {
+        set_str(j, "endpoint", &c->endpoint);
     } else if (c->endpoint == NULL) {
         c->endpoint = dt_xstrdup(c->api == LLM_ANTHROPIC ? "https://api.anthropic.com/v1"
                                                          : "https://api.openai.com/v1");
@@ -195,39 +126,28 @@ int llm_config_from_json(llm_config *c, const cJSON *j, dt_buf *problems)
             c->api_key_env =
                 dt_xstrdup(c->api == LLM_ANTHROPIC ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
     }
-    if (cJSON_GetObjectItemCaseSensitive(j, "model") == NULL && c->model == NULL) {
-        problem(problems, "$.model: missing (the model name the endpoint serves)");
-        bad = 1;
-    }
-    bad |= str_field(j, "model", 0, &c->model, problems);
-    bad |= str_field(j, "api_key_env", 1, &c->api_key_env, problems);
-    bad |= str_field(j, "cache_dir", 1, &c->cache_dir, problems);
-
-    static const char *const price[2] = {"input", "output"};
-    double *price_out[2] = {&c->price_in, &c->price_out};
-    bad |= sub_numbers(j, "price", price, price_out, 0, 1e6, problems);
-    static const char *const timeouts[2] = {"connect", "stall"};
-    double *timeouts_out[2] = {&c->connect_timeout_s, &c->stall_timeout_s};
-    bad |= sub_numbers(j, "timeouts", timeouts, timeouts_out, 0.001, 86400, problems);
-    static const char *const backoff[2] = {"base", "max"};
-    double *backoff_out[2] = {&c->backoff_base_s, &c->backoff_max_s};
-    bad |= sub_numbers(j, "backoff", backoff, backoff_out, 0, 86400, problems);
-
-    double x = c->max_retries;
-    bad |= num_field(j, "max_retries", "$", 0, 100, 1, &x, problems);
-    c->max_retries = (int)x;
-    x = c->max_tokens;
-    bad |= num_field(j, "max_tokens", "$", 1, 10000000, 1, &x, problems);
-    c->max_tokens = (int)x;
-    bad |= num_field(j, "temperature", "$", 0, 2, 0, &c->temperature, problems);
-    x = (double)c->max_answer_bytes;
-    bad |= num_field(j, "max_answer_bytes", "$", 1024, 256.0 * 1024 * 1024, 1, &x, problems);
-    c->max_answer_bytes = (size_t)x;
-    bad |= num_field(j, "request_timeout_s", "$", 1, 86400, 0, &c->request_timeout_s, problems);
+    set_str(j, "model", &c->model);
+    set_str(j, "api_key_env", &c->api_key_env);
+    set_str(j, "cache_dir", &c->cache_dir);
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "price");
+    set_num(o, "input", &c->price_in);
+    set_num(o, "output", &c->price_out);
+    o = cJSON_GetObjectItemCaseSensitive(j, "timeouts");
+    set_num(o, "connect", &c->connect_timeout_s);
+    set_num(o, "stall", &c->stall_timeout_s);
+    o = cJSON_GetObjectItemCaseSensitive(j, "backoff");
+    set_num(o, "base", &c->backoff_base_s);
+    set_num(o, "max", &c->backoff_max_s);
+    c->max_retries = (int)dt_json_i64(j, "max_retries", c->max_retries);
+    c->max_tokens = (int)dt_json_i64(j, "max_tokens", c->max_tokens);
+    set_num(j, "temperature", &c->temperature);
+    c->max_answer_bytes = (size_t)dt_json_i64(j, "max_answer_bytes", (int64_t)c->max_answer_bytes);
+    set_num(j, "request_timeout_s", &c->request_timeout_s);
     if (c->backoff_max_s < c->backoff_base_s) {
-        problem(problems, "$.backoff.max: %g is less than $.backoff.base %g", c->backoff_max_s,
-                c->backoff_base_s);
-        bad = 1;
+        if (problems)
+            dt_buf_printf(problems, "$.backoff.max: %g is less than $.backoff.base %g\n",
+                          c->backoff_max_s, c->backoff_base_s);
+        return -1;
     }
-    return bad ? -1 : 0;
+    return 0;
 }

@@ -78,21 +78,23 @@ Test(config, every_problem_should_be_reported_with_its_path)
                        &p);
     const char *out = dt_buf_str(&p);
     cr_assert_eq(rc, -1);
+    /* one line per problem, in core/schema's words */
     static const char *const want[] = {
         "$.api: expected one of openai, anthropic, got \"gemini\"\n",
         "$.endpoint: expected an http:// or https:// URL, got \"ftp://x\"\n",
-        "$.model: expected a non-empty string, got \"\"\n",
-        "$.price.input: expected a number from 0 to 1e+06, got -1\n",
-        "$.price.outptu: unknown key (keys: input, output)\n",
-        "$.timeouts: expected an object {\"connect\": x, \"stall\": y}, got a number\n",
-        "$.backoff.base: expected a number from 0 to 86400, got a string\n",
+        "$.model: expected a non-empty one-line string of at most 256 characters, got an empty "
+        "string\n",
+        "$.price.input: expected a number from 0 to 1000000, got -1\n",
+        "$.price.outptu: expected one of the keys input, output, got an unknown key\n",
+        "$.timeouts: expected an object, got 5\n",
+        "$.backoff.base: expected a number from 0 to 86400, got \"1\"\n",
         "$.max_retries: expected an integer from 0 to 100, got 1.5\n",
-        "$.max_tokens: expected an integer from 1 to 1e+07, got 0\n",
+        "$.max_tokens: expected an integer from 1 to 10000000, got 0\n",
         "$.temperature: expected a number from 0 to 2, got 3\n",
-        ("$.colour: unknown key (keys: api, endpoint, model, api_key_env, price, timeouts, "
+        ("$.colour: expected one of the keys api, endpoint, model, api_key_env, price, timeouts, "
          "backoff, max_retries, max_tokens, temperature, cache_dir, max_answer_bytes, "
-         "request_timeout_s)\n"),
-        "$.api_key_env: expected a non-empty string or \"\", got a number\n",
+         "request_timeout_s, got an unknown key\n"),
+        "$.api_key_env: expected a one-line string of at most 4096 characters or null, got 7\n",
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(want); i++)
         cr_assert(strstr(out, want[i]), "missing: %s\nin:\n%s", want[i], out);
@@ -109,7 +111,7 @@ Test(config, not_an_object_and_a_missing_model_should_be_problems)
     llm_config c;
     dt_buf p = DT_BUF_INIT;
     cr_assert_eq(from_json(&c, "[1]", &p), -1);
-    cr_assert_str_eq(dt_buf_str(&p), "$: expected an object, got an array\n");
+    cr_assert_str_eq(dt_buf_str(&p), "$: expected an object, got an array of 1 item\n");
     llm_config_clear(&c);
     dt_buf_reset(&p);
     cr_assert_eq(from_json(&c, "{\"api\": \"openai\"}", &p), -1);
