@@ -1,5 +1,5 @@
 /* fuzz_config.c -- libFuzzer target: any bytes as config.json's "llm"
- * section and as a hardware spec (hardware/*.json). */
+ * section and as a hardware spec (a hardware/NAME.json file). */
 #include "agents/llm.h"
 #include "hardware/hardware.h"
 
