@@ -1,6 +1,8 @@
 /* client.c -- the worker pool: start workers from a launcher template, queue
  * requests, enforce deadlines, turn deaths into precise errors, restart and
- * reload. Runs inside ditto's event loop; loads no CUDA library. */
+ * reload. Runs inside ditto's event loop; loads no CUDA library.
+ * Over 1,000 lines: a pool's queue, deadlines, restarts and replays share
+ * one state that every reply passes through. */
 #include "gpu/gpu.h"
 #include "gpu/ship.h"
 #include "gpu/cubinstore.h"

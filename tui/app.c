@@ -1,6 +1,8 @@
 /* app.c -- the workbench: layout, the one run loop (terminal, stderr and
  * resize pipes next to the workers and LLM streams), keys, overlays, the
- * editor round trip, replay, and drawing what is dirty once per loop turn. */
+ * editor round trip, replay, and drawing what is dirty once per loop turn.
+ * Over 1,000 lines: the one run loop and the keys it dispatches share the
+ * workbench's state; the panes themselves live in their own files. */
 #include "tui/ui.h"
 
 #include <errno.h>
