@@ -43,6 +43,12 @@ int64_t gpu_cubincache_limit(void);
  * at most 90 % of max_bytes, when it holds more than max_bytes. Returns the
  * entries removed; a file that cannot be removed is logged and skipped. */
 int gpu_cubincache_prune(const char *dir, int64_t max_bytes);
+/* The same with gpu_cubincache_limit(), on a process's first save into the
+ * cache and every GPU_CUBIN_PRUNE_EVERY-th after it: the folder walk costs a
+ * stat per file, and between walks the cache outgrows its cap by at most
+ * that many entries. */
+#define GPU_CUBIN_PRUNE_EVERY 32
+void gpu_cubincache_prune_sometimes(const char *dir);
 /* Mark a disk entry used now (its .json's time), for the LRU above. */
 void gpu_cubincache_touch(const char *meta_path);
 

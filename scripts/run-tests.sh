@@ -20,8 +20,16 @@
 # the GPU was not tested, whatever else passed.
 #
 # Executables run their tests TEST_JOBS at a time (2), those whose names
-# TEST_SERIAL lists one at a time.
+# TEST_SERIAL lists one at a time. Unless XDG_CACHE_HOME is set, the tests
+# get a cache folder of their own for the run (compiled kernels, tune
+# results), removed at the end: the person's ~/.cache is neither read nor
+# filled.
 set -u
+if [ -z "${XDG_CACHE_HOME:-}" ]; then
+  XDG_CACHE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/ditto-tests-cache.XXXXXX")
+  export XDG_CACHE_HOME
+  trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 tested=0; passing=0; failing=0; crashing=0; skipped=0; sanitized=0; status=0

@@ -37,7 +37,13 @@ typedef struct entry_stat {
     char key[17];
     int64_t bytes;
     long long when; /* the .json's mtime in ns; 0 when it has none */
+    int json;       /* while collecting: this file is the .json */
 } entry_stat;
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const entry_stat *)a)->key, ((const entry_stat *)b)->key);
+}
 
 static int by_age(const void *a, const void *b)
 {
@@ -45,13 +51,16 @@ static int by_age(const void *a, const void *b)
     return x->when < y->when ? -1 : x->when > y->when;
 }
 
+/* One pass over the folder, a sort by key to pair each .cubin with its
+ * .json, a sort by age: O(n log n) in the files (the cache holds thousands
+ * at its cap, and this runs while compiles wait). */
 int gpu_cubincache_prune(const char *dir, int64_t max_bytes)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
         return 0;
-    entry_stat *es = NULL;
-    int n = 0, cap = 0;
+    entry_stat *fs = NULL;
+    int nf = 0, cap = 0;
     int64_t total = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
@@ -70,38 +79,44 @@ int gpu_cubincache_prune(const char *dir, int64_t max_bytes)
         free(path);
         if (!ok)
             continue;
-        int k = 0;
-        while (k < n && strcmp(es[k].key, key) != 0)
-            k++;
-        if (k == n) {
-            if (n == cap) {
-                cap = cap ? 2 * cap : 64;
-                es = dt_xrealloc(es, (size_t)cap * sizeof *es);
-            }
-            memset(&es[n], 0, sizeof es[n]);
-            memcpy(es[n].key, key, 17);
-            n++;
+        if (nf == cap) {
+            cap = cap ? 2 * cap : 64;
+            fs = dt_xrealloc(fs, (size_t)cap * sizeof *fs);
         }
-        es[k].bytes += (int64_t)sb.st_size;
+        memset(&fs[nf], 0, sizeof fs[nf]);
+        memcpy(fs[nf].key, key, 17);
+        fs[nf].bytes = (int64_t)sb.st_size;
+        fs[nf].when = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+        fs[nf].json = strcmp(dot, ".json") == 0;
         total += (int64_t)sb.st_size;
-        long long t = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
-        if (strcmp(dot, ".json") == 0 || es[k].when == 0)
-            es[k].when = t;
+        nf++;
     }
     closedir(d);
     int removed = 0;
     if (total > max_bytes) {
-        qsort(es, (size_t)n, sizeof *es, by_age);
+        /* files to entries: a key's sizes add up, its time is the .json's */
+        qsort(fs, (size_t)nf, sizeof *fs, by_key);
+        int n = 0;
+        for (int i = 0; i < nf; i++) {
+            if (n > 0 && strcmp(fs[n - 1].key, fs[i].key) == 0) {
+                fs[n - 1].bytes += fs[i].bytes;
+                if (fs[i].json)
+                    fs[n - 1].when = fs[i].when;
+                continue;
+            }
+            fs[n++] = fs[i];
+        }
+        qsort(fs, (size_t)n, sizeof *fs, by_age);
         int64_t goal = max_bytes / 10 * 9;
         for (int i = 0; i < n && total > goal; i++) {
             /* The .json first: a reader trusts a pair only with it. */
-            char *meta = dt_xasprintf("%s/%s.json", dir, es[i].key);
-            char *bin = dt_xasprintf("%s/%s.cubin", dir, es[i].key);
+            char *meta = dt_xasprintf("%s/%s.json", dir, fs[i].key);
+            char *bin = dt_xasprintf("%s/%s.cubin", dir, fs[i].key);
             if ((unlink(meta) != 0 && errno != ENOENT) || (unlink(bin) != 0 && errno != ENOENT))
                 dt_warn("cubin cache: cannot remove %s or %s to stay under %lld MiB: %s", meta, bin,
                         (long long)(max_bytes >> 20), strerror(errno));
             else {
-                total -= es[i].bytes;
+                total -= fs[i].bytes;
                 removed++;
             }
             free(meta);
@@ -110,8 +125,15 @@ int gpu_cubincache_prune(const char *dir, int64_t max_bytes)
         dt_debug("cubin cache %s: %d least recently used entries removed (cap %lld MiB)", dir,
                  removed, (long long)(max_bytes >> 20));
     }
-    free(es);
+    free(fs);
     return removed;
+}
+
+void gpu_cubincache_prune_sometimes(const char *dir)
+{
+    static unsigned puts;
+    if (puts++ % GPU_CUBIN_PRUNE_EVERY == 0)
+        gpu_cubincache_prune_sometimes(dir);
 }
 
 /* ---- the request being served -------------------------------------------------- */
@@ -212,7 +234,7 @@ void gpu_cubincache_take(const cJSON *req, cJSON *out)
         }
     }
     if (stored > 0)
-        gpu_cubincache_prune(dir, gpu_cubincache_limit());
+        gpu_cubincache_prune_sometimes(dir);
     free(dir);
     if (cJSON_GetArraySize(had_arr) > 0)
         dt_json_set_take(out, "cubins_had", had_arr);

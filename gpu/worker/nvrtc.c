@@ -1048,7 +1048,7 @@ static void disk_put(const gpu_cubin *c)
         dt_write_file_atomic(meta, text, strlen(text), &e) != 0)
         dt_debug("nvrtc cache: not saved: %s", e.msg);
     else
-        gpu_cubincache_prune(dir, gpu_cubincache_limit()); /* the cap (cubincache.h) */
+        gpu_cubincache_prune_sometimes(dir); /* the cap (cubincache.h) */
     free(text);
     free(bin);
     free(meta);
