@@ -260,7 +260,7 @@ fuzz-run: fuzz
 fuzz-smoke: fuzz
 	@scripts/fuzz-run.sh --seconds $(FUZZ_SMOKE_SECONDS) --parallel $(FUZZ_PARALLEL)
 
-DATA_DIRS := hardware kernels prompts knowledge scripting/examples export
+DATA_DIRS := hardware kernels prompts knowledge knowledge/selector scripting/examples export
 # Single shipped files: the tolerance export inlines into every harness.
 DATA_FILES := sparse/tolerance.h
 bundle: all

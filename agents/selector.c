@@ -446,7 +446,8 @@ static cJSON *parse_strategies(const char *s)
 }
 
 /* Append the verified cases of one bench CSV to *cs. */
-static int read_csv(const char *path, fcase **cs, int *n, int *cap, int *skipped, dt_err *e)
+static int read_csv(const char *path, fcase **cs, int *n, int *cap, int *skipped, int *superseded,
+                    dt_err *e)
 {
     size_t len = 0;
     char *text = dt_read_file(path, &len, e);
@@ -489,11 +490,23 @@ static int read_csv(const char *path, fcase **cs, int *n, int *cap, int *skipped
             (*skipped)++;
             continue;
         }
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 64;
-            *cs = dt_xrealloc(*cs, (size_t)*cap * sizeof **cs);
+        /* A case measured again (a later row, or a later CSV) replaces
+         * the earlier measurement: each case counts once. */
+        fcase *c = NULL;
+        for (int j = 0; j < *n && c == NULL; j++)
+            if (dt_streq((*cs)[j].matrix, f[imat]) && dt_streq((*cs)[j].regime, f[ireg]) &&
+                dt_streq((*cs)[j].op, f[iop]))
+                c = &(*cs)[j];
+        if (c != NULL) {
+            cJSON_Delete(c->strategies);
+            (*superseded)++;
+        } else {
+            if (*n == *cap) {
+                *cap = *cap ? 2 * *cap : 64;
+                *cs = dt_xrealloc(*cs, (size_t)*cap * sizeof **cs);
+            }
+            c = &(*cs)[(*n)++];
         }
-        fcase *c = &(*cs)[(*n)++];
         memset(c, 0, sizeof *c);
         snprintf(c->matrix, sizeof c->matrix, "%s", f[imat]);
         snprintf(c->regime, sizeof c->regime, "%s", f[ireg]);
@@ -748,11 +761,11 @@ static double fit_reach(const cJSON *model)
 cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err *e)
 {
     fcase *cs = NULL;
-    int n = 0, cap = 0, skipped = 0;
+    int n = 0, cap = 0, skipped = 0, superseded = 0;
     cJSON *model = NULL, *split = NULL, *inputs = dt_json_arr();
     for (int i = 0; i < o->ncsv; i++) {
-        int before = n;
-        if (read_csv(o->csv[i], &cs, &n, &cap, &skipped, e) != 0)
+        int before = n, before_sup = superseded;
+        if (read_csv(o->csv[i], &cs, &n, &cap, &skipped, &superseded, e) != 0)
             goto done;
         char *text = dt_read_file(o->csv[i], NULL, NULL);
         char hex[17];
@@ -761,9 +774,16 @@ cJSON *ag_selector_fit(const ag_fit_opts *o, dt_buf *report, dt_buf *log, dt_err
         cJSON *in = dt_json_obj();
         dt_json_set_str(in, "file", o->csv[i]);
         dt_json_set_str(in, "fnv1a64", hex);
-        dt_json_set_int(in, "verified_cases", n - before);
+        dt_json_set_int(in, "verified_cases", n - before + superseded - before_sup);
+        if (superseded > before_sup)
+            dt_json_set_int(in, "replaced_earlier", superseded - before_sup);
         cJSON_AddItemToArray(inputs, in);
     }
+    if (superseded > 0)
+        dt_buf_printf(log,
+                      "%d case%s measured again in a later CSV: the later measurement counts, "
+                      "once\n",
+                      superseded, superseded == 1 ? "" : "s");
     split = ag_split_read(o->split, e);
     if (split == NULL)
         goto done;

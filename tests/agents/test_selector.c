@@ -196,6 +196,57 @@ Test(selector, fitting_should_keep_the_fit_part_and_report_on_the_validate_part,
     free(dir);
 }
 
+Test(selector, a_case_measured_again_should_count_once_as_the_later_csv_has_it, .timeout = 120)
+{
+    char *dir = tu_tmpdir(), *split = NULL;
+    char *csv = synthetic(dir, &split);
+    dt_buf b = DT_BUF_INIT;
+    dt_buf_puts(&b, header);
+    row(&b, GRID("3600"), "spmv-fp32", "merge-path", 1.20, "csr-vector=1.10;merge-path=1.20");
+    row(&b, ARROW("4500"), "spmv-fp32", "csr-vector", 1.50, "csr-vector=1.50;merge-path=1.40");
+    char *again = tu_write(dir, "again.csv", dt_buf_str(&b));
+    dt_buf_free(&b);
+    const char *csvs[] = {csv, again};
+    ag_fit_opts o = {.csv = csvs,
+                     .ncsv = 2,
+                     .split = split,
+                     .fit_part = "fit",
+                     .validate_part = "validate",
+                     .command = "ditto kb fit bench.csv again.csv",
+                     .k = 3};
+    dt_buf md = DT_BUF_INIT, log = DT_BUF_INIT;
+    dt_err e = {0};
+    cJSON *m = ag_selector_fit(&o, &md, &log, &e);
+    cr_assert_not_null(m, "%s", e.msg);
+    const cJSON *cases = cJSON_GetObjectItem(m, "cases"), *c;
+    cr_expect_eq(cJSON_GetArraySize(cases), 6, "the grid measured twice is one case");
+    int seen = 0;
+    cJSON_ArrayForEach(c, cases) if (dt_streq(dt_json_str(c, "matrix", ""), GRID("3600")))
+    {
+        seen++;
+        cr_expect_str_eq(dt_json_str(c, "winner", ""), "merge-path", "the later row counts");
+    }
+    cr_expect_eq(seen, 1);
+    const cJSON *in = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(m, "provenance"), "inputs"), 1);
+    cr_expect_eq(dt_json_num(in, "verified_cases", 0), 2);
+    cr_expect_eq(dt_json_num(in, "replaced_earlier", 0), 2);
+    cr_expect(strstr(dt_buf_str(&log), "2 cases measured again in a later CSV"), "%s",
+              dt_buf_str(&log));
+    /* the held-out arrow is reported once, with its later winner */
+    const char *r = dt_buf_str(&md);
+    cr_expect(strstr(r, "| spmv-fp32 | orig | 2 |"), "%s", r);
+    cr_expect(strstr(r, "| " ARROW("4500") " | orig | spmv-fp32 | csr-vector 1.50x |"), "%s", r);
+    cJSON_Delete(m);
+    dt_buf_free(&md);
+    dt_buf_free(&log);
+    free(csv);
+    free(again);
+    free(split);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static const cJSON *first_with(const cJSON *ranked, const char *rule)
 {
     const cJSON *c, *w;
@@ -288,4 +339,62 @@ Test(selector, kb_fit_should_write_the_selector_and_the_report, .timeout = 120)
     free(split);
     tu_rmtree(dir);
     free(dir);
+}
+
+/* The shipped selector is data a reviewer reproduces: it must still match
+ * the CSVs its provenance names (a CSV changed without a refit fails here)
+ * and hold no case of a validate matrix. */
+Test(selector, the_shipped_selector_should_match_the_csvs_it_was_fitted_from)
+{
+    char *path = dt_xasprintf("%s/knowledge/selector/model.json", tu_src_dir());
+    dt_err e = {0};
+    char *text = dt_read_file(path, NULL, &e);
+    cr_assert_not_null(text, "%s", e.msg);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(m, "%s: not JSON", path);
+    cr_expect_str_eq(dt_json_str(m, "kind", ""), "selector");
+    cr_expect_geq(dt_json_num(m, "k", 0), 1);
+    cr_expect_gt(dt_json_num(m, "reach", 0), 0);
+    int nfeat = cJSON_GetArraySize(cJSON_GetObjectItem(m, "features"));
+    cr_expect_gt(nfeat, 0);
+    const cJSON *pv = cJSON_GetObjectItem(m, "provenance");
+    char *splitp = dt_xasprintf("%s/%s", tu_src_dir(), dt_json_str(pv, "split", "?"));
+    cJSON *split = ag_split_read(splitp, &e);
+    cr_assert_not_null(split, "%s", e.msg);
+    const cJSON *cases = cJSON_GetObjectItem(m, "cases"), *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, cases)
+    {
+        n++;
+        const char *mat = dt_json_str(c, "matrix", "");
+        cr_expect_str_eq(dt_json_str(split, mat, "?"), dt_json_str(pv, "fit_part", "fit"),
+                         "%s is fitted but the split puts it in '%s'", mat,
+                         dt_json_str(split, mat, "no part"));
+        cr_expect_neq(dt_json_str(c, "winner", "")[0], '\0', "%s: no winner", mat);
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "x")), nfeat, "%s", mat);
+    }
+    cr_expect_gt(n, 0);
+    char want[64];
+    snprintf(want, sizeof want, "fitted on %d cases ", n);
+    cr_expect(strstr(dt_json_str(pv, "summary", ""), want), "%s", dt_json_str(pv, "summary", ""));
+    const cJSON *in;
+    cJSON_ArrayForEach(in, cJSON_GetObjectItem(pv, "inputs"))
+    {
+        char *csv = dt_xasprintf("%s/%s", tu_src_dir(), dt_json_str(in, "file", "?"));
+        char *body = dt_read_file(csv, NULL, &e);
+        cr_expect_not_null(body, "%s (named by the selector's provenance): %s", csv, e.msg);
+        char hex[17];
+        dt_hash_hex(dt_hash_str(body ? body : "", DT_HASH_SEED), hex);
+        cr_expect_str_eq(hex, dt_json_str(in, "fnv1a64", ""),
+                         "%s changed since the selector was fitted: refit it (`ditto kb fit`, "
+                         "the command in its provenance)",
+                         csv);
+        free(body);
+        free(csv);
+    }
+    cJSON_Delete(split);
+    free(splitp);
+    cJSON_Delete(m);
+    free(path);
 }
