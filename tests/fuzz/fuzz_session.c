@@ -11,12 +11,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64], log_path[96];
+static char dir[256], log_path[320];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (dir[0] == '\0') {
-        snprintf(dir, sizeof dir, "/tmp/ditto-fuzz-session-%ld", (long)getpid());
+        /* TMPDIR=/dev/shm keeps a long run off the disk: a file per input */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/ditto-fuzz-session-%ld", tmp && *tmp ? tmp : "/tmp",
+                 (long)getpid());
         mkdir(dir, 0700);
         snprintf(log_path, sizeof log_path, "%s/events.jsonl", dir);
     }
