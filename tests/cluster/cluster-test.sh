@@ -113,7 +113,8 @@ PY
    echo $? > "$dir/rc") &
   local tune=$!
   local waited=0
-  until [ "$(grep -c ' compiled: ' "$dir/out.log" 2>/dev/null || true)" -ge 3 ]; do
+  # (no out.log yet: grep prints no count, taken as 0)
+  until n=$(grep -c ' compiled: ' "$dir/out.log" 2>/dev/null); [ "${n:-0}" -ge 3 ]; do
     sleep 0.2; waited=$((waited + 1))
     [ -f "$dir/rc" ] && die "$name: the tune ended before any worker was killed: $(cat "$dir/err.log")"
     [ $waited -lt 900 ] || die "$name: no 3 variants compiled within 180 s"
