@@ -12,6 +12,8 @@
 # packages slurmctld slurmd slurm-client munge openssh-server
 # openssh-client, which it installs with apt-get when they are missing.
 # Usage: tests/cluster/cluster-test.sh [slurm|ssh|all]   (default all)
+# Exit 0: passed; 1: failed; 77: this machine cannot run it (not root, the
+# packages cannot be installed, a daemon does not start), with the reason.
 # DITTO_BIN: the ditto to test (default ./ditto at the source root).
 set -euo pipefail
 
@@ -28,6 +30,9 @@ FAILED=0
 
 say() { printf '[cluster-test %3ds] %s\n' "$(( $(date +%s) - START ))" "$*"; }
 die() { say "FAIL: $*"; FAILED=1; exit 1; }
+# What this machine cannot provide (root, the packages, the daemons
+# themselves) is not a failure of ditto: exit 77, "SKIP: why".
+unavailable() { say "SKIP: $*"; exit 77; }
 
 cleanup() {
   local rc=$?
@@ -56,7 +61,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 [ -x "$DITTO" ] || die "$DITTO: not built (run make ditto first)"
-[ "$(id -u)" = 0 ] || die "needs root: slurmd and sshd run as root here (on 127.0.0.1 only)"
+[ "$(id -u)" = 0 ] || unavailable "needs root: slurmd and sshd run as root here (on 127.0.0.1 only)"
 
 # ---- packages ---------------------------------------------------------------------
 need=()
@@ -70,10 +75,10 @@ if [ ${#need[@]} -gt 0 ]; then
   for p in "${need[@]}"; do
     cand=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^ *Candidate: *//p')
     [ -n "$cand" ] && [ "$cand" != "(none)" ] ||
-      die "package $p has no install candidate (apt-get update first?)"
+      unavailable "package $p has no install candidate (apt-get update first?)"
   done
   DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y --no-install-recommends \
-    "${need[@]}" > "$T/apt.log" 2>&1 || die "apt-get install ${need[*]} failed (see $T/apt.log)"
+    "${need[@]}" > "$T/apt.log" 2>&1 || unavailable "apt-get install ${need[*]} failed (see $T/apt.log)"
 fi
 
 free_port() {
@@ -163,7 +168,7 @@ slurm_test() {
     > /dev/null 2>&1 &
   DAEMONS+=($!)
   for _ in $(seq 50); do [ -S "$T/munge/munge.sock" ] && break; sleep 0.1; done
-  [ -S "$T/munge/munge.sock" ] || die "munged did not start"
+  [ -S "$T/munge/munge.sock" ] || unavailable "munged did not start"
   local cport dport; cport=$(free_port); dport=$(free_port)
   export SLURM_CONF="$T/slurm/slurm.conf"
   cat > "$SLURM_CONF" <<CONF
@@ -205,9 +210,9 @@ CONF
     case "$up" in idle*|mix*|alloc*) break ;; esac
     sleep 0.2
   done
-  case "$up" in idle*|mix*|alloc*) ;; *) die "the Slurm node did not come up (state '$up')" ;; esac
+  case "$up" in idle*|mix*|alloc*) ;; *) unavailable "the Slurm node did not come up (state '$up')" ;; esac
   say "slurm: one node (dn1, CPUs=2) up on 127.0.0.1:$cport/$dport"
-  timeout 30 srun -N1 -n1 --job-name="dw-$TOKEN" true || die "srun true failed"
+  timeout 30 srun -N1 -n1 --job-name="dw-$TOKEN" true || unavailable "srun true failed"
   run_tune slurm \
     "srun --quiet --job-name=dw-$TOKEN-{device} --oversubscribe -N1 -n1 --export=ALL {exe} worker --device {device}" \
     'jid=$(timeout 10 squeue -h -n "dw-$TOKEN-1" -o %i | head -1); [ -n "$jid" ] && say "scancel $jid (worker 1)" && timeout 10 scancel "$jid"'
@@ -240,7 +245,7 @@ CONF
   local sshcmd="ssh -p $port -i $T/ssh/id -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=$T/ssh/known_hosts -o LogLevel=ERROR 127.0.0.1"
   local ok=0
   for _ in $(seq 50); do timeout 5 $sshcmd true 2>/dev/null && { ok=1; break; }; sleep 0.2; done
-  [ $ok = 1 ] || die "sshd on 127.0.0.1:$port did not accept the key"
+  [ $ok = 1 ] || unavailable "sshd on 127.0.0.1:$port did not accept the key"
   say "ssh: sshd up on 127.0.0.1:$port"
   # The remote side gets no environment from us: its store is set on its
   # command line, as on a real host.
