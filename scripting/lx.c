@@ -169,6 +169,17 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
     lua_error(L);                                             /* raise it */
 }
 
+void lx_check_clock(lua_State *L)
+{
+    lx_state *S = getstate(L);
+    if (S->deadline <= 0 || !(S->time_blown || dt_now() > S->deadline))
+        return;
+    S->time_blown = 1;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1); /* as in the hook: no pcall swallows it */
+    luaL_error(L, "time budget of %f s exceeded (an endless loop or a costly string operation?)",
+               (LUA_NUMBER)S->opts.time_budget);
+}
+
 static void budget_arm(lx_state *S)
 {
     S->budget_blown = 0;

@@ -21,6 +21,13 @@
  * mode. */
 void lx_limits_open(lua_State *L, size_t rep_cap);
 
+/* Raises the time-budget error (and keeps raising it, as the count hook
+ * does) when the current call is past its deadline. The guarded string
+ * functions call it first: they run in C, where the count hook does not
+ * look at the clock, so a loop of costly matches would otherwise run for
+ * as many calls as fit between two hook checks (10,000 instructions). */
+void lx_check_clock(lua_State *L);
+
 /* Creates the metatable that marks tables made from JSON arrays (kept in the
  * registry). Call once per state, in protected mode: raises on memory
  * errors. */

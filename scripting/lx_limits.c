@@ -248,6 +248,7 @@ static int guarded_match(lua_State *L)
     const char *s = luaL_checklstring(L, 1, &n);
     const char *p = luaL_checklstring(L, 2, &pl);
     const char *fname = lua_tostring(L, lua_upvalueindex(2));
+    lx_check_clock(L);
     int plain = strcmp(fname, "find") == 0 && lua_toboolean(L, 4);
     if (!plain)
         check_pattern(L, fname, s, n, p, pl);
@@ -266,6 +267,7 @@ static int guarded_rep(lua_State *L)
     lua_Integer n = luaL_checkinteger(L, 2);
     luaL_optlstring(L, 3, "", &lsep);
     size_t cap = (size_t)lua_tointeger(L, lua_upvalueindex(2));
+    lx_check_clock(L);
     if (n > 0) {
         double total = (double)l * (double)n + (double)lsep * (double)(n - 1);
         if (total > (double)cap) {

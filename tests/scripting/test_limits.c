@@ -311,6 +311,33 @@ Test(limits, a_string_building_loop_should_end_on_the_clock, .timeout = 30)
     lxt_close(&t);
 }
 
+/* Each match below stays under the static bound (about 3e7 steps, a
+ * fraction of a second), but the count hook looks at the clock only every
+ * 10,000 instructions: 200 of them in a loop ran 92 s past a 2 s budget
+ * (found by fuzz_pattern). The guarded functions look at it themselves,
+ * and a pcall cannot swallow the error. */
+Test(limits, a_loop_of_costly_matches_should_end_on_the_clock, .timeout = 120)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "loop.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  local q = '?'\n"
+            "  local s, p = q:rep(63), (q .. q):rep(19) .. '\\nx'\n"
+            "  for i = 1, 200 do pcall(string.find, s, p) end\n"
+            "  data.finished = true\n"
+            "end)\n");
+    double t0 = dt_now();
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    double dt = dt_now() - t0;
+    cr_assert_lt(dt, 30.0, "took %.3f s", dt);
+    cr_assert(strstr(dt_buf_str(&t.errors), "time budget of 2 s exceeded"), "%s",
+              dt_buf_str(&t.errors));
+    cr_assert_null(strstr(out, "finished"), "%s", out);
+    free(out);
+    lxt_close(&t);
+}
+
 Test(limits, string_rep_should_refuse_a_result_over_its_cap)
 {
     lt t;
