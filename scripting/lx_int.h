@@ -16,7 +16,9 @@
 /* Replaces string.find, match, gmatch and gsub with versions that refuse,
  * before matching, a pattern whose backtracking could run far longer than
  * a hook call should (Lua's matcher runs in C, outside the instruction
- * count), and string.rep with one that refuses a result over rep_cap bytes.
+ * count), and string.rep with one that refuses a result over rep_cap bytes;
+ * every other C function of string, table and utf8 looks at the clock
+ * (lx_check_clock) before it runs.
  * Call once per state, after the string library is open, in protected
  * mode. */
 void lx_limits_open(lua_State *L, size_t rep_cap);

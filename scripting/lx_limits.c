@@ -1,6 +1,7 @@
-/* lx_limits.c -- bounds on the string library's C functions, which run
- * outside the instruction count: pattern matching refused when its worst
- * case is too costly for the subject, string.rep capped in size. */
+/* lx_limits.c -- bounds on the libraries' C functions, which run outside
+ * the instruction count: pattern matching refused when its worst case is
+ * too costly for the subject, string.rep capped in size, and every call
+ * into string, table and utf8 preceded by a look at the clock. */
 #include "scripting/lx_int.h"
 
 #include <lauxlib.h>
@@ -286,8 +287,46 @@ static int guarded_rep(lua_State *L)
     return 1;
 }
 
+/* Any other library function: the clock first, then the function (the
+ * closure's upvalue 1). table.sort of a large table or utf8.len of a long
+ * string costs milliseconds in C; a loop of them fits thousands of calls
+ * between two looks of the count hook. */
+static int clocked(lua_State *L)
+{
+    lx_check_clock(L);
+    lua_pushvalue(L, lua_upvalueindex(1)); /* push the library function */
+    lua_insert(L, 1);                      /* put it under the arguments */
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* Wraps every C function of the library table on top of the stack in
+ * clocked; the string library's matchers and rep are replaced after this
+ * by their guarded versions, which look at the clock themselves. */
+static void clock_library(lua_State *L)
+{
+    lua_pushnil(L); /* push the first key */
+    while (lua_next(L, -2) != 0) {
+        /* the stack: library, key, value */
+        if (lua_type(L, -2) == LUA_TSTRING && lua_iscfunction(L, -1)) {
+            lua_pushcclosure(L, clocked, 1); /* wrap the value; pops it */
+            lua_pushvalue(L, -2);            /* push the key */
+            lua_insert(L, -2);               /* key, wrapper */
+            lua_rawset(L, -4);               /* library[key] = wrapper; pops both */
+        } else {
+            lua_pop(L, 1); /* pop the value, keep the key */
+        }
+    }
+}
+
 void lx_limits_open(lua_State *L, size_t rep_cap)
 {
+    static const char *const libs[] = {"string", "table", "utf8"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(libs); i++) {
+        if (lua_getglobal(L, libs[i]) == LUA_TTABLE) /* push the library */
+            clock_library(L);
+        lua_pop(L, 1); /* remove it */
+    }
     static const char *const matchers[] = {"find", "match", "gmatch", "gsub"};
     lua_getglobal(L, "string"); /* push the string library */
     for (size_t i = 0; i < DT_ARRAY_LEN(matchers); i++) {

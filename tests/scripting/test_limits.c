@@ -338,6 +338,32 @@ Test(limits, a_loop_of_costly_matches_should_end_on_the_clock, .timeout = 120)
     lxt_close(&t);
 }
 
+/* The same for the other libraries' C functions: sorting a large table
+ * and measuring a long string cost milliseconds each, about a thousand of
+ * them fit between two looks of the count hook. */
+Test(limits, a_loop_of_costly_library_calls_should_end_on_the_clock, .timeout = 120)
+{
+    lt t;
+    lxt_open(&t, 0, 0, 0);
+    lxt_load(&t, "sort.lua",
+            "ditto.on('tune', 'before', function(data)\n"
+            "  local t = {}\n"
+            "  for i = 1, 200000 do t[i] = (i * 7919) % 200003 end\n"
+            "  local s = string.rep('ab', 4000000)\n"
+            "  for i = 1, 100000 do table.sort(t); utf8.len(s) end\n"
+            "  data.finished = true\n"
+            "end)\n");
+    double t0 = dt_now();
+    char *out = lxt_run(&t, "tune", "before", "{}", NULL);
+    double dt = dt_now() - t0;
+    cr_assert_lt(dt, 30.0, "took %.3f s", dt);
+    cr_assert(strstr(dt_buf_str(&t.errors), "time budget of 2 s exceeded"), "%s",
+              dt_buf_str(&t.errors));
+    cr_assert_null(strstr(out, "finished"), "%s", out);
+    free(out);
+    lxt_close(&t);
+}
+
 Test(limits, string_rep_should_refuse_a_result_over_its_cap)
 {
     lt t;
