@@ -77,13 +77,11 @@ int sp_epilogue_parse(const char *s, sp_epilogue *out)
 
 /* ---- CSR --------------------------------------------------------------- */
 
-sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e)
+int sp_csr_admit(int32_t rows, int32_t cols, int64_t nnz, dt_err *e)
 {
-    if (rows < 0 || cols < 0 || nnz < 0) {
-        dt_err_set(e, "invalid matrix size %d x %d with %lld entries", rows, cols,
-                   (long long)nnz);
-        return NULL;
-    }
+    if (rows < 0 || cols < 0 || nnz < 0)
+        return dt_err_set(e, "invalid matrix size %d x %d with %lld entries", rows, cols,
+                          (long long)nnz);
     /* Admission (issue 37): the arrays, and about as much again for what
      * follows a new matrix (the pattern report, a format built from it),
      * must fit in the memory available now; otherwise the allocation
@@ -99,8 +97,15 @@ sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e)
                    "matrix",
                    rows, cols, (long long)nnz, dt_fmt_bytes(need, n1, sizeof n1),
                    dt_fmt_bytes((double)avail, n2, sizeof n2));
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e)
+{
+    if (sp_csr_admit(rows, cols, nnz, e) != 0)
+        return NULL;
     sp_csr *a = calloc(1, sizeof *a);
     if (a == NULL)
         goto oom;

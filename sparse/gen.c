@@ -1141,6 +1141,11 @@ static sp_csr *gen_block(gen_args g, dt_err *e)
     if (nblocks == 0 && g.nnz > 0)
         nblocks = 1;
     /* nnz <= rows * cols keeps nblocks <= brows * bcols. */
+    /* The matrix's row array and a block's worth of entries must fit before
+     * the block pattern is built: walking 2^31 rows' block pattern ran 100 s
+     * before the final admission refused it. */
+    if (sp_csr_admit(g.rows, g.cols, nblocks, e) != 0)
+        return NULL;
 
     /* A CSR of the block pattern itself, built like a uniform matrix. */
     sp_csr *blk = sp_csr_new(brows, bcols, nblocks, e);
@@ -1410,6 +1415,11 @@ static sp_csr *gen_blockdiag(gen_args g, dt_err *e)
     if (g.val[K_B] != NULL && arg_size(&g, K_B, 1, 4096, &b, e))
         return NULL;
     int64_t bmin = (b + 1) / 2;
+    /* Every row but those of the last, cut block lies in a block of at
+     * least bmin rows: refuse what cannot fit before drawing the block
+     * sizes one by one (2^31 rows of b = 1 were 6 s of draws). */
+    if (sp_csr_admit(g.rows, g.cols, g.rows > b ? (g.rows - b) * bmin : 0, e) != 0)
+        return NULL;
     /* Two passes over the same stream: sizes (for nnz), then the matrix. */
     bits32 bits;
     int64_t nnz = 0;

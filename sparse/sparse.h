@@ -52,6 +52,11 @@ typedef struct sp_csr {
 /* Allocate an uninitialised CSR with room for nnz entries (rowptr zeroed).
  * Returns NULL and sets e when memory is short. */
 sp_csr *sp_csr_new(int32_t rows, int32_t cols, int64_t nnz, dt_err *e);
+/* The admission sp_csr_new applies, alone: 0 when a rows x cols matrix of
+ * nnz entries (its arrays and as much again) fits in the memory available
+ * now, else -1 with e saying so. For generators that would otherwise loop
+ * over rows before they know their nnz. */
+int sp_csr_admit(int32_t rows, int32_t cols, int64_t nnz, dt_err *e);
 void sp_csr_free(sp_csr *a);
 sp_csr *sp_csr_dup(const sp_csr *a, dt_err *e);
 /* Check structural invariants: monotone rowptr, rowptr[rows] == nnz, columns

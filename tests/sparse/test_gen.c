@@ -735,6 +735,30 @@ Test(gen, rmat_whose_indices_are_too_improbable_should_stop_and_say_so, .timeout
 /* Found by fuzz_gen: the band's entry count was a loop over rows, asked
  * about 31 times by the nnz search, so 2^31 rows took minutes before the
  * memory admission refused the matrix. Now it is closed-form. */
+/* Found by fuzz_gen (run 4): both walked 2^31 rows (6 s and 100 s in the
+ * release build) before the admission of the matrix refused it. */
+Test(gen, huge_block_matrices_should_be_refused_before_any_walk_over_rows, .timeout = 30)
+{
+    setenv("DITTO_MEM_AVAILABLE", "16M", 1);
+    dt_err e = {0};
+    double t0 = dt_now();
+    sp_csr *a = sp_generate("gen:blockdiag:rows=2147483647,b=1", &e);
+    cr_assert_null(a);
+    cr_expect(strstr(e.msg, "16.0 MB is available"), "%s", e.msg);
+    a = sp_generate("gen:block:rows=2147483647,nnz=3000000", &e);
+    cr_assert_null(a);
+    cr_expect(strstr(e.msg, "16.0 MB is available"), "%s", e.msg);
+    cr_expect_lt(dt_now() - t0, 2.0, "refused before walking the rows");
+    /* what fits is still built */
+    a = sp_generate("gen:blockdiag:rows=1000,b=8", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr_free(a);
+    a = sp_generate("gen:block:rows=1000,nnz=8000", &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr_free(a);
+    unsetenv("DITTO_MEM_AVAILABLE");
+}
+
 Test(gen, a_huge_band_should_be_refused_at_once, .timeout = 30)
 {
     setenv("DITTO_MEM_AVAILABLE", "16M", 1);
