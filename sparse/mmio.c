@@ -834,6 +834,8 @@ static int entry_index(rd *r, const char **pp, const char *end, const char *what
  * then unchanged). */
 static sp_csr *coo_take_sorted(sp_coo *c, dt_err *e)
 {
+    if (sp_csr_admit(c->rows, c->cols, c->nnz, e) != 0)
+        return NULL;
     sp_csr *a = calloc(1, sizeof *a);
     int64_t *rowptr = calloc((size_t)c->rows + 1, sizeof *rowptr);
     if (a == NULL || rowptr == NULL) {
@@ -881,6 +883,13 @@ sp_csr *sp_mm_read_stream(FILE *f, const char *name, const sp_read_opts *o, dt_e
     int64_t bound = r.remaining >= 0 ? (r.remaining / 4 + 1) * (mirror ? 2 : 1) : (1 << 16);
     if (cap > bound)
         cap = bound;
+    /* The rows alone can be past the memory (a three-line file declaring
+     * 2^31 rows grew to 23 GB before the system killed it): admit the
+     * matrix as sp_csr_new would, before reading its entries. */
+    if (sp_csr_admit((int32_t)h.rows, (int32_t)h.cols, cap, e) != 0) {
+        dt_err_prefix(e, "%s:%lld", r.name, (long long)h.size_line);
+        goto fail;
+    }
     c = sp_coo_new((int32_t)h.rows, (int32_t)h.cols, cap, e);
     if (c == NULL) {
         dt_err_prefix(e, "%s", r.name);

@@ -1063,3 +1063,31 @@ Test(mmio, fast_and_line_by_line_entries_should_read_the_same_and_fail_the_same)
     tu_rmtree(dir);
     free(dir);
 }
+
+/* A three-line file declaring 2^31 - 1 rows: its sorted entries took the
+ * path that skipped the admission, which callocs and walks the row array
+ * (16 GB: the system killed ditto after 190 s). Now the header's sizes are
+ * admitted before any entry is read, whichever path follows. */
+Test(mmio, a_header_declaring_more_rows_than_memory_should_be_refused_before_the_entries)
+{
+    setenv("DITTO_MEM_AVAILABLE", "16M", 1);
+    static const char *const files[] = {
+        "%%MatrixMarket matrix coordinate real general\n2147483647 2147483647 1\n1 1 1.0\n",
+        "%%MatrixMarket matrix coordinate real general\n134217728 4 2\n1 1 1.0\n2 2 1.0\n",
+        "%%MatrixMarket matrix coordinate pattern symmetric\n134217728 134217728 1\n2 1\n",
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(files); i++) {
+        dt_err e = {0};
+        sp_csr *a = mm_text(files[i], NULL, &e);
+        cr_expect_null(a, "file %zu was read", i);
+        sp_csr_free(a);
+        cr_expect(strstr(e.msg, "m.mtx:2: a "), "%s", e.msg);
+        cr_expect(strstr(e.msg, "16.0 MB is available"), "%s", e.msg);
+    }
+    /* a small one still reads under the same limit */
+    dt_err e = {0};
+    sp_csr *a = mm_text("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 2.0\n", NULL, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sp_csr_free(a);
+    unsetenv("DITTO_MEM_AVAILABLE");
+}
