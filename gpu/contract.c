@@ -480,8 +480,34 @@ static const dt_schema dims_s = {.type = DT_SCHEMA_ARR,
                                  .max_len = 3,
                                  .items = &expr_s,
                                  .what = "an array of 1 to 3 expressions"};
-static const dt_schema entry_s = {
-    .type = DT_SCHEMA_STR, .min_len = 1, .what = "the kernel's extern \"C\" name"};
+/* The entry is written as C by `ditto export` (the harness's launch and a
+ * #define), so it must be a name: an identifier, or a name expression of
+ * identifiers, numbers, `::`, commas and balanced <> (k<256>,
+ * ns::spmv<float, 4>); no parenthesis, brace, semicolon or quote that a
+ * session file could use to put code there. */
+static int ident_ok(const cJSON *v)
+{
+    const char *p = v->valuestring;
+    if (!(isalpha((unsigned char)*p) || *p == '_'))
+        return 0;
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '<')
+            depth++;
+        else if (*p == '>' && --depth < 0)
+            return 0;
+        else if (!(isalnum((unsigned char)*p) || *p == '_' || *p == ':' || *p == ',' ||
+                   *p == ' ' || *p == '<' || *p == '>'))
+            return 0;
+    }
+    return depth == 0;
+}
+
+static const dt_schema entry_s = {.type = DT_SCHEMA_STR,
+                                  .min_len = 1,
+                                  .max_len = 256,
+                                  .valid = ident_ok,
+                                  .what = "the kernel's name (an identifier or a name expression such as k<256>)"};
 static const char *const op_names[] = {"spmv", "spmm", "sddmm", NULL};
 static const dt_schema op_s = {.type = DT_SCHEMA_STR, .choices = op_names};
 static const dt_schema param_s = {

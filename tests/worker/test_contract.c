@@ -97,8 +97,8 @@ Test(contract, every_contract_problem_should_be_reported)
     gpu_contract c;
     dt_err e = {0};
     cr_assert_eq(gpu_contract_parse(j, &c, &e), -1);
-    cr_assert(strstr(e.msg, "launch contract: $.entry: expected the kernel's extern \"C\" name, "
-                            "got nothing; "),
+    cr_assert(strstr(e.msg, "launch contract: $.entry: expected the kernel's name (an identifier or "
+                            "a name expression such as k<256>), got nothing; "),
               "%s", e.msg);
     cr_assert(strstr(e.msg, "$.op: expected one of spmv, spmm, sddmm, got \"spgemm\"; "), "%s",
               e.msg);
@@ -114,6 +114,43 @@ Test(contract, every_contract_problem_should_be_reported)
     cJSON_Delete(j);
     cr_assert_eq(gpu_contract_from_source("__global__ void k(){}", &c, &e), -1);
     cr_assert(strstr(e.msg, "no launch contract"), "%s", e.msg);
+}
+
+/* `ditto export` writes the entry into the harness as C: a session file
+ * whose contract names anything but an identifier could put code there. */
+Test(contract, an_entry_that_is_not_a_c_identifier_should_be_refused)
+{
+    static const char *const bad[] = {"k<<<1, 1>>>(); } int main() { return system(0); }",
+                                      "9k", "k;", "k<2>>(", "k<<2>", "\u00e9t\u00e9", "k/*"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(bad); i++) {
+        char *text = dt_xasprintf(
+            "{\"entry\": \"%s\", \"op\": \"spmv\", \"params\": [\"rows\"], \"block\": [\"256\"], "
+            "\"grid\": [\"cdiv(rows, 256)\"]}",
+            bad[i]);
+        cJSON *j = cJSON_Parse(text);
+        cr_assert_not_null(j, "%s", text);
+        gpu_contract c;
+        dt_err e = {0};
+        cr_expect_eq(gpu_contract_parse(j, &c, &e), -1, "accepted entry %s", bad[i]);
+        cr_expect(strstr(e.msg, "$.entry: expected the kernel's name (an identifier or a name "
+                                "expression such as k<256>)"),
+                  "%s", e.msg);
+        cJSON_Delete(j);
+        free(text);
+    }
+    static const char *const good[] = {"_spmv_k2", "spmv_t<float, 4>", "ns::k<2>"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(good); i++) {
+        char *text = dt_xasprintf("{\"entry\": \"%s\", \"op\": \"spmv\", \"params\": [\"rows\"], "
+                                  "\"block\": [\"256\"], \"grid\": [\"cdiv(rows, 256)\"]}",
+                                  good[i]);
+        cJSON *j = cJSON_Parse(text);
+        gpu_contract c;
+        dt_err e = {0};
+        cr_expect_eq(gpu_contract_parse(j, &c, &e), 0, "%s: %s", good[i], e.msg);
+        gpu_contract_clear(&c);
+        cJSON_Delete(j);
+        free(text);
+    }
 }
 
 Test(contract, manifests_should_give_defaults_and_check_values_and_constraints)
