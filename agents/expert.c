@@ -62,7 +62,8 @@ cJSON *ag_features(const cJSON *rep, const sp_spec *spec)
 typedef struct tmpl {
     char *path;     /* "kernels/spmv_csr_thread.cu" (relative to the share folder) */
     gpu_manifest m;
-    int max_values; /* its contract's requires.max_values, -1 when none */
+    int max_values;  /* its contract's requires.max_values, -1 when none */
+    double max_fill; /* its contract's requires.max_fill, -1 when none */
 } tmpl;
 
 static int load_templates(const sp_spec *spec, tmpl **out, int *n, dt_err *e)
@@ -98,9 +99,11 @@ static int load_templates(const sp_spec *spec, tmpl **out, int *n, dt_err *e)
                 (*out)[*n].path = dt_xasprintf("kernels/%s", de->d_name);
                 (*out)[*n].m = m;
                 (*out)[*n].max_values = -1;
+                (*out)[*n].max_fill = -1;
                 gpu_contract c;
                 if (gpu_contract_from_source(src, &c, NULL) == 0) {
                     (*out)[*n].max_values = dt_json_int(c.requires, "max_values", -1);
+                    (*out)[*n].max_fill = dt_json_num(c.requires, "max_fill", -1);
                     gpu_contract_clear(&c);
                 }
                 (*n)++;
@@ -177,11 +180,18 @@ cJSON *ag_rank_templates(const cJSON *report, const sp_spec *spec, const char *c
     int nc = 0, nfire = 0;
     const cJSON **fire = firing_rules(rules, &nfire);
     double nvals = dt_json_num(features, "distinct_values", SP_DISTINCT_CAP + 1);
+    double frows = dt_json_num(features, "rows", 0), fnnz = dt_json_num(features, "nnz", 0);
+    double fmax = dt_json_num(features, "row_max", 0);
     for (int i = 0; i < nt; i++) {
         gpu_manifest *m = &ts[i].m;
-        /* A template whose contract refuses the matrix is no candidate: a
-         * value dictionary on a matrix of more values than it holds. */
+        /* A template whose contract refuses the matrix is no candidate (the
+         * worker would refuse every variant, and the case would tune one
+         * strategy fewer): a value dictionary on a matrix of more values
+         * than it holds; rows padded to the longest (ELL) past the slots per
+         * nonzero its contract allows, a bound that replication keeps. */
         if (ts[i].max_values >= 0 && nvals > ts[i].max_values)
+            continue;
+        if (ts[i].max_fill >= 0 && frows * fmax > ts[i].max_fill * (fnnz > 0 ? fnnz : 1))
             continue;
         cJSON *c = dt_json_obj();
         dt_json_set_str(c, "strategy", m->strategy);

@@ -178,3 +178,45 @@ Test(select, arrowhead_and_power_law_rankings_should_always_hold_a_safe_strategy
     for (size_t i = 0; i < DT_ARRAY_LEN(sources); i++)
         every_cut_should_hold_a_safe_strategy(sources[i]);
 }
+
+/* Whether `strategy` is anywhere in the ranking of `source` for op. */
+static int ranked_anywhere(const char *source, sp_op op, int n, const char *strategy)
+{
+    dt_err e = {0};
+    sp_csr *a = sp_load(source, NULL, &e);
+    cr_assert_not_null(a, "%s: %s", source, e.msg);
+    sp_report r;
+    cr_assert_eq(sp_report_compute(a, n, n, &r, &e), 0, "%s", e.msg);
+    cJSON *rep = sp_report_json(&r);
+    sp_spec spec;
+    sp_spec_init(&spec);
+    spec.op = op;
+    spec.dtype = SP_FP32;
+    spec.n = n;
+    cJSON *ranked = ag_rank_templates(rep, &spec, "9.0", NULL, &e);
+    cr_assert_not_null(ranked, "%s: %s", source, e.msg);
+    int found = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, ranked)
+        found |= dt_streq(dt_json_str(x, "strategy", ""), strategy);
+    cJSON_Delete(ranked);
+    cJSON_Delete(rep);
+    sp_spec_clear(&spec);
+    sp_csr_free(a);
+    return found;
+}
+
+/* The ELL templates' contracts refuse more than 4 slots per nonzero once
+ * rows are padded to the longest: a matrix with a hub row must not spend a
+ * candidate's place on them (the worker would refuse every variant). */
+Test(select, a_template_whose_padding_the_contract_refuses_should_not_be_ranked)
+{
+    const char *hub = "gen:arrow:rows=300,nnz=1400,hubs=1";
+    const char *even = "gen:stencil5:rows=400";
+    cr_expect(!ranked_anywhere(hub, SP_SPMV, 1, "ell-baked"), "ell-baked ranked on %s", hub);
+    cr_expect(!ranked_anywhere(hub, SP_SPMM, 32, "ell-baked-spmm"), "ell-baked-spmm ranked on %s",
+              hub);
+    cr_expect(ranked_anywhere(even, SP_SPMV, 1, "ell-baked"), "ell-baked missing on %s", even);
+    cr_expect(ranked_anywhere(even, SP_SPMM, 32, "ell-baked-spmm"), "ell-baked-spmm missing on %s",
+              even);
+}
