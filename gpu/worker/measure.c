@@ -42,6 +42,7 @@ typedef struct observe {
     double check_p;
     long samples, checked;
     int failed;
+    int check_fmt; /* re-hash the format after timing (a full measure, or a small format) */
     char msg[512];
     unsigned char *raw, *unt;
     double *got;
@@ -279,7 +280,47 @@ static int observe_final(observe *ob, dt_err *e)
         e->code = wk_from_dev(e->code);
         return -1;
     }
-    return observe_check(ob, "after timing: a verification launch on the timed module", e);
+    if (observe_check(ob, "after timing: a verification launch on the timed module", e) != 0 ||
+        ob->failed)
+        return ob->failed ? 0 : -1;
+    /* What timing left behind: the matrix's format arrays as built (a kernel
+     * may not convert its format in place while timed, where verification
+     * would not see it), and the guards around the operands unchanged (an
+     * out-of-bounds write, or state stashed past a buffer, during timing). */
+    const char *which = NULL;
+    /* the format as built, then each copy the paired rounds timed it at */
+    for (int j = -1; ob->check_fmt && which == NULL && j < ob->in->nmoved_fmt; j++)
+        if (dev_fmt_changed(j < 0 ? ob->in->fmt : ob->in->moved_fmt[j], &which, e) != 0) {
+            e->code = wk_from_dev(e->code);
+            return -1;
+        }
+    if (which != NULL) {
+        ob->failed = 1;
+        ob->in->fmt_dirty = 1;
+        snprintf(ob->msg, sizeof ob->msg,
+                 "after timing: the kernel changed its format array '%s' while timed (the "
+                 "matrix's arrays are read-only; a conversion belongs in the format's "
+                 "preprocessing, which is reported apart)",
+                 which);
+        return 0;
+    }
+    static const char *const gnames[4][3] = {
+        {"x", "B", "A"}, {"-", "-", "Bt"}, {"y", "C", "out"}, {"bias", "bias", "bias"}};
+    int op = ob->p->op;
+    const char *names[4] = {gnames[0][op], gnames[1][op], gnames[2][op], gnames[3][op]};
+    int before = 0;
+    if (run_guards_intact(ob->in, names, &which, &before, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    if (which != NULL) {
+        ob->failed = 1;
+        snprintf(ob->msg, sizeof ob->msg,
+                 "after timing: the %d bytes of guard %s '%s' changed while timed: an "
+                 "out-of-bounds write",
+                 WK_GUARD, before ? "before the start of" : "past the end of", which);
+    }
+    return 0;
 }
 
 void run_stats_into(cJSON *o, const char *key, const dev_stats *s)
@@ -396,6 +437,14 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     }
     if (!observed)
         memset(&ob, 0, sizeof ob);
+    if (observed) {
+        /* Re-hashing a large format after every quick timing would cost the
+         * tuner more than the timing; a full measure always does it. */
+        double fmt_bytes = 0;
+        for (int i = 0; i < in.fmt->narr; i++)
+            fmt_bytes += (double)in.fmt->arr[i].bytes;
+        ob.check_fmt = !fast || fmt_bytes <= 64.0 * 1048576.0;
+    }
     dev_observer dob = {observe_prep, observe_refill, observe_after, &ob};
     const dev_observer *obs = observed ? &dob : NULL;
     launch_ud lu = {&in, &kn.contract, observed ? &ob : NULL};

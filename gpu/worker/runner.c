@@ -935,6 +935,7 @@ int run_instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_ke
         return -1;
     }
     if (m != NULL) {
+        in->m = m;
         in->av = run_matrix_rounded(m, p->dtype, e);
         in->fmt = in->av ? run_matrix_fmt(m, c->format, fparams, p->dtype, e) : NULL;
     } else {
@@ -1010,8 +1011,25 @@ fail:
     return -1;
 }
 
+/* Drop a format a kernel changed from the matrix's cache, so that the next
+ * request builds it again instead of running on what the kernel left. */
+static void matrix_fmt_forget(wk_matrix *m, const dev_fmt *f)
+{
+    for (int i = 0; i < m->nfmts; i++) {
+        if (m->fmts[i] == f) {
+            dev_fmt_free(m->fmts[i]);
+            free(m->fmts[i]);
+            memmove(&m->fmts[i], &m->fmts[i + 1], (size_t)(m->nfmts - i - 1) * sizeof m->fmts[0]);
+            m->nfmts--;
+            return;
+        }
+    }
+}
+
 void run_instance_release(instance *in, int owns_values)
 {
+    if (in->fmt_dirty && !in->owns_fmt && in->m != NULL && in->fmt != NULL)
+        matrix_fmt_forget(in->m, in->fmt);
     if (owns_values)
         free((double *)in->av);
     in->av = NULL;

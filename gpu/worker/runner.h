@@ -41,6 +41,8 @@ typedef struct instance {
     const dev_fmt *fmt; /* borrowed (cached) or owned */
     dev_fmt own_fmt;
     int owns_fmt;
+    struct wk_matrix *m; /* whose cache lent fmt (NULL: owned) */
+    int fmt_dirty;       /* the kernel changed fmt: the cache drops it at release */
     gpu_cubin *cubin;
     dev_kernel k;
     int loaded;

@@ -338,8 +338,10 @@ static int inputs_unchanged(instance *in, const wk_problem *p, const operands *o
         e->code = wk_from_dev(e->code);
         return -1;
     }
-    if (*which != NULL)
+    if (*which != NULL) {
+        in->fmt_dirty = 1;
         return 0;
+    }
     size_t es = in->esize;
     struct {
         const dev_buf *b;

@@ -109,6 +109,9 @@ static const cheat cheats[] = {
           OUTPUT_CHECKS),
     CHEAT("prev_out_sddmm.cu", "sddmm", "fp32", UNIFORM, 32, NULL, 0, 0,
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
+    /* 19: its format rewritten in place while timed, the outputs right */
+    CHEAT("format_rewrite_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
+          "changed its format array"),
 };
 
 /* The library template that must pass each op's problems. */
@@ -401,7 +404,8 @@ static void expect_caught(const char *file)
     X(threshold_spmv)                                                                              \
     X(scratch_memo_spmv)                                                                           \
     X(half_cols_spmm)                                                                              \
-    X(prev_out_sddmm)
+    X(prev_out_sddmm)                                                                              \
+    X(format_rewrite_spmv)
 
 #define CHEAT_TEST(NAME)                                                                           \
     Test(adversarial, NAME##_should_be_caught, .timeout = 300)                                     \
@@ -467,6 +471,38 @@ Test(adversarial, the_spmm_template_should_pass_the_same_problems, .timeout = 30
 Test(adversarial, the_sddmm_template_should_pass_the_same_problems, .timeout = 300)
 {
     expect_honest_pass("sddmm");
+}
+
+/* A kernel that changed its format (caught) must not leave the change in
+ * the worker's cache of the matrix's formats: the library template, next
+ * on the same worker and matrix, must verify and measure as on a fresh one. */
+Test(adversarial, a_format_a_caught_kernel_changed_should_be_rebuilt_for_the_next_request,
+     .timeout = 300)
+{
+    const cheat *c = find_cheat("format_rewrite_spmv.cu");
+    fixture f = open_pool();
+    load(&f, c->matrix);
+    cJSON *v = call(&f, "verify", c, "tests/gpu/adversarial/format_rewrite_spmv.cu");
+    cr_assert(dt_json_bool(v, "passed", 0), "the cheat must pass the battery to get timed");
+    cJSON_Delete(v);
+    cJSON *m = call(&f, "measure", c, "tests/gpu/adversarial/format_rewrite_spmv.cu");
+    char *ms = cJSON_Print(m);
+    cr_assert(strstr(ms, "changed its format array") != NULL, "measure: %s", ms);
+    free(ms);
+    cJSON_Delete(m);
+    const char *tpl = honest_template(c->op);
+    v = call(&f, "verify", c, tpl);
+    char *vs = cJSON_Print(v);
+    cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "%s after the cheat: %s",
+              tpl, vs);
+    free(vs);
+    cJSON_Delete(v);
+    m = call(&f, "measure", c, tpl);
+    ms = cJSON_Print(m);
+    cr_expect(dt_json_bool(m, "ok", 0), "%s after the cheat: measure: %s", tpl, ms);
+    free(ms);
+    cJSON_Delete(m);
+    close_pool(&f);
 }
 
 /* ---- without a GPU: the table and the kernels themselves ------------------ */
