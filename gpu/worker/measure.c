@@ -207,10 +207,23 @@ static int observe_prep(void *ud, CUstream s, unsigned sample, dt_err *e)
     return 0;
 }
 
+/* Before every launch of a graph sample (a node of the graph, timed again
+ * alone and subtracted): the output refilled, and a "once" scratch zeroed.
+ * The launches of one sample share their inputs, so state a kernel left in
+ * its scratch -- an answer memoised on the whole of x, say, right every
+ * time -- would let every launch after the first skip the work; zeroed, the
+ * scratch holds nothing from the launch before. A kernel that keeps its
+ * promise leaves it zeroed anyway (counters), or writes before it reads. */
 static int observe_refill(void *ud, CUstream s, dt_err *e)
 {
     observe *ob = ud;
-    return obs_copy(ob->live[2], ob->fill.ptr, ob->nout * ob->in->esize, s, e);
+    instance *in = ob->in;
+    if (obs_copy(ob->live[2], ob->fill.ptr, ob->nout * in->esize, s, e) != 0)
+        return -1;
+    if (in->k.scratch_bytes && ob->c->scratch_once && in->scratch.ptr)
+        return dev_check(CU(cuMemsetD8Async)(in->scratch.ptr, 0, in->scratch.bytes, s),
+                         "clearing the scratch", e);
+    return 0;
 }
 
 /* Check the output now in the operands against set k's reference; 0 with
@@ -276,6 +289,9 @@ static int observe_final(observe *ob, dt_err *e)
         obs_copy(ob->live[1], ob->in2[0].ptr, o->nin2 * es, s, e) != 0 ||
         obs_copy(ob->in->bias.ptr, ob->bias[0].ptr, (size_t)ob->in->a->rows * es, s, e) != 0 ||
         obs_copy(ob->live[2], init->ptr, ob->nout * es, s, e) != 0 ||
+        (ob->in->k.scratch_bytes && ob->c->scratch_once && ob->in->scratch.ptr &&
+         dev_check(CU(cuMemsetD8Async)(ob->in->scratch.ptr, 0, ob->in->scratch.bytes, s),
+                   "clearing the scratch", e) != 0) ||
         dev_launch(&ob->in->k, ob->c, &ob->in->bind, s, e) != 0 || dev_sync(e) != 0) {
         e->code = wk_from_dev(e->code);
         return -1;

@@ -111,7 +111,7 @@ static const cheat cheats[] = {
           "no state kept across launches", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 19: its format rewritten in place while timed, the outputs right */
     CHEAT("format_rewrite_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
-          "changed its format array"),
+          "changed its format array", "inputs unchanged"),
 };
 
 /* The library template that must pass each op's problems. */
@@ -482,23 +482,31 @@ Test(adversarial, a_format_a_caught_kernel_changed_should_be_rebuilt_for_the_nex
     const cheat *c = find_cheat("format_rewrite_spmv.cu");
     fixture f = open_pool();
     load(&f, c->matrix);
+    /* Caught in the battery (its coin fell there) or in timing, either way
+     * the cached format was changed. */
     cJSON *v = call(&f, "verify", c, "tests/gpu/adversarial/format_rewrite_spmv.cu");
-    cr_assert(dt_json_bool(v, "passed", 0), "the cheat must pass the battery to get timed");
+    char *vs = cJSON_Print(v);
+    int in_battery = !dt_json_bool(v, "passed", 0);
+    if (in_battery)
+        cr_assert(strstr(vs, "inputs unchanged") != NULL, "verify: %s", vs);
+    free(vs);
     cJSON_Delete(v);
-    cJSON *m = call(&f, "measure", c, "tests/gpu/adversarial/format_rewrite_spmv.cu");
-    char *ms = cJSON_Print(m);
-    cr_assert(strstr(ms, "changed its format array") != NULL, "measure: %s", ms);
-    free(ms);
-    cJSON_Delete(m);
+    if (!in_battery) {
+        cJSON *m = call(&f, "measure", c, "tests/gpu/adversarial/format_rewrite_spmv.cu");
+        char *ms = cJSON_Print(m);
+        cr_assert(strstr(ms, "changed its format array") != NULL, "measure: %s", ms);
+        free(ms);
+        cJSON_Delete(m);
+    }
     const char *tpl = honest_template(c->op);
     v = call(&f, "verify", c, tpl);
-    char *vs = cJSON_Print(v);
+    vs = cJSON_Print(v);
     cr_expect(dt_json_bool(v, "ok", 0) && dt_json_bool(v, "passed", 0), "%s after the cheat: %s",
               tpl, vs);
     free(vs);
     cJSON_Delete(v);
-    m = call(&f, "measure", c, tpl);
-    ms = cJSON_Print(m);
+    cJSON *m = call(&f, "measure", c, tpl);
+    char *ms = cJSON_Print(m);
     cr_expect(dt_json_bool(m, "ok", 0), "%s after the cheat: measure: %s", tpl, ms);
     free(ms);
     cJSON_Delete(m);

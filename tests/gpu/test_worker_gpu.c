@@ -746,6 +746,37 @@ Test(worker_gpu, a_kernel_that_leaves_its_scratch_dirty_should_fail_only_without
     close_pool(&f);
 }
 
+/* Under graph replay the 50 launches of a sample share their inputs: a
+ * "once" scratch must be zeroed before each of them, or state one launch
+ * leaves (a memo keyed on the whole input would be right every time) carries
+ * to the next. counter.cu adds the launches it has seen on its scratch to
+ * every output: measured (without the battery, which fails it) it must be
+ * right in every checked timed launch. */
+Test(worker_gpu, a_once_scratch_should_be_zeroed_before_every_launch_of_a_graph_sample,
+     .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=5000,nnz=50000");
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", "measure");
+    dt_json_set_str(r, "matrix", "m");
+    dt_json_set_str(r, "op", "spmv");
+    dt_json_set_str(r, "dtype", "fp32");
+    dt_json_set_int(r, "min_runs", 20);
+    dt_json_set_bool(r, "baseline", 0);
+    dt_json_set_take(r, "kernel", kernel_obj("tests/gpu/kernels/counter.cu"));
+    cJSON *m = gpu_pool_call(f.pool, r, 0);
+    char *s = cJSON_Print(m);
+    cr_assert(dt_json_bool(m, "ok", 0), "%s", s);
+    cr_expect_str_eq(dt_json_str(m, "method", ""), "graph", "%s", s);
+    const cJSON *tc = cJSON_GetObjectItem(m, "timed_checks");
+    cr_expect(dt_json_bool(tc, "passed", 0), "%s", s);
+    cr_expect_gt(dt_json_int(tc, "checked", 0), 0, "%s", s);
+    free(s);
+    cJSON_Delete(m);
+    close_pool(&f);
+}
+
 Test(worker_gpu, metrics_should_come_back_or_say_why, .timeout = 300)
 {
     fixture f = open_pool();
