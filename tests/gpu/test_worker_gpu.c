@@ -777,6 +777,35 @@ Test(worker_gpu, a_once_scratch_should_be_zeroed_before_every_launch_of_a_graph_
     close_pool(&f);
 }
 
+/* An output past 8 MiB is checked in full in a share of the samples and spot
+ * checked in the others: an honest kernel passes both, and the spot checks
+ * run (SpMM N = 128 on 262,144 rows: a 128 MiB output, 1 sample in 16 in
+ * full). */
+Test(worker_gpu, a_large_output_should_be_spot_checked_in_the_other_samples, .timeout = 300)
+{
+    fixture f = open_pool();
+    load(&f, "gen:uniform:rows=262144,nnz=2600000");
+    cJSON *r = cJSON_CreateObject();
+    dt_json_set_str(r, "req", "measure");
+    dt_json_set_str(r, "matrix", "m");
+    dt_json_set_str(r, "op", "spmm");
+    dt_json_set_str(r, "dtype", "fp32");
+    dt_json_set_int(r, "n", 128);
+    dt_json_set_int(r, "min_runs", 20);
+    dt_json_set_bool(r, "baseline", 0);
+    dt_json_set_take(r, "kernel", kernel_obj("kernels/spmm_csr_warp.cu"));
+    cJSON *m = gpu_pool_call(f.pool, r, 0);
+    char *s = cJSON_Print(m);
+    cr_assert(dt_json_bool(m, "ok", 0), "%s", s);
+    const cJSON *tc = cJSON_GetObjectItem(m, "timed_checks");
+    cr_expect(dt_json_bool(tc, "passed", 0), "%s", s);
+    cr_expect_gt(dt_json_int(tc, "spot_checked", 0), 0, "%s", s);
+    cr_expect_gt(dt_json_int(tc, "checked", 0), 0, "%s", s);
+    free(s);
+    cJSON_Delete(m);
+    close_pool(&f);
+}
+
 Test(worker_gpu, metrics_should_come_back_or_say_why, .timeout = 300)
 {
     fixture f = open_pool();
