@@ -103,7 +103,7 @@ static const cheat cheats[] = {
     CHEAT("threshold_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 1, "(alpha "),
     /* 17: state in a "once" scratch */
     CHEAT("scratch_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0, "no cached answers",
-          TIMING_CHECKS, OUTPUT_CHECKS),
+          "deterministic", TIMING_CHECKS, OUTPUT_CHECKS),
     /* 18: half the columns unless poisoned; the previous launch's output */
     CHEAT("half_cols_spmm.cu", "spmm", "fp32", UNIFORM, 32, NULL, 0, 0, TIMING_CHECKS,
           OUTPUT_CHECKS),

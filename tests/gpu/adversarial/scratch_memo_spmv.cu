@@ -6,7 +6,10 @@
  * x there, and copies the outputs back when the four values match again.
  * Must be caught by: the battery's set 1, which equals set 0 but for about
  * one x value in 64, so the four keys mostly match and the memo replays a
- * wrong answer ("matches the fp64 reference", "no cached answers"); in
+ * wrong answer ("matches the fp64 reference", "no cached answers"); with
+ * some verify seeds (they order the sets and runs) the determinism check
+ * sees it first, a replayed run differing from a computed one
+ * ("deterministic"); in
  * timing the worker zeroes a "once" scratch before every sample and checks
  * the outputs ("timed launch" / "after timing:"). */
 /*@contract
