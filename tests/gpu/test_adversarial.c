@@ -417,6 +417,45 @@ CHEAT_TESTS(CHEAT_TEST)
 #define CHEAT_FILE(NAME) #NAME ".cu",
 static const char *tested[] = {CHEAT_TESTS(CHEAT_FILE)};
 
+/* The order of the battery's sets follows the verify seed; a memo keyed on
+ * a few inputs must be caught by set 1 in every order (set 1's unchecked
+ * launches run on set 0's inputs). Twelve seeds give each of the six orders
+ * of three sets with probability 1 - (5/6)^12 = 0.89 and, more to the point,
+ * any one seed that lets it through fails. No edge or fresh-values pass: the
+ * main battery alone must see it. */
+Test(adversarial, a_scratch_memo_should_be_caught_by_set_1_whatever_order_the_seed_gives,
+     .timeout = 300)
+{
+    const cheat *c = find_cheat("scratch_memo_spmv.cu");
+    fixture f = open_pool();
+    load(&f, c->matrix);
+    for (int seed = 1; seed <= 12; seed++) {
+        cJSON *r = cJSON_CreateObject();
+        dt_json_set_str(r, "req", "verify");
+        dt_json_set_str(r, "matrix", "m");
+        dt_json_set_str(r, "op", c->op);
+        dt_json_set_str(r, "dtype", c->dtype);
+        dt_json_set_int(r, "seed", seed * 7919);
+        dt_json_set_bool(r, "edge", 0);
+        dt_json_set_bool(r, "fresh", 0);
+        dt_json_set_take(r, "kernel", kernel_obj("tests/gpu/adversarial/scratch_memo_spmv.cu"));
+        cJSON *v = gpu_pool_call(f.pool, r, 150);
+        int set1_failed = 0;
+        const cJSON *ck;
+        cJSON_ArrayForEach(ck, cJSON_GetObjectItem(v, "checks"))
+        {
+            if (strcmp(dt_json_str(ck, "name", ""), "set 1: matches the fp64 reference") == 0)
+                set1_failed = !dt_json_bool(ck, "passed", 1);
+        }
+        char *vs = cJSON_Print(v);
+        cr_expect(dt_json_bool(v, "ok", 0) && !dt_json_bool(v, "passed", 1) && set1_failed,
+                  "seed %d: the memo was not caught by set 1: %s", seed * 7919, vs);
+        free(vs);
+        cJSON_Delete(v);
+    }
+    close_pool(&f);
+}
+
 /* The op's library template on every distinct problem (matrix, dtype, n,
  * epilogue) the table gives that op: verify passes and measure answers. */
 static void expect_honest_pass(const char *op)
