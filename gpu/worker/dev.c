@@ -3,6 +3,7 @@
 #include "gpu/worker/dev.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +120,21 @@ void dev_open(int index, dev_info *info)
 
 /* ---- buffers ---- */
 
+/* The slack of an allocation of `bytes`: from the end of the bytes asked
+ * for (16 for none) to the end of its pages, at least DEV_SLACK_MIN. */
+static size_t slack_end(size_t bytes)
+{
+    size_t want = bytes ? bytes : 16;
+    return (want + DEV_SLACK_MIN + DEV_SLACK_PAGE - 1) / DEV_SLACK_PAGE * DEV_SLACK_PAGE;
+}
+
+/* Every allocation takes whole DEV_SLACK_PAGE pages and its slack (the rest
+ * of them) holds DEV_SLACK_BYTE up to the first 4-byte boundary, then
+ * DEV_SLACK_WORD: a kernel that keeps state past the end of a buffer --
+ * beyond the guards, where the driver's rounding would leave memory nobody
+ * looks at -- changes it, and dev_slack_changed sees that. The word is a
+ * NaN as fp32, as both fp16 halves and as fp64, so a read there poisons a
+ * result too. The fill is on the worker's stream, ahead of any use. */
 int dev_alloc(dev_buf *b, size_t bytes, dt_err *e)
 {
     b->ptr = 0;
@@ -128,9 +144,64 @@ int dev_alloc(dev_buf *b, size_t bytes, dt_err *e)
             e->code = DEV_ENODEV;
         return dt_err_set(e, "no device");
     }
+    if (bytes > SIZE_MAX / 2) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "cuMemAlloc: %zu bytes is more than any device holds", bytes);
+    }
     /* Zero-byte arrays (an empty matrix) still get a valid pointer so that
      * kernels can be launched on them. */
-    return dev_check(CU(cuMemAlloc)(&b->ptr, bytes ? bytes : 16), "cuMemAlloc", e);
+    size_t want = bytes ? bytes : 16, used = (want + 3) & ~(size_t)3, end = slack_end(bytes);
+    if (dev_check(CU(cuMemAlloc)(&b->ptr, end), "cuMemAlloc", e) != 0) {
+        b->ptr = 0;
+        return -1;
+    }
+    if ((used > want &&
+         dev_check(CU(cuMemsetD8Async)(b->ptr + want, DEV_SLACK_BYTE, used - want, D.stream),
+                   "filling an allocation's slack", e) != 0) ||
+        dev_check(CU(cuMemsetD32Async)(b->ptr + used, DEV_SLACK_WORD, (end - used) / 4, D.stream),
+                  "filling an allocation's slack", e) != 0) {
+        dev_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+int dev_slack_changed(const dev_buf *b, size_t *off, dt_err *e)
+{
+    *off = 0;
+    if (b->ptr == 0)
+        return 0;
+    size_t want = b->bytes ? b->bytes : 16, used = (want + 3) & ~(size_t)3,
+           end = slack_end(b->bytes);
+    size_t n = end - want;
+    unsigned char *h = malloc(n);
+    if (h == NULL) {
+        if (e)
+            e->code = DEV_ENOMEM;
+        return dt_err_set(e, "out of host memory reading an allocation's slack back");
+    }
+    dev_buf s = {b->ptr + want, n};
+    if (dev_download(h, &s, n, e) != 0) {
+        free(h);
+        return -1;
+    }
+    int changed = 0;
+    for (size_t i = 0; i < used - want && !changed; i++)
+        if (h[i] != DEV_SLACK_BYTE) {
+            *off = i;
+            changed = 1;
+        }
+    for (size_t i = used - want; i + 4 <= n && !changed; i += 4) {
+        uint32_t w;
+        memcpy(&w, h + i, 4);
+        if (w != DEV_SLACK_WORD) {
+            *off = i;
+            changed = 1;
+        }
+    }
+    free(h);
+    return changed;
 }
 
 void dev_free(dev_buf *b)
@@ -279,8 +350,8 @@ static int upload_arr(dev_fmt *f, const sp_fmt *l, int i, dt_err *e)
     return 0;
 }
 
-int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
-                  int upload, dev_fmt *f, dt_err *e)
+int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t, int upload,
+                  dev_fmt *f, dt_err *e)
 {
     memset(f, 0, sizeof *f);
     f->on_device = upload;
@@ -369,8 +440,9 @@ int dev_kernel_load(const void *cubin, const char *entry, const gpu_contract *c,
         k->mod = NULL;
         if (e)
             e->code = DEV_ECONTRACT;
-        return dt_err_set(e, "the CUBIN has no kernel '%s' (declare it extern \"C\" or give a "
-                             "name expression)",
+        return dt_err_set(e,
+                          "the CUBIN has no kernel '%s' (declare it extern \"C\" or give a "
+                          "name expression)",
                           entry);
     }
     CU(cuFuncGetAttribute)(&k->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->fn);
@@ -405,22 +477,23 @@ int dev_kernel_load(const void *cubin, const char *entry, const gpu_contract *c,
         dev_kernel_unload(k);
         if (e)
             e->code = DEV_ELAUNCH;
-        return dt_err_set(e, "block of %lld threads, but '%s' allows at most %d (it uses %d "
-                             "registers per thread)",
+        return dt_err_set(e,
+                          "block of %lld threads, but '%s' allows at most %d (it uses %d "
+                          "registers per thread)",
                           (long long)threads, entry, k->max_threads, k->regs);
     }
     if (k->smem + k->static_smem > D.info.smem_per_block_optin) {
         dev_kernel_unload(k);
         if (e)
             e->code = DEV_ELAUNCH;
-        return dt_err_set(e, "%d bytes of shared memory (%d static + %d dynamic) exceed the "
-                             "device's %d per block",
+        return dt_err_set(e,
+                          "%d bytes of shared memory (%d static + %d dynamic) exceed the "
+                          "device's %d per block",
                           k->smem + k->static_smem, k->static_smem, k->smem,
                           D.info.smem_per_block_optin);
     }
     if (k->smem + k->static_smem > 48 * 1024) {
-        r = CU(cuFuncSetAttribute)(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   k->smem);
+        r = CU(cuFuncSetAttribute)(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->smem);
         if (dev_check(r, "opting in to more than 48 KB of shared memory", e) != 0) {
             dev_kernel_unload(k);
             return -1;
@@ -464,8 +537,7 @@ typedef union {
     CUdeviceptr p;
 } arg_slot;
 
-int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s,
-               dt_err *e)
+int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CUstream s, dt_err *e)
 {
     arg_slot slot[GPU_MAX_PARAMS];
     void *args[GPU_MAX_PARAMS];
@@ -509,15 +581,15 @@ int dev_launch(const dev_kernel *k, const gpu_contract *c, const dev_bind *b, CU
         return dt_err_set(e, "parameter '%s' has nothing to bind to for this op and format", p);
     }
     if (k->scratch_bytes > 0 && !c->scratch_once &&
-        dev_check(CU(cuMemsetD8Async)(b->scratch.ptr, 0, k->scratch_bytes, s),
-                  "clearing scratch", e) != 0)
+        dev_check(CU(cuMemsetD8Async)(b->scratch.ptr, 0, k->scratch_bytes, s), "clearing scratch",
+                  e) != 0)
         return -1;
     if (k->grid[0] == 0 || k->grid[1] == 0 || k->grid[2] == 0)
         return 0; /* nothing to do (an empty matrix) */
-    CUresult r = CU(cuLaunchKernel)(k->fn, (unsigned)k->grid[0], (unsigned)k->grid[1],
-                                    (unsigned)k->grid[2], (unsigned)k->block[0],
-                                    (unsigned)k->block[1], (unsigned)k->block[2],
-                                    (unsigned)k->smem, s, args, NULL);
+    CUresult r =
+        CU(cuLaunchKernel)(k->fn, (unsigned)k->grid[0], (unsigned)k->grid[1], (unsigned)k->grid[2],
+                           (unsigned)k->block[0], (unsigned)k->block[1], (unsigned)k->block[2],
+                           (unsigned)k->smem, s, args, NULL);
     return dev_check(r, "cuLaunchKernel", e);
 }
 
@@ -545,7 +617,7 @@ static void summarize(double *t, int n, dev_stats *out)
 }
 
 #define GRAPH_LAUNCHES 50
-#define MAX_RUNS 20000
+#define MAX_RUNS       20000
 
 /* One timed side: its work, warmed up and (graph mode) captured. */
 typedef struct timer {
@@ -555,7 +627,7 @@ typedef struct timer {
     dev_time_mode mode;
     CUgraph g;
     CUgraphExec ge;
-    CUgraph gf;      /* graph mode with a refill: the refills alone */
+    CUgraph gf; /* graph mode with a refill: the refills alone */
     CUgraphExec gfe;
     unsigned samples; /* taken so far, for prep's and after's sample number */
 } timer;
@@ -835,8 +907,8 @@ int dev_time_pair(dev_enqueue_fn fa, void *ua, dev_enqueue_fn fb, void *ub, dev_
                   int min_rounds, double min_seconds, double max_seconds, dev_pair_stats *out,
                   dt_err *e)
 {
-    return dev_time_pair_obs(fa, ua, NULL, fb, ub, NULL, mode, min_rounds, min_seconds,
-                             max_seconds, out, e);
+    return dev_time_pair_obs(fa, ua, NULL, fb, ub, NULL, mode, min_rounds, min_seconds, max_seconds,
+                             out, e);
 }
 
 int dev_time_pair_obs(dev_enqueue_fn fa, void *ua, const dev_observer *oa, dev_enqueue_fn fb,

@@ -56,9 +56,20 @@ typedef struct dev_buf {
     size_t bytes;
 } dev_buf;
 
+/* An allocation is rounded up to whole pages of DEV_SLACK_PAGE bytes (and at
+ * least DEV_SLACK_MIN past the end); the rest, its slack, holds a fixed
+ * pattern (dev.c). b->bytes stays the size asked for. */
+#define DEV_SLACK_PAGE ((size_t)2 << 20)
+#define DEV_SLACK_MIN  ((size_t)256)
+#define DEV_SLACK_WORD 0x7FC17FC1u
+#define DEV_SLACK_BYTE 0xC1
 int dev_alloc(dev_buf *b, size_t bytes, dt_err *e);
+/* Is the slack after b's bytes (b as dev_alloc returned it) as dev_alloc
+ * filled it? 0 yes, 1 no (*off: the first changed byte's offset past the
+ * end of b), -1 when it could not be read back. */
+int dev_slack_changed(const dev_buf *b, size_t *off, dt_err *e);
 void dev_free(dev_buf *b);
-int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e);   /* alloc + copy */
+int dev_upload(dev_buf *b, const void *host, size_t bytes, dt_err *e); /* alloc + copy */
 /* Host to device on the worker's stream, complete on return. Every upload
  * goes through here, never through a legacy-stream copy (see dev.c). */
 int dev_copy_in(CUdeviceptr dst, const void *host, size_t bytes, dt_err *e);
@@ -69,13 +80,13 @@ int dev_zero(const dev_buf *b, dt_err *e);
 /* ---- a matrix prepared for a format on the device ---- */
 #define DEV_MAX_ARRS SP_FMT_MAX_ARRS
 typedef struct dev_fmt {
-    char key[128];      /* format + params + dtype */
+    char key[128]; /* format + params + dtype */
     char *names[DEV_MAX_ARRS];
     dev_buf arr[DEV_MAX_ARRS];
     int narr;
-    gpu_vars vars;      /* sizes and format variables (names are static) */
-    double prep_us;     /* host conversion time */
-    int on_device;      /* 0: variables only (built with upload = 0) */
+    gpu_vars vars;               /* sizes and format variables (names are static) */
+    double prep_us;              /* host conversion time */
+    int on_device;               /* 0: variables only (built with upload = 0) */
     uint64_t hash[DEV_MAX_ARRS]; /* of the host copy, for the unchanged check */
 } dev_fmt;
 
@@ -83,8 +94,8 @@ typedef struct dev_fmt {
  * format sparse/layout.c knows) and upload its arrays. With upload = 0 only
  * the variables are kept (no device needed): what compiling a kernel for a
  * matrix needs. The variables are the layout's plus sms. */
-int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t,
-                  int upload, dev_fmt *f, dt_err *e);
+int dev_fmt_build(const sp_csr *a, const char *format, const cJSON *params, sp_dtype t, int upload,
+                  dev_fmt *f, dt_err *e);
 void dev_fmt_free(dev_fmt *f);
 int dev_fmt_find(const dev_fmt *f, const char *name, dev_buf *out);
 /* The hash dev_fmt keeps of each uploaded array (n bytes at p; the same
@@ -100,7 +111,7 @@ typedef struct dev_kernel {
     CUmodule mod;
     CUfunction fn;
     int block[3], grid[3];
-    int smem;           /* dynamic */
+    int smem; /* dynamic */
     size_t scratch_bytes;
     int regs, static_smem, local_bytes, max_threads;
 } dev_kernel;

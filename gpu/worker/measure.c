@@ -386,6 +386,23 @@ static int observe_final(observe *ob, dt_err *e)
                  "after timing: the %d bytes of guard %s '%s' changed while timed: an "
                  "out-of-bounds write",
                  WK_GUARD, before ? "before the start of" : "past the end of", which);
+        return 0;
+    }
+    /* Beyond the guards: the slack of every allocation the timed launches
+     * could reach, the operands' and format's copies at each placement too
+     * (a memo kept there would be right at every launch of a sample). */
+    char sbuf[200];
+    if (run_slack_intact(ob->in, names, &which, sbuf, sizeof sbuf, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    if (which != NULL) {
+        ob->failed = 1;
+        snprintf(ob->msg, sizeof ob->msg,
+                 "after timing: the kernel wrote past the end of %s while timed, where the "
+                 "allocation's pages run on: an out-of-bounds write, or state kept outside "
+                 "the buffers",
+                 which);
     }
     return 0;
 }

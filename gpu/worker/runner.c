@@ -50,9 +50,8 @@ static void problem_rules(dt_schema_ctx *c, const dt_schema *s, const char *path
 }
 
 static const dt_schema_field problem_fields[] = {
-    {"op", &op_s, 0},         {"dtype", &dtype_s, 0}, {"epilogue", &epilogue_s, 0},
-    {"n", &n_s, 0},           {"alpha", &scalar_s, 0}, {"beta", &scalar_s, 0},
-    {"seed", &seed_s, 0},     {NULL, NULL, 0}};
+    {"op", &op_s, 0},        {"dtype", &dtype_s, 0}, {"epilogue", &epilogue_s, 0}, {"n", &n_s, 0},
+    {"alpha", &scalar_s, 0}, {"beta", &scalar_s, 0}, {"seed", &seed_s, 0},         {NULL, NULL, 0}};
 static const dt_schema problem_s = {.type = DT_SCHEMA_OBJ,
                                     .flags = DT_SCHEMA_OPEN,
                                     .fields = problem_fields,
@@ -90,28 +89,22 @@ void wk_kernel_clear(wk_kernel *k)
 
 /* A request's kernel object; the contract has its own parser
  * (gpu_contract_parse), the sandbox reads the source and the options. */
-static const dt_schema source_s = {.type = DT_SCHEMA_STR,
-                                   .flags = DT_SCHEMA_BYTES,
-                                   .min_len = 1,
-                                   .max_len = GPU_MAX_SOURCE_BYTES};
+static const dt_schema source_s = {
+    .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_BYTES, .min_len = 1, .max_len = GPU_MAX_SOURCE_BYTES};
 static const dt_schema kname_s = {
     .type = DT_SCHEMA_STR, .flags = DT_SCHEMA_ONELINE, .min_len = 1, .max_len = 255};
 static const dt_schema option_s = {.type = DT_SCHEMA_STR, .max_len = 4096};
 static const dt_schema options_s = {.type = DT_SCHEMA_ARR, .max_len = 48, .items = &option_s};
 static const dt_schema param_s = {.type = DT_SCHEMA_INT};
 static const dt_schema params_s = {.type = DT_SCHEMA_MAP, .max_len = 256, .items = &param_s};
-static const dt_schema_field kernel_fields[] = {{"source", &source_s, 1},
-                                                {"name", &kname_s, 0},
-                                                {"options", &options_s, 0},
-                                                {"contract", NULL, 0},
-                                                {"params", &params_s, 0},
-                                                {NULL, NULL, 0}};
+static const dt_schema_field kernel_fields[] = {{"source", &source_s, 1},   {"name", &kname_s, 0},
+                                                {"options", &options_s, 0}, {"contract", NULL, 0},
+                                                {"params", &params_s, 0},   {NULL, NULL, 0}};
 static const dt_schema kernel_s = {.type = DT_SCHEMA_OBJ,
                                    .flags = DT_SCHEMA_OPEN,
                                    .fields = kernel_fields,
                                    .what = "a kernel object {\"source\": ..., \"contract\"?: ...}"};
-static const dt_schema_field kernel_request_fields[] = {{"kernel", &kernel_s, 1},
-                                                        {NULL, NULL, 0}};
+static const dt_schema_field kernel_request_fields[] = {{"kernel", &kernel_s, 1}, {NULL, NULL, 0}};
 static const dt_schema wk_kernel_request_schema = {
     .type = DT_SCHEMA_OBJ, .flags = DT_SCHEMA_OPEN, .fields = kernel_request_fields};
 
@@ -908,6 +901,48 @@ int run_guards_intact(const instance *in, const char *const names[4], const char
             }
         }
     }
+    return 0;
+}
+
+/* Is the slack of every allocation a launch of in points into (dev.c: the
+ * rest of its pages past the end, beyond any guard) as dev_alloc filled it?
+ * State kept there would survive every check of the buffers themselves.
+ * *which gets, in buf, the buffer written past and by how many bytes (NULL:
+ * none). A format array's slack written sets fmt_dirty: the matrix's cache
+ * must not lend that format again. */
+int run_slack_intact(instance *in, const char *const names[4], const char **which, char *buf,
+                     size_t len, dt_err *e)
+{
+    *which = NULL;
+    size_t off = 0;
+    int r = 0;
+    for (int i = 0; i < 4 && r == 0; i++)
+        if ((r = dev_slack_changed(&in->gbase[i], &off, e)) == 1)
+            snprintf(buf, len, "'%s' (written %zu bytes past its end, beyond its guard)", names[i],
+                     off + WK_GUARD);
+    if (r == 0 && (r = dev_slack_changed(&in->scratch, &off, e)) == 1)
+        snprintf(buf, len, "the scratch (written %zu bytes past its end)", off);
+    for (int j = 0; r == 0 && in->fmt != NULL && in->fmt->on_device && j < in->fmt->narr; j++)
+        if ((r = dev_slack_changed(&in->fmt->arr[j], &off, e)) == 1) {
+            snprintf(buf, len, "format array '%s' (written %zu bytes past its end)",
+                     in->fmt->names[j] ? in->fmt->names[j] : "?", off);
+            in->fmt_dirty = 1;
+        }
+    for (int j = 0; r == 0 && j < in->nmoved; j++)
+        if ((r = dev_slack_changed(&in->moved[j], &off, e)) == 1)
+            snprintf(buf, len,
+                     "an operand's copy at another placement (written %zu bytes past its end)",
+                     off);
+    for (int j = 0; r == 0 && j < in->nmoved_fmt; j++)
+        for (int k = 0; r == 0 && k < in->moved_fmt[j]->narr; k++)
+            if ((r = dev_slack_changed(&in->moved_fmt[j]->arr[k], &off, e)) == 1)
+                snprintf(buf, len,
+                         "format array '%s' at another placement (written %zu bytes past its end)",
+                         in->moved_fmt[j]->names[k] ? in->moved_fmt[j]->names[k] : "?", off);
+    if (r < 0)
+        return -1;
+    if (r == 1)
+        *which = buf;
     return 0;
 }
 

@@ -114,6 +114,8 @@ const dev_fmt *run_matrix_fmt(wk_matrix *m, const char *format, const cJSON *par
                               dt_err *e);
 int run_guards_intact(const instance *in, const char *const names[4], const char **which,
                       int *before, dt_err *e);
+int run_slack_intact(instance *in, const char *const names[4], const char **which, char *buf,
+                     size_t len, dt_err *e);
 int run_instance_prepare(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kernel *kn,
                          const wk_problem *p, instance *in, dt_err *e);
 void run_instance_release(instance *in, int owns_values);

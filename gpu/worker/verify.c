@@ -638,6 +638,29 @@ static int run_battery(wk_state *w, wk_matrix *m, const sp_csr *a, const wk_kern
         }
         free(g2);
     }
+    /* The slack past every buffer the launches could reach (dev.c): state
+     * kept beyond the guards, where no other check reads. */
+    {
+        const char *sw = NULL;
+        char sbuf[200];
+        dt_err se = {0};
+        if (run_slack_intact(&in, names, &sw, sbuf, sizeof sbuf, &se) != 0) {
+            *e = se;
+            e->code = wk_from_dev(e->code);
+            goto out;
+        }
+        snprintf(nm, sizeof nm, "%sno writes in the slack past the buffers", label);
+        cJSON *sk = check_new(b->checks, nm, sw == NULL);
+        if (sw != NULL) {
+            char d[320];
+            snprintf(d, sizeof d,
+                     "wrote past the end of %s, where the allocation's pages run on: an "
+                     "out-of-bounds write, or state kept outside the buffers",
+                     sw);
+            dt_json_set_str(sk, "detail", d);
+            b->passed = 0;
+        }
+    }
     rc = 0;
 out:
     for (int s = 0; s < 2; s++) {

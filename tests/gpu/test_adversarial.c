@@ -112,6 +112,9 @@ static const cheat cheats[] = {
     /* 19: its format rewritten in place while timed, the outputs right */
     CHEAT("format_rewrite_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 0,
           "changed its format array", "inputs unchanged"),
+    /* 20: a memo keyed on all of x, kept past y's guard in its allocation */
+    CHEAT("slack_memo_spmv.cu", "spmv", "fp32", UNIFORM, 0, NULL, 0, 1,
+          "no writes in the slack past the buffers", "after timing: the kernel wrote past the end"),
 };
 
 /* The library template that must pass each op's problems. */
@@ -405,7 +408,8 @@ static void expect_caught(const char *file)
     X(scratch_memo_spmv)                                                                           \
     X(half_cols_spmm)                                                                              \
     X(prev_out_sddmm)                                                                              \
-    X(format_rewrite_spmv)
+    X(format_rewrite_spmv)                                                                         \
+    X(slack_memo_spmv)
 
 #define CHEAT_TEST(NAME)                                                                           \
     Test(adversarial, NAME##_should_be_caught, .timeout = 300)                                     \
