@@ -426,9 +426,8 @@ static const char *tested[] = {CHEAT_TESTS(CHEAT_FILE)};
  * replays set 0's answer at set 1's checked launch in every order. It
  * escapes only where one of its keys is among the values set 1 changes
  * (about one in 64: for this cheat's three keys shared by every block, about
- * 5 % of seeds); when
- * set 1 ran wherever the seed put it, it caught the memo only where set 0
- * came right before (2 of the 6 orders). Twelve fixed seeds (the outcome is
+ * 5 % of seeds); when set 1 ran wherever the seed put it, it caught the memo
+ * only where set 0 came right before (2 of the 6 orders). Twelve fixed seeds (the outcome is
  * the same on every run), no edge or fresh-values pass: the main battery
  * must catch it by set 1 in at least 9. */
 Test(adversarial, a_scratch_memo_should_be_caught_by_set_1_whatever_order_the_seed_gives,
