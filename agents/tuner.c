@@ -668,6 +668,20 @@ static void record_compile(variant *v, const cJSON *reply)
 
 static int submit(ag_tuner *t, int vi, int kind);
 
+
+/* "; the call took T s, C of it checking timed outputs" from a full
+ * measure's cost_s (the worker's), or "" without one. */
+static void cost_note(const cJSON *reply, char *buf, size_t len)
+{
+    const cJSON *cs = cJSON_GetObjectItem(reply, "cost_s");
+    buf[0] = 0;
+    if (cs != NULL)
+        snprintf(buf, len, "; the call took %.1f s, %.1f of it checking timed outputs",
+                 dt_json_num(cs, "total", 0),
+                 dt_json_num(cs, "timing_checks", 0) + dt_json_num(cs, "baseline_checks", 0) +
+                     dt_json_num(cs, "final", 0));
+}
+
 static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
 {
     (void)p;
@@ -727,11 +741,13 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->final);
             v->final = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx%s", sname, ps,
+            char cost[96];
+            cost_note(reply, cost, sizeof cost);
+            progress(t, "  %-16s %-40s %9.2f us vs cuSPARSE %s %.2f us: %.2fx%s%s", sname, ps,
                      dt_json_num(reply, "us", 0),
                      dt_json_str(cJSON_GetObjectItem(reply, "baseline"), "best", "?"),
                      dt_json_num(cJSON_GetObjectItem(reply, "baseline"), "us", 0),
-                     dt_json_num(reply, "speedup", 0), wtag);
+                     dt_json_num(reply, "speedup", 0), cost, wtag);
         } else {
             progress(t, "  %-16s %-40s comparison failed: %s%s", sname, ps,
                      gpu_reply_error(reply, buf, sizeof buf), wtag);
@@ -777,8 +793,10 @@ static void on_job(gpu_pool *p, const cJSON *reply, void *ud)
         if (dt_json_bool(reply, "ok", 0)) {
             cJSON_Delete(v->measure);
             v->measure = cJSON_Duplicate(reply, 1);
-            progress(t, "  %-16s %-40s %9.2f us (%s, full)%s", sname, ps,
-                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""), wtag);
+            char cost[96];
+            cost_note(reply, cost, sizeof cost);
+            progress(t, "  %-16s %-40s %9.2f us (%s, full)%s%s", sname, ps,
+                     dt_json_num(reply, "us", 0), dt_json_str(reply, "method", ""), cost, wtag);
         } else {
             free(v->error);
             v->error = dt_xstrdup(gpu_reply_error(reply, buf, sizeof buf));

@@ -41,6 +41,7 @@ typedef struct observe {
     uint64_t rng;
     double check_p;
     long samples, checked, spot_checked;
+    double check_s; /* in observe_after: downloads and comparisons */
     int failed;
     int check_fmt; /* re-hash the format after timing (a full measure, or a small format) */
     char msg[512];
@@ -315,13 +316,19 @@ static int observe_after(void *ud, unsigned sample, dt_err *e)
     ob->samples++;
     if (ob->failed)
         return 0;
+    double t0 = dt_now();
     ob->rng = mix64(ob->rng + GOLDEN);
     double u = (double)(ob->rng >> 11) * 0x1.0p-53;
-    if (sample != 0 && u >= ob->check_p)
-        return observe_spot(ob, sample, e);
-    char what[96];
-    snprintf(what, sizeof what, "timed launch: sample %u", sample + 1);
-    return observe_check(ob, what, e);
+    int rc;
+    if (sample != 0 && u >= ob->check_p) {
+        rc = observe_spot(ob, sample, e);
+    } else {
+        char what[96];
+        snprintf(what, sizeof what, "timed launch: sample %u", sample + 1);
+        rc = observe_check(ob, what, e);
+    }
+    ob->check_s += dt_now() - t0;
+    return rc;
 }
 
 /* After all timing: verification once more on the module that was timed
@@ -484,6 +491,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     wk_kernel kn;
     if (wk_kernel_parse(req, &kn, e) != 0)
         return -1;
+    double t_begin = dt_now(), t_sets = 0, t_timed = 0, t_base = 0, t_final = 0;
     int min_runs = dt_json_int(req, "min_runs", 20);
     double min_s = dt_json_num(req, "min_seconds", 0.05);
     int want_base = dt_json_bool(req, "baseline", 1);
@@ -521,6 +529,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
     }
     if (!observed)
         memset(&ob, 0, sizeof ob);
+    t_sets = dt_now();
     if (observed) {
         /* Re-hashing a large format after every quick timing would cost the
          * tuner more than the timing; a full measure always does it. */
@@ -541,6 +550,8 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         e->code = wk_from_dev(e->code);
         goto done;
     }
+    t_timed = dt_now();
+    double check_timed = ob.check_s;
     const char *method = (l2_resident && st[2].valid) ? "graph" : "cold";
     const dev_stats *prim = (l2_resident && st[2].valid) ? &st[2] : &st[0];
     double us = prim->median_us;
@@ -627,6 +638,7 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
             dt_json_set_num(out, "speedup", bus / us);
         dt_json_set_take(out, "baseline", base);
     }
+    t_base = dt_now();
     if (observed) {
         if (observe_final(&ob, e) != 0)
             goto done;
@@ -636,6 +648,21 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         dt_json_set_int(tc, "spot_checked", ob.spot_checked);
         dt_json_set_bool(tc, "passed", !ob.failed);
         dt_json_set_take(out, "timed_checks", tc);
+        t_final = dt_now();
+        /* Where the call's time went (the checks are outside the timed
+         * region but lengthen the call): the kernel's preparation and the
+         * observed sets, the kernel's timing, cuSPARSE's and the paired
+         * rounds, the final verification and read-backs; checks_s is the
+         * part of timing and baseline spent checking samples. */
+        cJSON *cs = dt_json_obj();
+        dt_json_set_num(cs, "prepare", t_sets - t_begin);
+        dt_json_set_num(cs, "timing", t_timed - t_sets);
+        dt_json_set_num(cs, "timing_checks", check_timed);
+        dt_json_set_num(cs, "baseline", t_base - t_timed);
+        dt_json_set_num(cs, "baseline_checks", ob.check_s - check_timed);
+        dt_json_set_num(cs, "final", t_final - t_base);
+        dt_json_set_num(cs, "total", t_final - t_begin);
+        dt_json_set_take(out, "cost_s", cs);
         if (ob.failed) {
             e->code = WK_ESUSPECT;
             dt_err_set(e, "%s", ob.msg);
