@@ -4,8 +4,10 @@
 
 #include "core/schema.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void sp_spec_init(sp_spec *s)
 {
@@ -135,6 +137,48 @@ int sp_spec_from_json(sp_spec *s, const cJSON *j, const char *name, dt_buf *p)
     return 0;
 }
 
+static int spec_is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A relative matrix path (or rep: source) that names no file from the
+ * current folder, but does next to the spec file, becomes that file's
+ * absolute path: `ditto run proj/spmv.json` finds proj/A.mtx for "A.mtx",
+ * and a session records where it was. A path found from the current folder
+ * keeps its old meaning; one found in neither is left for the loader (and
+ * $DITTO_MATRIX_PATH) to report. */
+static void spec_anchor_matrix(sp_spec *s, const char *spec_path)
+{
+    const char *m = s->matrix;
+    if (m == NULL || strcmp(m, "-") == 0 || strncmp(m, "gen:", 4) == 0)
+        return;
+    size_t pre = 0, flen = strlen(m);
+    if (strncmp(m, "rep:", 4) == 0) {
+        const char *colon = strrchr(m + 4, ':');
+        if (colon == NULL)
+            return;
+        pre = 4;
+        flen = (size_t)(colon - (m + 4));
+        if (strncmp(m + 4, "gen:", 4) == 0)
+            return;
+    }
+    const char *slash = strrchr(spec_path, '/');
+    if (flen == 0 || m[pre] == '/' || slash == NULL)
+        return; /* absolute, or the spec sits in the current folder */
+    char *file = dt_xasprintf("%.*s", (int)flen, m + pre);
+    char *cand = dt_xasprintf("%.*s/%s", (int)(slash - spec_path), spec_path, file);
+    char abs[PATH_MAX];
+    if (!spec_is_file(file) && spec_is_file(cand) && realpath(cand, abs) != NULL) {
+        char *now = dt_xasprintf("%.*s%s%s", (int)pre, m, abs, m + pre + flen);
+        free(s->matrix);
+        s->matrix = now;
+    }
+    free(cand);
+    free(file);
+}
+
 int sp_spec_load(sp_spec *s, const char *path, dt_buf *problems)
 {
     dt_err e = {0};
@@ -146,6 +190,8 @@ int sp_spec_load(sp_spec *s, const char *path, dt_buf *problems)
     }
     int rc = sp_spec_from_json(s, j, path, problems);
     cJSON_Delete(j);
+    if (rc == 0)
+        spec_anchor_matrix(s, path);
     return rc;
 }
 

@@ -3,7 +3,10 @@
 
 #include "sparse/sparse.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int parse(const char *text, sp_spec *s, dt_buf *p)
@@ -184,5 +187,64 @@ Test(spec, huge_numbers_and_cross_field_rules_should_be_refused_with_their_path)
                                      "\"ask\"|\"auto\", got 3"),
               "%s", dt_buf_str(&p));
     sp_spec_clear(&s);
+    dt_buf_free(&p);
+}
+
+/* A relative matrix path keeps its meaning from the current folder; one that
+ * names no file there but does next to the spec file is taken from there,
+ * as an absolute path (a session records where it was). */
+Test(spec, a_relative_matrix_path_should_also_be_found_next_to_the_spec)
+{
+    char *dir = tu_tmpdir();
+    char real[PATH_MAX];
+    cr_assert_not_null(realpath(dir, real));
+    char *sub = dt_xasprintf("%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    const char *mtx = "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 2\n";
+    char *a = tu_write(sub, "A.mtx", mtx);
+    char *f1 = tu_write(sub, "s.json", "{\"matrix\": \"A.mtx\"}");
+    char *f2 = tu_write(sub, "r.json", "{\"matrix\": \"rep:A.mtx:nnz=100\"}");
+    char *f3 = tu_write(sub, "g.json", "{\"matrix\": \"gen:uniform:rows=10,nnz=20\"}");
+    char *f4 = tu_write(sub, "n.json", "{\"matrix\": \"none.mtx\"}");
+    cr_assert_eq(chdir("/"), 0);
+    sp_spec s;
+    dt_buf p = DT_BUF_INIT;
+    char *want = dt_xasprintf("%s/sub/A.mtx", real);
+    char *want_rep = dt_xasprintf("rep:%s/sub/A.mtx:nnz=100", real);
+    sp_spec_init(&s);
+    cr_assert_eq(sp_spec_load(&s, f1, &p), 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(s.matrix, want);
+    sp_spec_clear(&s);
+    sp_spec_init(&s);
+    cr_assert_eq(sp_spec_load(&s, f2, &p), 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(s.matrix, want_rep);
+    sp_spec_clear(&s);
+    sp_spec_init(&s);
+    cr_assert_eq(sp_spec_load(&s, f3, &p), 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(s.matrix, "gen:uniform:rows=10,nnz=20");
+    sp_spec_clear(&s);
+    sp_spec_init(&s);
+    cr_assert_eq(sp_spec_load(&s, f4, &p), 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(s.matrix, "none.mtx", "a path found nowhere is left for the loader to report");
+    sp_spec_clear(&s);
+    /* From a folder that has its own A.mtx, the spec's "A.mtx" is that one. */
+    char *own = tu_write(dir, "A.mtx", mtx);
+    cr_assert_eq(chdir(dir), 0);
+    sp_spec_init(&s);
+    cr_assert_eq(sp_spec_load(&s, "sub/s.json", &p), 0, "%s", dt_buf_str(&p));
+    cr_assert_str_eq(s.matrix, "A.mtx");
+    sp_spec_clear(&s);
+    cr_assert_eq(chdir("/"), 0);
+    tu_rmtree(dir);
+    free(own);
+    free(want_rep);
+    free(want);
+    free(f4);
+    free(f3);
+    free(f2);
+    free(f1);
+    free(a);
+    free(sub);
+    free(dir);
     dt_buf_free(&p);
 }
