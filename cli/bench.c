@@ -77,9 +77,10 @@ static const bop all_ops[] = {
 
 /* Representative patterns for the HBM regime, in order. */
 static const char *hbm_default[] = {
-    "bcsstk13.mtx", "crack.mtx",  "Franz6_id1959_aug.mtx", "ca-GrQc.mtx",
-    "adder_dcop_05.mtx", "fidapex6.mtx", "n1024-l1.mtx",
-    "dlmc/rn50__magnitude_pruning__0.8__final_dense.smtx",
+    "bcsstk13.mtx",          "crack.mtx",
+    "Franz6_id1959_aug.mtx", "ca-GrQc.mtx",
+    "adder_dcop_05.mtx",     "fidapex6.mtx",
+    "n1024-l1.mtx",          "dlmc/rn50__magnitude_pruning__0.8__final_dense.smtx",
 };
 
 typedef struct row {
@@ -269,9 +270,9 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
             dt_buf_printf(&c,
                           "%s,%s,%s,%.0f,verified,%s,%s,%.3f,%s,%.3f,%.4f,%.1f,%.1f,%.1f,%.1f,%s,"
                           "%.1f,%d,%s\n",
-                          r->regime, mq, r->op, r->nnz, r->strategy, params, r->us,
-                          r->base_alg, r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us,
-                          r->base_pre_us, r->method, r->tune_s, r->cusparse_faster, r->strats);
+                          r->regime, mq, r->op, r->nnz, r->strategy, params, r->us, r->base_alg,
+                          r->base_us, r->speedup, r->gbps, r->pct_copy, r->pre_us, r->base_pre_us,
+                          r->method, r->tune_s, r->cusparse_faster, r->strats);
         else
             dt_buf_printf(&c, "%s,%s,%s,%.0f,failed,,,,,,,,,,,,%.1f,,%s\n", r->regime, mq, r->op,
                           r->nnz, r->tune_s, r->strats);
@@ -315,8 +316,7 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
                   "conversion is paid back by the per-call saving (\"-\" when there is none to "
                   "pay back or no saving).\n\n",
                   mbegin, title, date, dt_json_str(dev, "name", "?"), dt_json_str(dev, "cc", "?"),
-                  dt_json_int(dev, "sms", 0),
-                  dt_json_int(hello, "driver_version", 0) / 1000,
+                  dt_json_int(dev, "sms", 0), dt_json_int(hello, "driver_version", 0) / 1000,
                   dt_json_int(hello, "driver_version", 0) % 1000 / 10,
                   dt_json_str(hello, "cuda_version", "?"), cmdline, copy_note);
     if (n < planned)
@@ -338,8 +338,7 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
         for (int g = 0; g < 2; g++) {
             double geo, mn, mx, tmax;
             int cnt, failed, slower;
-            stats(rows, n, regs[g], all_ops[o].name, &geo, &mn, &mx, &cnt, &failed, &slower,
-                  &tmax);
+            stats(rows, n, regs[g], all_ops[o].name, &geo, &mn, &mx, &cnt, &failed, &slower, &tmax);
             if (cnt + failed == 0)
                 continue;
             dt_buf_printf(&m, "| %s | %s | %d | %.2fx | %.2fx | %.2fx | %d | %d | %.1f |\n",
@@ -398,8 +397,8 @@ static void write_outputs(const row *rows, int n, int planned, const char *out, 
 }
 
 /* Every tuned strategy's speedup as "name=1.23;name=0.98" (0 for one
- * without a verified result): the CSV's strategies column, which `ditto kb
- * fit` reads. */
+ * without a verified result; an estimate for one not compared with
+ * cuSPARSE): the CSV's strategies column, which `ditto kb fit` reads. */
 static void strategy_speedups(const cJSON *res, char *out, size_t len)
 {
     size_t at = 0;
@@ -408,8 +407,13 @@ static void strategy_speedups(const cJSON *res, char *out, size_t len)
     cJSON_ArrayForEach(so, cJSON_GetObjectItem(res, "strategies"))
     {
         const cJSON *b = cJSON_GetObjectItem(so, "best");
+        /* one not compared with cuSPARSE (far behind the fastest) gives
+         * its estimate: its full time against the compared ones' cuSPARSE */
+        double sp = dt_json_num(b, "speedup", 0);
+        if (sp <= 0)
+            sp = dt_json_num(b, "speedup_estimated", 0);
         int n = snprintf(out + at, len - at, "%s%s=%.4f", at ? ";" : "",
-                         dt_json_str(so, "strategy", "?"), dt_json_num(b, "speedup", 0));
+                         dt_json_str(so, "strategy", "?"), sp);
         if (n < 0 || (size_t)n >= len - at) {
             out[at] = '\0'; /* the last one did not fit: leave it out whole */
             return;
@@ -431,8 +435,10 @@ static void print_strategies(const cJSON *res)
         const char *name = dt_json_str(so, "strategy", "?");
         if (b) {
             char *ps = dt_json_print(cJSON_GetObjectItem(b, "params"), 0);
-            printf("        %-22s %9.2f us  %.2fx  %s\n", name, dt_json_num(b, "us", 0),
-                   dt_json_num(b, "speedup", 0), ps);
+            int est = cJSON_IsFalse(cJSON_GetObjectItem(b, "compared"));
+            printf("        %-22s %9.2f us  %s%.2fx  %s%s\n", name, dt_json_num(b, "us", 0),
+                   est ? "~" : "", dt_json_num(b, est ? "speedup_estimated" : "speedup", 0), ps,
+                   est ? "  (not compared: more than 10% behind the fastest)" : "");
             free(ps);
             continue;
         }
@@ -539,8 +545,7 @@ static int bench_cmd(int argc, char **argv)
                 return cli_usage_error("bench", "--section: expected up to 40 letters, digits, "
                                                 "'-' or '_' (it names the markers and the CSV)");
             }
-        }
-        else if (a[0] == '-' && a[1]) {
+        } else if (a[0] == '-' && a[1]) {
             free(mats);
             return cli_usage_error("bench", "unknown option '%s'", a);
         } else
@@ -578,8 +583,9 @@ static int bench_cmd(int argc, char **argv)
     }
     if (nops == 0) {
         free(mats);
-        return cli_usage_error("bench", "--ops: none of '%s' is an op (spmv-fp32, spmv-fp64, "
-                                        "spmm-n32, spmm-n128, sddmm-k32, sddmm-k128)",
+        return cli_usage_error("bench",
+                               "--ops: none of '%s' is an op (spmv-fp32, spmv-fp64, "
+                               "spmm-n32, spmm-n128, sddmm-k32, sddmm-k128)",
                                ops_arg);
     }
     char **listed = NULL;
@@ -596,8 +602,9 @@ static int bench_cmd(int argc, char **argv)
         }
         mats = listed;
         if (nm == 0) {
-            fprintf(stderr, "ditto bench: no .mtx or dlmc/*.smtx files in %s%s (give matrices or "
-                            "--matrices-dir)\n",
+            fprintf(stderr,
+                    "ditto bench: no .mtx or dlmc/*.smtx files in %s%s (give matrices or "
+                    "--matrices-dir)\n",
                     dir, nmore ? " and the other --matrices-dir folders" : "");
             free(mats);
             return CLI_FAIL;
@@ -852,19 +859,22 @@ static int bench_cmd(int argc, char **argv)
                         r->pct_copy = copy_gbps > 0 ? 100.0 * r->gbps / copy_gbps : 0;
                         r->pre_us = dt_json_num(b, "preprocess_us", 0);
                         r->base_pre_us = dt_json_num(b, "baseline_preprocess_us", 0);
-                        snprintf(r->base_alg, sizeof r->base_alg, "%s", dt_json_str(b, "baseline", ""));
+                        snprintf(r->base_alg, sizeof r->base_alg, "%s",
+                                 dt_json_str(b, "baseline", ""));
                         snprintf(r->method, sizeof r->method, "%s", dt_json_str(b, "method", ""));
                     } else {
                         /* the first error of any variant says why */
                         const cJSON *so, *v;
                         snprintf(r->why, sizeof r->why, "no variant passed verification");
                         cJSON_ArrayForEach(so, cJSON_GetObjectItem(c.res, "strategies"))
-                            cJSON_ArrayForEach(v, cJSON_GetObjectItem(so, "variants"))
-                                if (dt_json_str(v, "error", NULL) && r->why[0] == 'n') {
-                                    snprintf(r->why, sizeof r->why, "%s: %s",
-                                             dt_json_str(so, "strategy", ""),
-                                             dt_json_str(v, "error", ""));
-                                }
+                            cJSON_ArrayForEach(
+                                v, cJSON_GetObjectItem(so, "variants")) if (dt_json_str(v, "error",
+                                                                                        NULL) &&
+                                                                            r->why[0] == 'n')
+                        {
+                            snprintf(r->why, sizeof r->why, "%s: %s",
+                                     dt_json_str(so, "strategy", ""), dt_json_str(v, "error", ""));
+                        }
                         for (char *p = r->why; *p; p++)
                             if (*p == '|' || *p == '\n')
                                 *p = ' ';
@@ -879,13 +889,14 @@ static int bench_cmd(int argc, char **argv)
                 cJSON_Delete(more);
                 sp_spec_clear(&spec);
                 if (r->ok)
-                    printf("%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx %5.1fs%s\n",
-                           r->regime, r->matrix, r->op, r->nnz, r->strategy, r->us, r->base_alg,
-                           r->base_us, r->speedup, r->tune_s,
-                           r->cusparse_faster ? "  cuSPARSE faster: call it" : "");
+                    printf(
+                        "%-5s %-44.44s %-10s %10.0f %-30.30s %9.2f %-16s %9.2f %7.2fx %5.1fs%s\n",
+                        r->regime, r->matrix, r->op, r->nnz, r->strategy, r->us, r->base_alg,
+                        r->base_us, r->speedup, r->tune_s,
+                        r->cusparse_faster ? "  cuSPARSE faster: call it" : "");
                 else
-                    printf("%-5s %-44.44s %-10s %10.0f FAILED: %s (%.1fs)\n", r->regime,
-                           r->matrix, r->op, r->nnz, r->why, r->tune_s);
+                    printf("%-5s %-44.44s %-10s %10.0f FAILED: %s (%.1fs)\n", r->regime, r->matrix,
+                           r->op, r->nnz, r->why, r->tune_s);
                 if (tuned)
                     print_strategies(tuned);
                 cJSON_Delete(tuned);

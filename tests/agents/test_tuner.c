@@ -113,10 +113,10 @@ Test(tuner, a_small_budget_should_go_to_the_rules_values_the_spread_then_neighbo
     cr_assert_eq(gpu_manifest_from_source(manifest_src, &m, &e), 0, "%s", e.msg);
     cJSON *c = cJSON_Parse(narrowed), *why = dt_json_arr();
     pts = ag_tune_points(c, &m, 8, why);
-    static const char *want[] = {"the planner's point",     "a rule's value: ROWS 1",
-                                 "a rule's value: ROWS 4",  "the space's first point",
+    static const char *want[] = {"the planner's point",      "a rule's value: ROWS 1",
+                                 "a rule's value: ROWS 4",   "the space's first point",
                                  "the space's middle point", "WARPS 2: 1 step down",
-                                 "WARPS 8: 1 step up",      "UNROLL 1: 1 step down"};
+                                 "WARPS 8: 1 step up",       "UNROLL 1: 1 step down"};
     cr_assert_eq(cJSON_GetArraySize(why), 8);
     for (int i = 0; i < 8; i++)
         cr_expect_str_eq(cJSON_GetArrayItem(why, i)->valuestring, want[i]);
@@ -251,8 +251,11 @@ static cJSON *tune_with_fake_workers_in(int workers, int budget, int refine, con
 {
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
-    gpu_pool_opts po = {.workers = workers, .launcher = la, .deadline_s = 30,
-                        .start_deadline_s = 20, .log = pool_quiet};
+    gpu_pool_opts po = {.workers = workers,
+                        .launcher = la,
+                        .deadline_s = 30,
+                        .start_deadline_s = 20,
+                        .log = pool_quiet};
     dt_err e = {0};
     gpu_pool *p = gpu_pool_new(l, &po, &e);
     cr_assert_not_null(p, "%s", e.msg);
@@ -359,6 +362,42 @@ Test(tuner, a_variant_that_is_the_same_kernel_as_an_earlier_one_should_give_way,
                            workers);
         cJSON_Delete(res);
     }
+}
+
+/* Finalists: a third of the timed kernels at most, and past the two fastest
+ * only those within 3% of the fastest quick time. On the slope (100 - WARPS
+ * - UNROLL us: 84 us the fastest, then 88, 88 and 90) twelve distinct kernels
+ * would make four finalists; the window keeps the two fastest. */
+Test(tuner, finalists_past_the_two_fastest_should_be_close_to_the_fastest, .timeout = 120)
+{
+    setenv("FAKE_TUNE_SLOPE", "1", 1);
+    cJSON *res =
+        tune_with_fake_workers_in(1, 12, -1, "{\"WARPS\": [1, 2, 4, 8], \"UNROLL\": [2, 4, 8]}");
+    unsetenv("FAKE_TUNE_SLOPE");
+    const cJSON *vs = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
+    int timed = 0, finalists = 0;
+    double fastest = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, vs)
+    {
+        double us = dt_json_num(v, "quick_us", 0);
+        timed += us > 0;
+        if (us > 0 && (fastest == 0 || us < fastest))
+            fastest = us;
+    }
+    cJSON_ArrayForEach(v, vs)
+    {
+        if (!dt_json_bool(v, "finalist", 0))
+            continue;
+        finalists++;
+        cr_expect_leq(dt_json_num(v, "quick_us", 0), 88.0, "a finalist at %.1f us",
+                      dt_json_num(v, "quick_us", 0));
+    }
+    cr_assert_eq(timed, 12, "%d kernels timed", timed);
+    cr_expect_eq(fastest, 84.0);
+    cr_expect_eq(finalists, 2, "%d finalists", finalists);
+    cJSON_Delete(res);
 }
 
 /* Where v's params differ from from's: the one parameter's name, NULL when
@@ -537,8 +576,8 @@ Test(tuner, refinement_should_step_every_parameter_before_any_twice, .timeout = 
 static cJSON *ranked_cand(const cJSON *ranked, const char *strategy)
 {
     const cJSON *c;
-    cJSON_ArrayForEach(c, ranked) if (dt_streq(dt_json_str(c, "strategy", ""), strategy)) return
-        cJSON_Duplicate(c, 1);
+    cJSON_ArrayForEach(c, ranked) if (dt_streq(dt_json_str(c, "strategy", ""),
+                                               strategy)) return cJSON_Duplicate(c, 1);
     cr_assert_fail("%s is not among the ranked templates", strategy);
     return NULL;
 }
@@ -547,8 +586,7 @@ static cJSON *ranked_cand(const cJSON *ranked, const char *strategy)
  * to widen to, through one fake worker whose cuSPARSE takes base_us
  * (FAKE_TUNE_BASELINE_US) and whose csr-split-spmm variants take 0.25 us
  * when fast_split. Returns the result; caller frees. */
-static cJSON *tune_widening_in(const char *base_us, int fast_split, double budget_s,
-                               cJSON **lines)
+static cJSON *tune_widening_in(const char *base_us, int fast_split, double budget_s, cJSON **lines)
 {
     setenv("FAKE_TUNE_BASELINE_US", base_us, 1);
     if (fast_split)
@@ -576,8 +614,8 @@ static cJSON *tune_widening_in(const char *base_us, int fast_split, double budge
 
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
-    gpu_pool_opts po = {.workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20,
-                        .log = pool_quiet};
+    gpu_pool_opts po = {
+        .workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20, .log = pool_quiet};
     gpu_pool *p = gpu_pool_new(l, &po, &e);
     cr_assert_not_null(p, "%s", e.msg);
     tune_wait w = {0};
@@ -653,6 +691,23 @@ Test(tuner, quick_timings_losing_to_cusparse_should_widen_to_the_next_strategies
     cr_expect_str_eq(dt_json_str(b, "strategy", ""), "csr-split-spmm");
     cr_expect(!dt_json_bool(res, "cusparse_faster", 1));
     cr_expect_null(cJSON_GetObjectItem(res, "use"));
+    /* the two strategies at 1 us or more, four times the winner's 0.25 us,
+     * are not compared with cuSPARSE: their results carry their full time
+     * and an estimate against the 0.5 us the winner's comparison met */
+    for (int i = 0; i < 2; i++) {
+        const cJSON *sb = cJSON_GetObjectItem(
+            cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), i), "best");
+        cr_assert_not_null(sb, "strategy %d kept no result", i);
+        cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(sb, "compared")), "strategy %d was compared",
+                  i);
+        cr_expect_null(cJSON_GetObjectItem(sb, "speedup"), "strategy %d has a measured speedup", i);
+        double us = dt_json_num(sb, "us", 0);
+        cr_assert_geq(us, 1.0);
+        cr_expect_float_eq(dt_json_num(sb, "speedup_estimated", 0), 0.5 / us, 1e-9);
+    }
+    cr_expect_null(cJSON_GetObjectItem(b, "compared"));
+    cr_expect_float_eq(dt_json_num(b, "speedup", 0), 2.0, 1e-9, "0.5 us / 0.25 us, compared");
+    cr_expect(has_line(lines, "behind the fastest, 0.25 us; not compared with cuSPARSE"));
     cJSON_Delete(res);
     cJSON_Delete(lines);
 }
@@ -727,8 +782,8 @@ Test(tuner, a_kernel_should_be_held_to_the_faster_cusparse_layout, .timeout = 12
     cJSON_AddItemToArray(cands, ranked_cand(ranked, "csr-warp-spmm-col"));
     dt_loop *l = dt_loop_new();
     char *la = dt_xasprintf("%s/tests/agents/fake-tune-worker.sh", tu_src_dir());
-    gpu_pool_opts po = {.workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20,
-                        .log = pool_quiet};
+    gpu_pool_opts po = {
+        .workers = 1, .launcher = la, .deadline_s = 30, .start_deadline_s = 20, .log = pool_quiet};
     gpu_pool *p = gpu_pool_new(l, &po, &e);
     cr_assert_not_null(p, "%s", e.msg);
     tune_wait w = {0};
@@ -759,9 +814,11 @@ Test(tuner, a_kernel_should_be_held_to_the_faster_cusparse_layout, .timeout = 12
     cr_expect_eq(dt_json_num(b, "baseline_us", 0), 2.0);
     /* the row-major kernel keeps its own, equal, line */
     const cJSON *so, *rowb = NULL;
-    cJSON_ArrayForEach(so, cJSON_GetObjectItem(w.result, "strategies"))
-        if (dt_streq(dt_json_str(so, "strategy", ""), "ell-baked-spmm"))
-            rowb = cJSON_GetObjectItem(so, "best");
+    cJSON_ArrayForEach(
+        so,
+        cJSON_GetObjectItem(w.result, "strategies")) if (dt_streq(dt_json_str(so, "strategy", ""),
+                                                                  "ell-baked-spmm")) rowb =
+        cJSON_GetObjectItem(so, "best");
     cr_assert_not_null(rowb);
     cr_expect_null(cJSON_GetObjectItem(rowb, "speedup_own_layout"));
     unsetenv("FAKE_TUNE_COL_BASELINE_US");
@@ -881,12 +938,12 @@ Test(tuner, timings_should_run_one_at_a_time_per_gpu_and_only_on_the_targets_mod
     char *dir = tu_tmpdir();
     /* Workers 0..3 share two FakeGPUs (0 and 1); worker 4 has another
      * model; worker 5 a FakeGPU of its own (2) but no "measure" capability. */
-    char *env = dt_xasprintf(
-        "FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU=$(( {device} == 5 ? 2 : {device} %% 2 )) "
-        "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU) "
-        "FAKE_TUNE_CAPS=$( [ {device} = 5 ] && echo '\"compile\"' || echo "
-        "'\"compile\",\"measure\"')",
-        dir);
+    char *env =
+        dt_xasprintf("FAKE_TUNE_LOCKS='%s' FAKE_TUNE_GPU=$(( {device} == 5 ? 2 : {device} %% 2 )) "
+                     "FAKE_TUNE_NAME=$( [ {device} = 4 ] && echo OtherGPU || echo FakeGPU) "
+                     "FAKE_TUNE_CAPS=$( [ {device} = 5 ] && echo '\"compile\"' || echo "
+                     "'\"compile\",\"measure\"')",
+                     dir);
     cJSON *res = tune_scheduled(env, 6, "FakeGPU", 0, NULL);
     const cJSON *vs = cJSON_GetObjectItem(
         cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
@@ -992,8 +1049,7 @@ Test(tuner, the_summary_should_count_the_workers_compile_cache_hits_and_compiles
         cJSON_GetArrayItem(cJSON_GetObjectItem(res, "strategies"), 0), "variants");
     int timed = 0;
     const cJSON *v;
-    cJSON_ArrayForEach(v, vs)
-        timed += dt_json_num(v, "quick_us", 0) > 0;
+    cJSON_ArrayForEach(v, vs) timed += dt_json_num(v, "quick_us", 0) > 0;
     /* Once per variant (12, and a reserve point the precompile may take),
      * not once per request. */
     int compiles = (int)dt_json_num(cc, "compiles", -1);
