@@ -312,12 +312,14 @@ static void print_measure(const cJSON *m)
     if (tc && cs)
         printf("  checks     %ld samples timed, %ld checked in full, %ld spot-checked; the call "
                "took %.2f s: prepare %.2f, timing %.2f (checks %.2f), cuSPARSE and paired rounds "
-               "%.2f (checks %.2f), final checks %.2f\n",
+               "%.2f (checks %.2f), final checks %.2f; downloads %.2f of the checks (%s)\n",
                (long)dt_json_num(tc, "samples", 0), (long)dt_json_num(tc, "checked", 0),
                (long)dt_json_num(tc, "spot_checked", 0), dt_json_num(cs, "total", 0),
                dt_json_num(cs, "prepare", 0), dt_json_num(cs, "timing", 0),
                dt_json_num(cs, "timing_checks", 0), dt_json_num(cs, "baseline", 0),
-               dt_json_num(cs, "baseline_checks", 0), dt_json_num(cs, "final", 0));
+               dt_json_num(cs, "baseline_checks", 0), dt_json_num(cs, "final", 0),
+               dt_json_num(cs, "checks_download", 0),
+               dt_json_bool(cs, "checks_pinned", 0) ? "page-locked" : "pageable");
 }
 
 /* The kernel's parameters for `check --param NAME=VALUE ...`: the manifest's

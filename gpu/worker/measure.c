@@ -41,11 +41,16 @@ typedef struct observe {
     uint64_t rng;
     double check_p;
     long samples, checked, spot_checked;
-    double check_s; /* in observe_after: downloads and comparisons */
+    double check_s;    /* in observe_after: downloads and comparisons */
+    double check_dl_s; /* the downloads' part of check_s */
     int failed;
     int check_fmt; /* re-hash the format after timing (a full measure, or a small format) */
     char msg[512];
     unsigned char *raw, *unt;
+    int raw_pinned;          /* raw is page-locked host memory (cuMemHostAlloc) */
+    dev_buf spot;            /* the spot runs gathered on the device */
+    unsigned char *spot_raw; /* and downloaded here, page-locked (or malloc'd) */
+    int spot_pinned;
     double *got;
 } observe;
 
@@ -70,6 +75,30 @@ static void obs_sets_free(void *p)
     free(c);
 }
 
+/* Host buffers the checks download into: page-locked where the driver
+ * gives it (a pageable copy goes through the driver's staging buffer, in
+ * pieces, at a fraction of the link's speed), else malloc'd. */
+static void *host_alloc(size_t bytes, int *pinned)
+{
+    void *h = NULL;
+    *pinned = 0;
+    if (bytes >= 65536 && CU(cuMemHostAlloc)(&h, bytes, 0) == CUDA_SUCCESS && h != NULL) {
+        *pinned = 1;
+        return h;
+    }
+    return malloc(bytes);
+}
+
+static void host_free(void *h, int pinned)
+{
+    if (h == NULL)
+        return;
+    if (pinned)
+        CU(cuMemFreeHost)(h);
+    else
+        free(h);
+}
+
 static void observe_free(observe *ob)
 {
     for (int k = 0; k < OBS_SETS; k++) {
@@ -80,9 +109,40 @@ static void observe_free(observe *ob)
     }
     dev_free(&ob->poison);
     dev_free(&ob->fill);
-    free(ob->raw);
+    dev_free(&ob->spot);
+    host_free(ob->raw, ob->raw_pinned);
+    host_free(ob->spot_raw, ob->spot_pinned);
     free(ob->unt);
     free(ob->got);
+}
+
+#define OBS_SPOTS      64
+#define OBS_SPOT_BYTES 65536
+
+/* The elements of one spot run. */
+static size_t spot_per(const observe *ob)
+{
+    size_t per = OBS_SPOT_BYTES / ob->in->esize;
+    return per > ob->nout ? ob->nout : per;
+}
+
+/* The spot runs' device gather buffer and its host copy: one download a
+ * sample instead of OBS_SPOTS synchronous ones. */
+static int spot_open(observe *ob, dt_err *e)
+{
+    size_t bytes = (size_t)OBS_SPOTS * spot_per(ob) * ob->in->esize;
+    if (bytes == 0)
+        return 0;
+    if (dev_alloc(&ob->spot, bytes, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    ob->spot_raw = host_alloc(bytes, &ob->spot_pinned);
+    if (ob->spot_raw == NULL) {
+        e->code = WK_ENOMEM;
+        return dt_err_set(e, "out of host memory");
+    }
+    return 0;
 }
 
 static int observe_open(observe *ob, wk_matrix *m, instance *in, const wk_problem *p,
@@ -153,7 +213,7 @@ static int observe_open(observe *ob, wk_matrix *m, instance *in, const wk_proble
         e->code = wk_from_dev(e->code);
         return -1;
     }
-    ob->raw = malloc(ob->nout * es + 8);
+    ob->raw = host_alloc(ob->nout * es + 8, &ob->raw_pinned);
     ob->unt = malloc(ob->nout + 1);
     ob->got = run_xalloc_doubles(ob->nout, e);
     if (ob->raw == NULL || ob->unt == NULL || ob->got == NULL) {
@@ -169,6 +229,8 @@ static int observe_open(observe *ob, wk_matrix *m, instance *in, const wk_proble
     ob->check_p = ob_bytes <= 8.0 * 1048576.0 ? 1.0 : 8.0 * 1048576.0 / ob_bytes;
     if (ob->check_p < 1.0 / 16.0)
         ob->check_p = 1.0 / 16.0;
+    if (ob->check_p < 1.0 && spot_open(ob, e) != 0)
+        return -1;
     return 0;
 }
 
@@ -227,6 +289,70 @@ static int observe_refill(void *ud, CUstream s, dt_err *e)
     return 0;
 }
 
+/* The comparison of downloaded outputs [a, b): converted, their poison
+ * flagged (when the sample started from it) and compared, in blocks that
+ * stay in cache, one pass instead of three over the whole range. */
+#define OBS_BLOCK 4096
+
+static void tally_merge(tally *r, const tally *t)
+{
+    if (r->bad == 0 && t->bad > 0)
+        r->first_bad = t->first_bad;
+    if (r->other == 0 && t->other > 0)
+        r->first_other = t->first_other;
+    r->bad += t->bad;
+    r->other += t->other;
+    if (t->max_err > r->max_err)
+        r->max_err = t->max_err;
+    if (t->max_ratio > r->max_ratio)
+        r->max_ratio = t->max_ratio;
+}
+
+static void obs_compare(const observe *ob, const cmp_arrays *ca, size_t a, size_t b, tally *acc)
+{
+    size_t es = ob->in->esize;
+    tally r = {0};
+    for (size_t lo = a; lo < b; lo += OBS_BLOCK) {
+        size_t hi = b - lo > OBS_BLOCK ? lo + OBS_BLOCK : b;
+        sp_from_dtype(ob->raw + lo * es, ob->got + lo, hi - lo, ob->p->dtype);
+        if (ob->cur_poison) {
+            poison_job pj = {ob->raw, es, run_poison_bits(ob->p->dtype), ob->unt};
+            run_poison_flags_range(&pj, (int64_t)lo, (int64_t)hi, 0);
+        }
+        tally t;
+        run_reference_tally(ca, lo, hi, &t);
+        tally_merge(&r, &t);
+    }
+    *acc = r;
+}
+
+/* Parts of a parallel comparison: the whole output (runs == NULL) in
+ * contiguous ranges, or the spot runs, one tally each. */
+typedef struct obs_job {
+    const observe *ob;
+    const cmp_arrays *ca;
+    const size_t *runs; /* spot runs' first outputs, or NULL */
+    const size_t *ends; /* and their ends, the runs apart and ascending */
+    tally *run_tally;   /* one per spot run */
+    tally part[SP_PAR_MAX];
+} obs_job;
+
+static void obs_range(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    obs_job *j = ctx;
+    if (j->runs == NULL) {
+        obs_compare(j->ob, j->ca, (size_t)lo, (size_t)hi, &j->part[part]);
+        return;
+    }
+    for (int64_t k = lo; k < hi; k++)
+        obs_compare(j->ob, j->ca, j->runs[k], j->ends[k], &j->run_tally[k]);
+}
+
+/* Work for sp_parallel_for: the comparison costs several multiply-adds an
+ * output (the conversion, the flags, the tolerance), so that an output of a
+ * few million elements or a sample's spot runs spread over the cores. */
+#define OBS_WORK_PER_OUTPUT 8
+
 /* Check the output now in the operands against set k's reference; 0 with
  * ob->failed and ob->msg set on a wrong output. what: "timed launch ..." */
 static int observe_check(observe *ob, const char *what, dt_err *e)
@@ -234,18 +360,20 @@ static int observe_check(observe *ob, const char *what, dt_err *e)
     size_t es = ob->in->esize;
     const operands *o = &ob->ops[ob->cur];
     dev_buf live = {ob->live[2], ob->nout * es};
+    double t0 = dt_now();
     if (ob->nout && dev_download(ob->raw, &live, ob->nout * es, e) != 0) {
         e->code = wk_from_dev(e->code);
         return -1;
     }
-    sp_from_dtype(ob->raw, ob->got, ob->nout, ob->p->dtype);
-    if (ob->cur_poison) {
-        poison_job pj = {ob->raw, es, run_poison_bits(ob->p->dtype), ob->unt};
-        sp_parallel_for((int64_t)ob->nout, (int64_t)ob->nout, run_poison_flags_range, &pj);
-    }
+    ob->check_dl_s += dt_now() - t0;
     cmp_arrays ca = {
         .got = ob->got, .ref = o->ref, .tol = o->tol, .untouched = ob->cur_poison ? ob->unt : NULL};
-    tally t = run_tally_outputs(ob->nout, run_reference_tally, &ca);
+    obs_job j = {.ob = ob, .ca = &ca};
+    int parts = sp_parallel_for((int64_t)ob->nout, OBS_WORK_PER_OUTPUT * (int64_t)ob->nout,
+                                obs_range, &j);
+    tally t = {0};
+    for (int q = 0; q < parts; q++)
+        tally_merge(&t, &j.part[q]);
     ob->checked++;
     if (t.bad == 0 && t.other == 0)
         return 0;
@@ -266,44 +394,69 @@ static int observe_check(observe *ob, const char *what, dt_err *e)
  * most of them to move a median, and is found in any where a run falls on
  * what it skipped: a tenth of the rows skipped escapes a sample's 64 runs
  * about once in 850. */
-#define OBS_SPOTS      64
-#define OBS_SPOT_BYTES 65536
 
 static int observe_spot(observe *ob, unsigned sample, dt_err *e)
 {
     size_t es = ob->in->esize;
-    size_t per = OBS_SPOT_BYTES / es;
-    if (per == 0 || ob->nout == 0)
+    size_t per = spot_per(ob);
+    if (per == 0 || ob->spot.ptr == 0 || ob->spot_raw == NULL)
         return 0;
-    if (per > ob->nout)
-        per = ob->nout;
-    const operands *o = &ob->ops[ob->cur];
-    cmp_arrays ca = {
-        .got = ob->got, .ref = o->ref, .tol = o->tol, .untouched = ob->cur_poison ? ob->unt : NULL};
+    /* The offsets drawn now, after the sample ran; the runs gathered on the
+     * device (copies on the sample's stream, behind its launches) and
+     * brought back in one download. */
+    size_t lo[OBS_SPOTS];
+    CUstream s = dev_stream();
     for (int k = 0; k < OBS_SPOTS; k++) {
         ob->rng = mix64(ob->rng + GOLDEN);
-        size_t lo = (size_t)(ob->rng % (uint64_t)(ob->nout - per + 1)), hi = lo + per;
-        dev_buf b = {ob->live[2] + (CUdeviceptr)(lo * es), per * es};
-        if (dev_download(ob->raw + lo * es, &b, per * es, e) != 0) {
+        lo[k] = (size_t)(ob->rng % (uint64_t)(ob->nout - per + 1));
+        if (dev_check(CU(cuMemcpyDtoDAsync)(ob->spot.ptr + (CUdeviceptr)((size_t)k * per * es),
+                                            ob->live[2] + (CUdeviceptr)(lo[k] * es), per * es, s),
+                      "gathering the spot checks", e) != 0) {
             e->code = wk_from_dev(e->code);
             return -1;
         }
-        sp_from_dtype(ob->raw + lo * es, ob->got + lo, per, ob->p->dtype);
-        if (ob->cur_poison) {
-            poison_job pj = {ob->raw, es, run_poison_bits(ob->p->dtype), ob->unt};
-            run_poison_flags_range(&pj, (int64_t)lo, (int64_t)hi, 0);
+    }
+    double t0 = dt_now();
+    if (dev_download(ob->spot_raw, &ob->spot, (size_t)OBS_SPOTS * per * es, e) != 0) {
+        e->code = wk_from_dev(e->code);
+        return -1;
+    }
+    ob->check_dl_s += dt_now() - t0;
+    const operands *o = &ob->ops[ob->cur];
+    cmp_arrays ca = {
+        .got = ob->got, .ref = o->ref, .tol = o->tol, .untouched = ob->cur_poison ? ob->unt : NULL};
+    for (int k = 0; k < OBS_SPOTS; k++)
+        memcpy(ob->raw + lo[k] * es, ob->spot_raw + (size_t)k * per * es, per * es);
+    /* The runs in order, each cut to begin where the one before ended: no
+     * output is compared by two threads. */
+    for (int k = 1; k < OBS_SPOTS; k++)
+        for (int q = k; q > 0 && lo[q - 1] > lo[q]; q--) {
+            size_t x = lo[q];
+            lo[q] = lo[q - 1];
+            lo[q - 1] = x;
         }
-        tally t;
-        run_reference_tally(&ca, lo, hi, &t);
-        if (t.bad == 0 && t.other == 0)
+    size_t end[OBS_SPOTS];
+    for (int k = 0; k < OBS_SPOTS; k++) {
+        end[k] = lo[k] + per;
+        if (k > 0 && lo[k] < end[k - 1])
+            lo[k] = end[k - 1] < end[k] ? end[k - 1] : end[k];
+    }
+    tally rt[OBS_SPOTS];
+    obs_job j = {.ob = ob, .ca = &ca, .runs = lo, .ends = end, .run_tally = rt};
+    sp_parallel_for(OBS_SPOTS, OBS_WORK_PER_OUTPUT * (int64_t)OBS_SPOTS * (int64_t)per, obs_range,
+                    &j);
+    for (int k = 0; k < OBS_SPOTS; k++) {
+        const tally *t = &rt[k];
+        if (t->bad == 0 && t->other == 0)
             continue;
         ob->failed = 1;
-        size_t idx = t.bad ? t.first_bad : t.first_other;
+        size_t idx = t->bad ? t->first_bad : t->first_other;
         snprintf(ob->msg, sizeof ob->msg,
                  "timed launch: sample %u (input set %d), spot check of outputs %zu to %zu: %zu "
                  "wrong, %zu never written (first: output %zu, expected %.9g, got %.9g): a kernel "
                  "must compute the same function when timed as when verified",
-                 sample + 1, ob->cur, lo, hi - 1, t.bad, t.other, idx, o->ref[idx], ob->got[idx]);
+                 sample + 1, ob->cur, lo[k], end[k] - 1, t->bad, t->other, idx, o->ref[idx],
+                 ob->got[idx]);
         return 0;
     }
     ob->spot_checked++;
@@ -660,6 +813,8 @@ int wk_measure(wk_state *w, const cJSON *req, cJSON *out, dt_err *e)
         dt_json_set_num(cs, "timing_checks", check_timed);
         dt_json_set_num(cs, "baseline", t_base - t_timed);
         dt_json_set_num(cs, "baseline_checks", ob.check_s - check_timed);
+        dt_json_set_num(cs, "checks_download", ob.check_dl_s);
+        dt_json_set_bool(cs, "checks_pinned", ob.raw_pinned);
         dt_json_set_num(cs, "final", t_final - t_base);
         dt_json_set_num(cs, "total", t_final - t_begin);
         dt_json_set_take(out, "cost_s", cs);

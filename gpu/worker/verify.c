@@ -110,9 +110,13 @@ void run_reference_tally(const cmp_arrays *c, size_t lo, size_t hi, tally *t)
         }
         if (!isnan(err) && err > r.max_err)
             r.max_err = err;
-        double ratio = err / tol[i];
-        if (!isnan(ratio) && ratio > r.max_ratio)
-            r.max_ratio = ratio;
+        /* The division only where the ratio can grow (the same maximum:
+         * a NaN error or tolerance compares false both ways). */
+        if (err > r.max_ratio * tol[i]) {
+            double ratio = err / tol[i];
+            if (!isnan(ratio) && ratio > r.max_ratio)
+                r.max_ratio = ratio;
+        }
     }
     *t = r;
 }
